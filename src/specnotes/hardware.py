@@ -1,0 +1,147 @@
+"""Accelerators: datasheet peaks, the ridge point, and which row the running device is.
+
+Peaks are *dense* tensor-core FLOP/s (no 2:4 sparsity), bandwidth is HBM/GDDR bytes per
+second, memory is bytes. Every row names the datasheet it was read from. A CPU has no row:
+its roofline is measured (``specnotes.measure.measured_roofline``), never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+T, G = 1e12, 1e9
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    peak_flops: dict[str, float]
+    mem_bandwidth: float
+    memory: float
+    source: str
+    notes: str = field(default="", compare=False)
+
+    def peak(self, dtype: str = "bf16") -> float:
+        if dtype not in self.peak_flops:
+            raise ValueError(
+                f"{self.name} has no {dtype!r} peak in the table; it has {sorted(self.peak_flops)}"
+                + (f" ({self.notes})" if self.notes else "")
+            )
+        return self.peak_flops[dtype]
+
+    def ridge(self, dtype: str = "bf16") -> float:
+        """FLOP per byte at which a kernel stops being memory-bound: peak / bandwidth."""
+        return self.peak(dtype) / self.mem_bandwidth
+
+    def critical_batch(self, dtype: str = "bf16") -> float:
+        """Tokens per weight read at which a GEMM with dtype weights reaches the ridge.
+
+        A GEMM over B tokens does 2·B FLOPs per weight and reads dtype_bytes per weight,
+        so AI = 2B / w and the ridge is crossed at B = ridge · w / 2 (= ridge in bf16).
+        """
+        return self.ridge(dtype) * DTYPE_BYTES[dtype] / 2
+
+
+ACCELERATORS: dict[str, Accelerator] = {
+    a.name: a
+    for a in [
+        Accelerator(
+            "T4", {"fp16": 65 * T, "fp32": 8.1 * T}, 320 * G, 16 * G,
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
+            notes="Turing has no bf16 tensor cores: use fp16 on a T4",
+        ),
+        Accelerator(
+            "L4", {"bf16": 121 * T, "fp16": 121 * T, "fp8": 242.5 * T, "fp32": 30.3 * T}, 300 * G, 24 * G,
+            "https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet",
+        ),
+        Accelerator(
+            "A10G", {"bf16": 70 * T, "fp16": 70 * T, "fp32": 35 * T}, 600 * G, 24 * G,
+            "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/",
+            notes="AWS variant of the A10 (125 TF bf16); NVIDIA publishes no A10G datasheet",
+        ),
+        Accelerator(
+            "A100-40GB", {"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T}, 1555 * G, 40 * G,
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+        ),
+        Accelerator(
+            "A100-80GB", {"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T}, 2039 * G, 80 * G,
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+            notes="SXM4 module",
+        ),
+        Accelerator(
+            "H100-SXM", {"bf16": 989 * T, "fp16": 989 * T, "fp8": 1979 * T, "tf32": 494.5 * T, "fp32": 67 * T},
+            3350 * G, 80 * G,
+            "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+        ),
+        Accelerator(
+            "H100-PCIe", {"bf16": 756 * T, "fp16": 756 * T, "fp8": 1513 * T, "tf32": 378 * T, "fp32": 51 * T},
+            2000 * G, 80 * G,
+            "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+        ),
+        Accelerator(
+            "H200", {"bf16": 989 * T, "fp16": 989 * T, "fp8": 1979 * T, "tf32": 494.5 * T, "fp32": 67 * T},
+            4800 * G, 141 * G,
+            "https://www.nvidia.com/en-us/data-center/h200/",
+            notes="SXM; same compute as the H100 SXM, 43% more bandwidth",
+        ),
+        Accelerator(
+            "B200", {"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "tf32": 1100 * T, "fp32": 75 * T},
+            8000 * G, 180 * G,
+            "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+            notes="per GPU of a DGX/HGX B200",
+        ),
+        Accelerator(
+            "MI300X", {"bf16": 1307.4 * T, "fp16": 1307.4 * T, "fp8": 2614.9 * T, "tf32": 653.7 * T, "fp32": 163.4 * T},
+            5300 * G, 192 * G,
+            "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf",
+        ),
+    ]
+}
+
+
+def accelerator(name: str | Accelerator) -> Accelerator:
+    if isinstance(name, Accelerator):
+        return name
+    if name not in ACCELERATORS:
+        raise ValueError(f"unknown accelerator {name!r}; known: {', '.join(ACCELERATORS)}")
+    return ACCELERATORS[name]
+
+
+# Substrings of torch.cuda.get_device_name(), most specific first.
+_NAME_PATTERNS: list[tuple[str, str | None]] = [
+    ("H100 PCIE", "H100-PCIe"),
+    ("H100", "H100-SXM"),
+    ("H200", "H200"),
+    ("B200", "B200"),
+    ("A100-PCIE-40GB", "A100-40GB"),
+    ("A100-SXM4-40GB", "A100-40GB"),
+    ("A100 40GB", "A100-40GB"),
+    ("A100", "A100-80GB"),
+    ("A10G", "A10G"),
+    ("L40", None),  # an L40/L40S is not an L4
+    ("L4", "L4"),
+    ("T4", "T4"),
+    ("MI300X", "MI300X"),
+]
+
+
+def match_device_name(device_name: str) -> str | None:
+    """Table row for a CUDA/ROCm device name such as 'NVIDIA H100 80GB HBM3', or None."""
+    upper = device_name.upper()
+    for pattern, row in _NAME_PATTERNS:
+        if pattern in upper:
+            return row
+    return None
+
+
+def detect(device=None) -> Accelerator | None:
+    """The table row of the GPU this process would use; None on a CPU or an unknown GPU."""
+    import torch
+
+    device = torch.device(device) if device is not None else None
+    if not torch.cuda.is_available() or (device is not None and device.type != "cuda"):
+        return None
+    row = match_device_name(torch.cuda.get_device_name(device))
+    return ACCELERATORS[row] if row else None

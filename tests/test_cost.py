@@ -1,0 +1,175 @@
+"""The analytic model against values derived by hand (see each comment)."""
+
+import math
+
+import pytest
+
+from specnotes import cost
+from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, ModelShape, PassCost
+
+H100 = "H100-SXM"
+
+
+def test_llama_3_8b_params_by_hand():
+    # per layer: q,o 2·4096² + k,v 2·4096·1024 + gated MLP 3·4096·14336 = 218,103,808
+    layer = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+    assert layer == 218_103_808
+    assert LLAMA_3_8B.params == 32 * layer + 4096 * 128256 == 7_504_658_432
+    # plus the 525M embedding table, the published 8.03B
+    assert LLAMA_3_8B.params + 4096 * 128256 == pytest.approx(8.03e9, rel=1e-3)
+    assert LLAMA_3_8B.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2 == 131_072
+
+
+@pytest.mark.parametrize("batch", [1, 8, 64])
+def test_decode_intensity_is_batch_at_zero_context(batch):
+    # matmuls: AI = 2PB / (2P + B·KV(1)); KV(1) = 128 KiB ≪ 2P = 15 GB, so AI ≈ B
+    # (attention of the new token to itself adds a few FLOPs on top)
+    c = cost.decode_cost(LLAMA_3_8B, batch)
+    matmul_flops = 2 * LLAMA_3_8B.params * batch
+    assert matmul_flops / c.bytes == pytest.approx(batch * 2 * LLAMA_3_8B.params / (
+        2 * LLAMA_3_8B.params + batch * LLAMA_3_8B.kv_bytes_per_token), rel=1e-12)
+    assert c.intensity == pytest.approx(batch, rel=0.01)
+
+
+@pytest.mark.parametrize("batch,k", [(1, 4), (16, 4), (32, 7)])
+def test_verify_intensity_is_batch_times_k_plus_one(batch, k):
+    c = cost.verify_cost(LLAMA_3_8B, batch, k)
+    assert c.tokens == batch * (k + 1)
+    assert c.intensity == pytest.approx(batch * (k + 1), rel=0.01)
+
+
+def test_attention_intensity_independent_of_batch():
+    # FLOPs/bytes per sequence = (n_heads/n_kv)·(nL + n(n+1)/2)/(L + n) → (k+1)·4 for L ≫ k
+    k, L = 4, 32768
+    one = cost.attention_cost(LLAMA_3_8B, 1, k + 1, L)
+    many = cost.attention_cost(LLAMA_3_8B, 64, k + 1, L)
+    assert one.intensity == many.intensity
+    n = k + 1
+    assert one.intensity == pytest.approx(4 * (n * L + n * (n + 1) / 2) / (L + n), rel=1e-12)
+    assert one.intensity == pytest.approx((k + 1) * 32 / 8, rel=1e-3)
+
+
+def test_attention_flops_by_hand():
+    # 1 new token at L = 10: pairs = 10 + 1; FLOPs = 4·d_head·n_heads·layers·pairs
+    s = ModelShape(2, 64, 4, 2, 128, 100)
+    c = cost.attention_cost(s, 3, 1, 10)
+    assert c.flops == 3 * 4 * 16 * 4 * 2 * 11
+    assert c.bytes == 3 * (2 * 2 * 2 * 16 * 2) * 11  # B·KV(1)·(L + n)
+
+
+def test_kv_bytes_do_not_amortize_across_batch_but_do_across_k():
+    L = 8192
+    per_seq = LLAMA_3_8B.kv_bytes_per_token * L
+    d1 = cost.decode_cost(LLAMA_3_8B, 1, L).bytes - LLAMA_3_8B.weight_bytes_total
+    d64 = cost.decode_cost(LLAMA_3_8B, 64, L).bytes - LLAMA_3_8B.weight_bytes_total
+    assert d64 == pytest.approx(64 * d1)
+    v = cost.verify_cost(LLAMA_3_8B, 1, 4, L).bytes - LLAMA_3_8B.weight_bytes_total
+    assert v == pytest.approx(d1 + 4 * LLAMA_3_8B.kv_bytes_per_token)  # only 4 more writes
+    assert d1 == pytest.approx(per_seq + LLAMA_3_8B.kv_bytes_per_token)
+
+
+def test_mixed_batch_one_speculating_is_b_plus_k():
+    b, k = 32, 4
+    one = cost.mixed_verify_cost(LLAMA_3_8B, b, k, speculating=1)
+    assert one.tokens == b + k
+    assert one.intensity == pytest.approx(b + k, rel=0.01)
+    everyone = cost.mixed_verify_cost(LLAMA_3_8B, b, k, speculating=b)
+    assert everyone == cost.verify_cost(LLAMA_3_8B, b, k)
+    nobody = cost.mixed_verify_cost(LLAMA_3_8B, b, k, speculating=0, context=100)
+    assert nobody == cost.decode_cost(LLAMA_3_8B, b, context=100)
+
+
+def test_roofline_time_by_hand():
+    # H100 SXM: 3.35e12 B/s, 989e12 FLOP/s bf16
+    memory_bound = PassCost(flops=1e9, bytes=1e9, tokens=1)
+    assert cost.roofline_time(memory_bound, H100) == pytest.approx(1e9 / 3.35e12)
+    compute_bound = PassCost(flops=1e12, bytes=1e9, tokens=1)
+    assert cost.roofline_time(compute_bound, H100) == pytest.approx(1e12 / 989e12)
+    assert cost.roofline_time(compute_bound, H100, overhead=5e-6) == pytest.approx(1e12 / 989e12 + 5e-6)
+
+
+def test_expected_tokens_by_hand():
+    assert cost.expected_tokens(0.0, 4) == 1.0
+    assert cost.expected_tokens(1.0, 4) == 5.0
+    assert cost.expected_tokens(0.5, 0) == 1.0
+    assert cost.expected_tokens(0.8, 4) == pytest.approx((1 - 0.8**5) / 0.2)
+    assert cost.expected_tokens(0.8, 4) == pytest.approx(1 + 0.8 + 0.64 + 0.512 + 0.4096)
+    # continuous at α → 1
+    assert cost.expected_tokens(1 - 1e-9, 4) == pytest.approx(5.0, rel=1e-6)
+
+
+def test_speedup_is_leviathan_theorem_3_8():
+    # (1 − α^(γ+1)) / ((1 − α)(γc + 1)), e.g. α = 0.75, γ = 7, c = 0.05
+    assert cost.speedup(0.75, 7, 0.05) == pytest.approx((1 - 0.75**8) / (0.25 * (7 * 0.05 + 1)))
+    assert cost.speedup(0.75, 7, 0.0) == pytest.approx(3.5995483, rel=1e-6)
+    assert cost.speedup(0.0, 3, 0.1) == pytest.approx(1 / 1.3)
+
+
+def test_optimal_k():
+    assert cost.optimal_k(0.0, 0.1) == 0
+    k = cost.optimal_k(0.8, 0.05)
+    assert cost.speedup(0.8, k, 0.05) >= max(cost.speedup(0.8, j, 0.05) for j in range(30))
+    # Leviathan Cor. 3.9: if α > c some γ gives at least (1 + α)/(1 + c)
+    assert cost.speedup(0.6, cost.optimal_k(0.6, 0.3), 0.3) >= (1 + 0.6) / (1 + 0.3) - 1e-12
+
+
+@pytest.mark.parametrize("alpha,k", [(0.6, 3), (0.8, 5), (0.9, 8)])
+def test_batch_speedup_memory_bound_limit_is_theorem_3_8(alpha, k):
+    t_target = cost.roofline_time(cost.decode_cost(LLAMA_3_8B, 1), H100)
+    t_draft = cost.roofline_time(cost.decode_cost(LLAMA_3_2_1B, 1), H100)
+    c = t_draft / t_target
+    assert c == pytest.approx(LLAMA_3_2_1B.params / LLAMA_3_8B.params, rel=1e-3)
+    s = cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, k, alpha)
+    assert s == pytest.approx(cost.speedup(alpha, k, c), rel=1e-3)
+
+
+def test_batch_speedup_falls_to_below_one_at_large_batch():
+    s = [cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, b, 4, 0.8) for b in (1, 16, 64, 256, 1024)]
+    assert s == sorted(s, reverse=True)
+    assert s[0] > 2 and s[-1] < 1
+
+
+@pytest.mark.parametrize("accel,k,alpha,context", [
+    (H100, 4, 0.8, 0), (H100, 2, 0.6, 0), ("A100-80GB", 8, 0.9, 0), ("T4", 4, 0.7, 512), (H100, 4, 0.8, 4096),
+])
+def test_crossover_batch_matches_full_scan(accel, k, alpha, context):
+    dtype = "fp16" if accel == "T4" else "bf16"
+    b_star = cost.crossover_batch(LLAMA_3_8B, LLAMA_3_2_1B, accel, k, alpha, context, dtype)
+    scan = [b for b in range(1, 2049)
+            if cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, accel, b, k, alpha, context, dtype) <= 1]
+    assert b_star == (scan[0] if scan else None) or (b_star is None and not scan) or b_star > 2048
+
+
+def test_crossover_none_when_speculation_always_pays():
+    # a free draft (1 layer, tiny) at α = 1: S(B) → (k+1)·T(B,1)/T(B,k+1) ≥ 1 only while memory-bound,
+    # so give it a max_batch below the ridge
+    tiny = ModelShape(1, 64, 1, 1, 64, 100)
+    assert cost.crossover_batch(LLAMA_3_8B, tiny, H100, 4, 1.0, max_batch=32) is None
+
+
+@pytest.mark.parametrize("call", [
+    lambda: cost.expected_tokens(-0.1, 4),
+    lambda: cost.expected_tokens(1.1, 4),
+    lambda: cost.expected_tokens(0.5, -1),
+    lambda: cost.expected_tokens(0.5, 2.5),
+    lambda: cost.speedup(0.5, 4, -0.1),
+    lambda: cost.decode_cost(LLAMA_3_8B, 0),
+    lambda: cost.verify_cost(LLAMA_3_8B, 4, -1),
+    lambda: cost.forward_cost(LLAMA_3_8B, 1, 1, context=-5),
+    lambda: cost.roofline_time(cost.decode_cost(LLAMA_3_8B, 1), "H300"),
+    lambda: cost.roofline_time(cost.decode_cost(LLAMA_3_8B, 1), H100, dtype="int3"),
+    lambda: cost.roofline_time(cost.decode_cost(LLAMA_3_8B, 1), "T4", dtype="bf16"),
+    lambda: cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 0, 4, 0.8),
+    lambda: cost.mixed_verify_cost(LLAMA_3_8B, 4, 2, speculating=5),
+    lambda: ModelShape(2, 100, 3, 1, 10, 10),
+    lambda: LLAMA_3_8B.in_dtype("fp64"),
+])
+def test_bad_input_raises_value_error_naming_the_range(call):
+    with pytest.raises(ValueError, match=r"must be|unknown|known|has no"):
+        call()
+
+
+def test_in_dtype():
+    fp32 = LLAMA_3_8B.in_dtype("fp32")
+    assert fp32.weight_bytes_total == 2 * LLAMA_3_8B.weight_bytes_total
+    assert math.isclose(cost.decode_cost(fp32, 8).intensity, 4, rel_tol=0.01)  # 2B/w with w = 4

@@ -1,0 +1,44 @@
+import pytest
+
+from specnotes import hardware
+from specnotes.hardware import ACCELERATORS, accelerator
+
+DESIGN_ROWS = ["T4", "L4", "A10G", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "MI300X"]
+
+
+def test_table_has_every_design_row_with_a_source():
+    assert list(ACCELERATORS) == DESIGN_ROWS
+    for a in ACCELERATORS.values():
+        assert a.source.startswith("https://")
+        assert 1e11 < a.mem_bandwidth < 1e13 and 1e10 < a.memory < 1e12
+        assert all(1e12 < v < 1e16 for v in a.peak_flops.values())
+
+
+def test_ridge_by_hand():
+    assert accelerator("H100-SXM").ridge() == pytest.approx(989 / 3.35)  # ≈ 295, the scaling book's number
+    assert accelerator("A100-80GB").ridge() == pytest.approx(312 / 2.039)
+    assert accelerator("T4").ridge("fp16") == pytest.approx(65 / 0.32)
+
+
+def test_critical_batch_scales_with_weight_bytes():
+    h = accelerator("H100-SXM")
+    assert h.critical_batch("bf16") == pytest.approx(h.ridge("bf16"))
+    assert h.critical_batch("fp32") == pytest.approx(2 * 67 / 3.35)
+    assert h.critical_batch("fp8") == pytest.approx(1979 / 3.35 / 2)
+
+
+def test_bad_names_and_dtypes():
+    with pytest.raises(ValueError, match="known: T4, L4"):
+        accelerator("H300")
+    with pytest.raises(ValueError, match="no bf16 tensor cores"):
+        accelerator("T4").ridge("bf16")
+
+
+@pytest.mark.parametrize("name,row", [
+    ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA H200", "H200"),
+    ("NVIDIA A100-SXM4-80GB", "A100-80GB"), ("NVIDIA A100-SXM4-40GB", "A100-40GB"), ("Tesla T4", "T4"),
+    ("NVIDIA L4", "L4"), ("NVIDIA L40S", None), ("NVIDIA A10G", "A10G"), ("NVIDIA B200", "B200"),
+    ("AMD Instinct MI300X", "MI300X"), ("NVIDIA GeForce RTX 4090", None),
+])
+def test_match_device_name(name, row):
+    assert hardware.match_device_name(name) == row
