@@ -173,3 +173,15 @@ def test_in_dtype():
     fp32 = LLAMA_3_8B.in_dtype("fp32")
     assert fp32.weight_bytes_total == 2 * LLAMA_3_8B.weight_bytes_total
     assert math.isclose(cost.decode_cost(fp32, 8).intensity, 4, rel_tol=0.01)  # 2B/w with w = 4
+
+
+def test_gemm_intensity_by_hand():
+    # Llama-3-8B up-projection 4096 → 14336 at B = 16, bf16:
+    # 2·16·4096·14336 / (2·4096·14336 + 2·16·(4096 + 14336))
+    c = cost.gemm_cost(16, 4096, 14336)
+    assert c.intensity == pytest.approx(2 * 16 * 4096 * 14336 / (2 * 4096 * 14336 + 2 * 16 * (4096 + 14336)))
+    assert c.intensity == pytest.approx(16, rel=0.01)  # ≈ B in bf16
+    assert cost.gemm_cost(16, 4096, 14336, weight_bytes=4).intensity == pytest.approx(8, rel=0.01)  # B/2 in fp32
+    assert cost.gemm_cost(16, 4096, 14336, weight_bytes=1, act_bytes=2).intensity == pytest.approx(32, rel=0.01)
+    with pytest.raises(ValueError, match="batch must be an integer >= 1"):
+        cost.gemm_cost(0, 4, 4)

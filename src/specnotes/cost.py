@@ -112,6 +112,19 @@ def matmul_cost(shape: ModelShape, batch: int, new_tokens: int) -> PassCost:
     return PassCost(2 * shape.params * tokens, shape.weight_bytes_total, tokens)
 
 
+def gemm_cost(batch: int, d_in: int, d_out: int, weight_bytes: float = 2, act_bytes: float | None = None) -> PassCost:
+    """y = x·W with x [batch, d_in], W [d_in, d_out]: 2·B·d_in·d_out FLOPs; W read once, x read, y written.
+
+    AI = 2·B·d_in·d_out / (w·d_in·d_out + a·B·(d_in + d_out)) → 2B/w while B ≪ d_in, d_out.
+    """
+    _check_int("batch", batch, 1)
+    _check_int("d_in", d_in, 1)
+    _check_int("d_out", d_out, 1)
+    act_bytes = weight_bytes if act_bytes is None else act_bytes
+    nbytes = weight_bytes * d_in * d_out + act_bytes * batch * (d_in + d_out)
+    return PassCost(2 * batch * d_in * d_out, nbytes, batch)
+
+
 def attended_pairs(new_tokens: int, context: int) -> int:
     """(query, key) pairs per sequence: new token i sees the context and new tokens 0..i."""
     return new_tokens * context + new_tokens * (new_tokens + 1) // 2
