@@ -185,3 +185,12 @@ def test_gemm_intensity_by_hand():
     assert cost.gemm_cost(16, 4096, 14336, weight_bytes=1, act_bytes=2).intensity == pytest.approx(32, rel=0.01)
     with pytest.raises(ValueError, match="batch must be an integer >= 1"):
         cost.gemm_cost(0, 4, 4)
+
+
+def test_decode_summary_by_hand():
+    one = cost.decode_summary(LLAMA_3_8B, H100, 1)
+    assert one["step ms"] == pytest.approx(1e3 * cost.decode_cost(LLAMA_3_8B, 1).bytes / 3.35e12)
+    assert one["tokens/s"] == pytest.approx(1e3 / one["step ms"]) and one["bound"] == "memory"
+    big = cost.decode_summary(LLAMA_3_8B, H100, 1024)
+    assert big["bound"] == "compute"
+    assert big["step ms"] == pytest.approx(1e3 * cost.decode_cost(LLAMA_3_8B, 1024).flops / 989e12)

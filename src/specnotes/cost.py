@@ -187,6 +187,15 @@ def roofline_time(cost: PassCost, accel: Accelerator | str, dtype: str = "bf16",
     return max(cost.bytes / accel.mem_bandwidth, cost.flops / accel.peak(dtype)) + overhead
 
 
+def decode_summary(shape: ModelShape, accel, batch: int, context: int = 0, dtype: str = "bf16") -> dict:
+    """One row of a decode-step table: intensity, step time, per-token time, tokens/s, which roof binds."""
+    accel = accelerator(accel)
+    c = decode_cost(shape, batch, context)
+    t = roofline_time(c, accel, dtype)
+    return {"B": batch, "AI (FLOP/byte)": c.intensity, "step ms": 1e3 * t, "ms per token": 1e3 * t / batch,
+            "tokens/s": batch / t, "bound": "memory" if c.intensity < accel.ridge(dtype) else "compute"}
+
+
 def expected_tokens(alpha: float, k: int) -> float:
     """E[N] = (1 - α^(k+1)) / (1 - α): tokens per iteration with i.i.d. acceptance (Leviathan Eq. 1)."""
     if not 0.0 <= alpha <= 1.0:

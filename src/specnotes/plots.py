@@ -1,0 +1,294 @@
+"""Plots in one house style: measured = markers, modelled = lines, units on every axis.
+
+Introduced in chapter 1 (``01_roofline_decode``). Every function takes an optional ``ax``, draws on it,
+and returns it (``ax.figure`` is the figure); none calls ``plt.show()``. Every plot has a title,
+units on both axes, and a legend whose entries start with ``measured:`` or ``model:``.
+
+Depends on matplotlib and numpy only; roofs can be :class:`specnotes.hardware.Accelerator` rows or
+measured ``(bandwidth, flops)`` pairs such as :func:`specnotes.measure.measured_roofline` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import NullFormatter
+
+# Okabe-Ito: distinguishable with every common form of colour blindness, and in greyscale by marker.
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "h"]
+MEASURED = {"linestyle": "none", "markersize": 7, "markeredgecolor": "white", "markeredgewidth": 0.8}
+MODEL = {"linestyle": "-", "linewidth": 2.0, "alpha": 0.9}
+MEASURED_ROOF = {"linestyle": "--", "linewidth": 2.0}
+
+STYLE = {
+    "figure.figsize": (7.0, 4.5),
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 11,
+    "axes.grid": True,
+    "axes.grid.which": "both",
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": plt.cycler(color=PALETTE),
+    "legend.frameon": False,
+    "legend.fontsize": 9,
+    "lines.linewidth": 2.0,
+}
+
+
+@contextlib.contextmanager
+def house_style():
+    """``with house_style(): ...``: the book's rcParams inside the block only."""
+    with plt.rc_context(STYLE):
+        yield
+
+
+def apply_house_style() -> None:
+    """Set the book's rcParams globally (for a notebook's first cell)."""
+    plt.rcParams.update(STYLE)
+
+
+def _axes(ax):
+    if ax is None:
+        _, ax = plt.subplots()
+    return ax
+
+
+def _flops_unit(max_flops: float) -> tuple[float, str]:
+    # TFLOP/s is the top unit: datasheets quote even a B200 as "2250 TFLOP/s"
+    for scale, unit in ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s")):
+        if max_flops >= scale:
+            return scale, unit
+    return 1.0, "FLOP/s"
+
+
+def _time_unit(max_s: float) -> tuple[float, str]:
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if max_s >= scale:
+            return scale, unit
+    return 1e-9, "ns"
+
+
+def _legend(ax, source: str | None, **kwargs):
+    """The legend; ``source`` (where the measurements came from) becomes its title, so it is never
+    cropped and sits next to the ``measured:`` entries it qualifies."""
+    # a light backing box: in a crowded plot the legend stays readable wherever "best" puts it
+    leg = ax.legend(title=source, frameon=True, framealpha=0.85, edgecolor="none", **kwargs)
+    if source:
+        leg.get_title().set_fontsize(8)
+        leg.get_title().set_color("0.35")
+    return leg
+
+
+def _point_colors(n: int, first: int) -> list:
+    """Up to 6 points: palette colours after the roofs'; more (a sweep): a sequential colormap, so the
+    order of the points (e.g. growing B) reads from the colour."""
+    if n <= 6:
+        return [PALETTE[(first + j) % len(PALETTE)] for j in range(n)]
+    cmap = plt.get_cmap("viridis")
+    return [cmap(j / max(1, n - 1) * 0.9) for j in range(n)]
+
+
+# ----------------------------------------------------------------------------------------------
+# roofline
+
+
+def _is_accelerator(obj) -> bool:
+    return hasattr(obj, "peak_flops") and hasattr(obj, "mem_bandwidth")
+
+
+def _accel_peak(accel, dtype: str) -> float:
+    if hasattr(accel, "peak"):
+        return accel.peak(dtype)
+    if dtype not in accel.peak_flops:
+        raise ValueError(f"{accel.name} has no {dtype!r} peak; it has {sorted(accel.peak_flops)}")
+    return accel.peak_flops[dtype]
+
+
+def _pair(obj) -> tuple[float, float] | None:
+    """A measured roof as (bandwidth, flops): a MeasuredRoof or a plain 2-sequence of numbers."""
+    if hasattr(obj, "bandwidth") and hasattr(obj, "flops"):
+        return float(obj.bandwidth), float(obj.flops)
+    if isinstance(obj, Sequence) and not isinstance(obj, str) and len(obj) == 2:
+        bw, flops = obj
+        return float(bw), float(flops)
+    return None
+
+
+def _roof(spec, dtype: str) -> tuple[str, float, float, bool]:
+    """Normalize one roof to (label, peak FLOP/s, bandwidth bytes/s, measured?)."""
+    if isinstance(spec, str):  # a row name of the accelerator table, e.g. "H100-SXM"
+        from specnotes.hardware import accelerator
+
+        spec = accelerator(spec)
+    if _is_accelerator(spec):
+        return f"{spec.name} ({dtype}, datasheet)", _accel_peak(spec, dtype), spec.mem_bandwidth, False
+    pair = _pair(spec) if not (isinstance(spec, tuple) and spec and isinstance(spec[0], str)) else None
+    if pair is not None:
+        return "this device (copy + GEMM)", pair[1], pair[0], True
+    if isinstance(spec, Sequence) and not isinstance(spec, str) and spec and isinstance(spec[0], str):
+        label, *rest = spec
+        if len(rest) == 1 and _is_accelerator(rest[0]):
+            return label, _accel_peak(rest[0], dtype), rest[0].mem_bandwidth, False
+        if len(rest) == 1 and _pair(rest[0]) is not None:
+            bw, flops = _pair(rest[0])
+            return label, flops, bw, True
+        if len(rest) in (2, 3):  # (label, flops_per_s, bytes_per_s[, "measured" | "model"])
+            kind = rest[2] if len(rest) == 3 else "model"
+            if kind not in ("measured", "model"):
+                raise ValueError(f"roof kind must be 'measured' or 'model', got {kind!r}")
+            return label, float(rest[0]), float(rest[1]), kind == "measured"
+    raise ValueError(
+        "a roof is an Accelerator, a measured (bandwidth, flops) pair / MeasuredRoof, (label, Accelerator), "
+        f"(label, (bandwidth, flops)) or (label, flops_per_s, bytes_per_s[, 'measured'|'model']); got {spec!r}"
+    )
+
+
+def _point(spec) -> tuple[str, float, float]:
+    """Normalize one measured point to (label, intensity FLOP/byte, FLOP/s)."""
+    extra = getattr(spec, "extra", None)
+    if isinstance(extra, dict) and "intensity" in extra and "flops_per_s" in extra:
+        params = getattr(spec, "params", {}) or {}
+        label = f"B={params['batch']}" if "batch" in params else spec.name
+        return label, float(extra["intensity"]), float(extra["flops_per_s"])
+    if isinstance(spec, Sequence) and len(spec) == 3:
+        label, ai, flops = spec
+        return str(label), float(ai), float(flops)
+    raise ValueError(f"a point is (label, intensity, flops_per_s) or a measure.Record; got {spec!r}")
+
+
+def roofline(ax=None, *, roofs=(), points=(), dtype: str = "bf16", title: str | None = None,
+             xlim: tuple[float, float] | None = None, annotate_points: bool | str = "auto",
+             source: str | None = None):
+    """Log-log roofline: x = arithmetic intensity (FLOP/byte), y = attainable FLOP/s (auto-scaled unit).
+
+    roofs: each draws ``min(peak, AI * bandwidth)`` with its ridge marked. Accepted forms:
+        an ``Accelerator`` or its name in ``hardware.ACCELERATORS`` (datasheet: solid line, ``model:`` in
+        the legend; peak for ``dtype``); a measured ``(bandwidth, flops)`` pair or ``MeasuredRoof`` (dashed,
+        ``measured roof:``); labelled ``(label, Accelerator)``, ``(label, (bandwidth, flops))`` or
+        ``(label, flops_per_s, bytes_per_s[, "measured" | "model"])``.
+    points: measured points, markers: ``(label, intensity, flops_per_s)`` or ``measure.Record``\\ s from
+        :func:`specnotes.measure.matmul_sweep` (labelled ``B=...``).
+    annotate_points: write each point's label beside it (``"auto"``: when there are at most 6).
+    source: where the measurements came from (device, dtype), shown as the legend's title.
+    Returns the Axes.
+    """
+    roofs = [_roof(r, dtype) for r in roofs]
+    points = [_point(p) for p in points]
+    if not roofs and not points:
+        raise ValueError("roofline needs at least one roof or one point")
+    with house_style():
+        ax = _axes(ax)
+        ridges = [peak / bw for _, peak, bw, _ in roofs]
+        ais = [ai for _, ai, _ in points]
+        if xlim is None:
+            lo = min(ridges + ais) / 20
+            hi = max(ridges + ais) * 10
+            xlim = (10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi)))
+        ymax = max([peak for _, peak, _, _ in roofs] + [f for _, _, f in points])
+        scale, unit = _flops_unit(ymax)
+        x = np.logspace(math.log10(xlim[0]), math.log10(xlim[1]), 400)
+        ylo = []
+        for i, (label, peak, bw, measured) in enumerate(roofs):
+            color = PALETTE[i % len(PALETTE)]
+            style = MEASURED_ROOF if measured else MODEL
+            kind = "measured roof" if measured else "model"
+            y = np.minimum(peak, x * bw) / scale
+            ylo.append(y[0])
+            ax.plot(x, y, color=color, label=f"{kind}: {label}", **style)
+            ridge = peak / bw
+            ax.plot([ridge], [peak / scale], marker="D", markersize=6, color=color, markerfacecolor="white",
+                    linestyle="none")
+            ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, peak / scale), xytext=(-6, 6), ha="right",
+                        textcoords="offset points", fontsize=8, color=color)
+        colors = _point_colors(len(points), len(roofs))
+        if annotate_points == "auto":
+            annotate_points = len(points) <= 6
+        for j, (label, ai, flops) in enumerate(points):
+            ax.plot([ai], [flops / scale], marker=MARKERS[j % len(MARKERS)], color=colors[j],
+                    label=f"measured: {label}", **MEASURED)
+            ylo.append(flops / scale)
+            if annotate_points:
+                ax.annotate(label, (ai, flops / scale), xytext=(5, -10), textcoords="offset points",
+                            fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(*xlim)
+        ax.set_ylim(min(ylo) / 3, ymax / scale * 3)
+        ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel(f"Attainable performance ({unit})")
+        ax.set_title(title or f"Roofline ({dtype}): min(peak, intensity × bandwidth)")
+        _legend(ax, source, loc="best", ncol=1 if len(roofs) + len(points) < 8 else 2)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# time vs batch
+
+
+def time_vs_batch(ax=None, batches: Sequence[float] = (), measured_times: Sequence[float] = (),
+                  predicted_times: Sequence[float] | None = None, *, knee="auto", per_token: bool = True,
+                  title: str | None = None, model_label: str = "roofline", source: str | None = None):
+    """Log-log step time and time per token (step / B) vs batch size B.
+
+    Measured values are markers, ``predicted_times`` (optional) lines in the same colours.
+    knee: ``"auto"`` marks :func:`specnotes.measure.knee` of the measured step times, a number marks
+        that batch, None marks nothing.
+    source: where the measurements came from (device, dtype), shown as the legend's title.
+    Returns the Axes.
+    """
+    batches = [float(b) for b in batches]
+    measured = [float(t) for t in measured_times]
+    if not batches or len(batches) != len(measured):
+        raise ValueError(f"need matching, non-empty batches and measured_times ({len(batches)} vs {len(measured)})")
+    if any(b <= 0 for b in batches) or any(t <= 0 for t in measured):
+        raise ValueError("batches and times must be > 0 for a log-log plot")
+    if predicted_times is not None:
+        predicted_times = [float(t) for t in predicted_times]
+    if predicted_times is not None and len(predicted_times) != len(batches):
+        raise ValueError(f"predicted_times has {len(predicted_times)} values for {len(batches)} batches")
+    if knee == "auto":
+        from specnotes.measure import knee as find_knee
+
+        knee = find_knee(batches, measured) if len(batches) >= 3 else None
+
+    series = [("step time", measured, predicted_times)]
+    if per_token:
+        series.append(("time per token", [t / b for t, b in zip(measured, batches, strict=True)],
+                       None if predicted_times is None
+                       else [t / b for t, b in zip(predicted_times, batches, strict=True)]))
+    every = [v for _, m, p in series for v in list(m) + list(p or [])]
+    scale, unit = _time_unit(max(every))
+    with house_style():
+        ax = _axes(ax)
+        for i, (name, meas, pred) in enumerate(series):
+            color = PALETTE[i]
+            if pred is not None:
+                ax.plot(batches, [v / scale for v in pred], color=color, label=f"model: {name} ({model_label})",
+                        **MODEL)
+            ax.plot(batches, [v / scale for v in meas], marker=MARKERS[i], color=color,
+                    label=f"measured: {name}", **MEASURED)
+        if knee is not None:
+            ax.axvline(knee, color="0.35", linestyle=":", linewidth=1.5, label=f"measured knee: B ≈ {knee:.3g}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        if len(batches) <= 16:
+            ax.set_xticks(batches)
+            ax.set_xticklabels([f"{b:g}" for b in batches])
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("Batch size B (sequences, 1 new token each)")
+        ax.set_ylabel(f"Time ({unit})")
+        ax.set_title(title or "Decode step time and time per token vs batch size")
+        _legend(ax, source, loc="best")
+    return ax

@@ -1,0 +1,55 @@
+"""Checks on the built website (_build/html); run by `make bookcheck` after the strict build."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+pytestmark = pytest.mark.built
+
+
+def toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [c["file"] for c in part["chapters"]]
+    return files
+
+
+def page(rel):
+    return (HTML / f"{rel}.html").read_text()
+
+
+@pytest.mark.parametrize("rel", toc_files())
+def test_every_toc_page_is_built_without_errors(rel):
+    html = page(rel)
+    assert "<title>" in html
+    assert "Traceback (most recent call last)" not in html
+    assert 'class="output traceback' not in html
+
+
+def test_no_unresolved_glue_or_references():
+    for rel in toc_files():
+        html = page(rel)
+        assert "glue:" not in html and "{glue" not in html, rel
+        assert "??" not in re.sub(r"<script.*?</script>", "", html, flags=re.S), rel
+
+
+@pytest.mark.parametrize("rel", [f for f in toc_files() if f.startswith("notebooks/")])
+def test_chapter_has_colab_launch_link(rel):
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/")
+    expected = f"https://colab.research.google.com/github/{repo}/blob/{config['repository']['branch']}/{rel}.ipynb"
+    assert expected in page(rel)
+
+
+def test_chapter_1_shows_derivation_table_and_measured_roofline():
+    html = page("notebooks/01_roofline_decode")
+    assert "critical batch" in html.lower()
+    assert "H100-SXM" in html and "MI300X" in html  # the table of critical batches
+    assert html.count('<img alt="_images/') + html.count('src="../_images/') >= 1  # the measured plots
+    assert "Takeaway" in html and "Problems to work" in html
+    assert re.search(r"ridge of\s*<span[^>]*>\s*295", html)  # a glued number rendered in prose
