@@ -42,3 +42,11 @@ def test_bad_names_and_dtypes():
 ])
 def test_match_device_name(name, row):
     assert hardware.match_device_name(name) == row
+
+
+def test_reference_rows():
+    rows = {r["accelerator"]: r for r in hardware.reference_rows()}
+    assert rows["T4"]["dtype"] == "fp16"  # no bf16 on Turing
+    assert rows["H100-SXM"]["critical batch"] == pytest.approx(989 / 3.35)
+    assert rows["A100-40GB"]["fp8 critical batch"] is None
+    assert rows["H200"]["critical batch"] < rows["H100-SXM"]["critical batch"]  # same FLOPs, more bandwidth

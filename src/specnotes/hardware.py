@@ -145,3 +145,25 @@ def detect(device=None) -> Accelerator | None:
         return None
     row = match_device_name(torch.cuda.get_device_name(device))
     return ACCELERATORS[row] if row else None
+
+
+def reference_rows(dtype: str = "bf16") -> list[dict]:
+    """One row per accelerator: datasheet peaks, bandwidth, ridge and critical batch in ``dtype``.
+
+    A device with no ``dtype`` peak (the T4 has no bf16) falls back to fp16 and says so.
+    """
+    rows = []
+    for a in ACCELERATORS.values():
+        used = dtype if dtype in a.peak_flops else "fp16"
+        rows.append({
+            "accelerator": a.name,
+            "dtype": used,
+            "peak TFLOP/s": a.peak(used) / T,
+            "bandwidth TB/s": a.mem_bandwidth / 1e12,
+            "memory GB": a.memory / G,
+            "ridge FLOP/byte": a.ridge(used),
+            "critical batch": a.critical_batch(used),
+            "fp8 critical batch": a.critical_batch("fp8") if "fp8" in a.peak_flops else None,
+            "source": a.source,
+        })
+    return rows
