@@ -1,0 +1,226 @@
+"""Batched decoding: plain autoregressive, and speculative (draft k, verify once, roll back).
+
+One speculative iteration, for every sequence of the batch at once:
+
+1. the drafter proposes k tokens per sequence (a draft model: k passes of one token);
+2. the target runs one pass over k+1 positions per sequence: its pending token and the k drafts;
+3. ``speculative_sample`` keeps each sequence's accepted drafts and adds one token;
+4. both KV caches roll back, per sequence, to what was accepted.
+
+Each sequence accepts a different number of drafts, so the batch becomes ragged: the KV cache
+keeps one length per sequence and the model masks per sequence.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from specnotes.drafters import DraftModelDrafter, pad_prompts
+from specnotes.model import Transformer, decode, encode
+from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
+
+
+@dataclass
+class GenerationStats:
+    """What one generation call did. ``accepted[i, b]``: drafts of sequence b accepted at
+    iteration i (-1 once the sequence had all its tokens); plain decoding has k = 0."""
+
+    k: int
+    temperature: float
+    batch: int
+    accepted: torch.Tensor = field(repr=False)  # [iterations, B] int64
+    target_passes: int = 0  # including the prefill pass
+    draft_passes: int = 0  # including the prefill pass
+    wall_time_s: float = 0.0
+    new_tokens: int = 0  # kept tokens, all sequences together
+
+    @property
+    def iterations(self) -> int:
+        return self.accepted.shape[0]
+
+    @property
+    def active(self) -> torch.Tensor:
+        return self.accepted >= 0
+
+    @property
+    def tokens_per_iteration(self) -> torch.Tensor:
+        """[iterations, B]: tokens each sequence gained per iteration (0 once done)."""
+        return torch.where(self.active, self.accepted + 1, 0)
+
+    @property
+    def histogram(self) -> torch.Tensor:
+        """counts[n-1] = how many (sequence, iteration) pairs yielded n tokens, n = 1..k+1."""
+        return torch.bincount(self.accepted[self.active], minlength=self.k + 1)[: self.k + 1]
+
+    @property
+    def mean_tokens_per_iteration(self) -> float:
+        """E[N] measured: tokens gained per sequence per iteration."""
+        return float(self.tokens_per_iteration[self.active].double().mean()) if self.active.any() else 0.0
+
+    @property
+    def alpha(self) -> float:
+        """Achieved acceptance rate: accepted drafts / drafts that were checked. A draft after the
+        first rejection is never checked; under i.i.d. acceptance this estimates alpha."""
+        accepted = self.accepted[self.active]
+        rejections = (accepted < self.k).sum()
+        total = accepted.sum() + rejections
+        return float(accepted.sum() / total) if total else float("nan")
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.wall_time_s if self.wall_time_s else float("nan")
+
+    def summary(self) -> dict:
+        return {
+            "k": self.k,
+            "temperature": self.temperature,
+            "batch": self.batch,
+            "iterations": self.iterations,
+            "alpha": self.alpha,
+            "mean_tokens_per_iteration": self.mean_tokens_per_iteration,
+            "histogram": self.histogram.tolist(),
+            "target_passes": self.target_passes,
+            "draft_passes": self.draft_passes,
+            "wall_time_s": self.wall_time_s,
+            "tokens_per_second": self.tokens_per_second,
+        }
+
+
+@dataclass
+class Generation:
+    tokens: torch.Tensor  # [B, max_new_tokens] int64: the new tokens only
+    stats: GenerationStats
+
+    @property
+    def texts(self) -> list[str]:
+        return [decode(row) for row in self.tokens]
+
+
+def as_prompt_list(prompts) -> list[torch.Tensor]:
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    if isinstance(prompts, torch.Tensor):
+        prompts = list(prompts) if prompts.dim() == 2 else [prompts]
+    out = [encode(p) if isinstance(p, str) else torch.as_tensor(p, dtype=torch.int64).cpu() for p in prompts]
+    if not out or any(len(p) == 0 for p in out):
+        raise ValueError("need at least one prompt, and no empty prompt")
+    return out
+
+
+def synchronize(device: torch.device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def prefill(model: Transformer, prompts: list[torch.Tensor], capacity: int):
+    """A cache holding every prompt but its last token, and that last token per sequence."""
+    device = model.lm_head.weight.device
+    padded, lengths = pad_prompts(prompts)
+    padded, lengths = padded.to(device), lengths.to(device)
+    cache = model.new_cache(len(prompts), capacity)
+    passes = 0
+    if padded.shape[1] > 1:
+        model(padded[:, :-1], cache, n_valid=lengths - 1)
+        passes = 1
+    return cache, padded[torch.arange(len(prompts), device=device), lengths - 1], passes
+
+
+@torch.inference_mode()
+def generate(
+    model: Transformer,
+    prompts,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> Generation:
+    """Plain batched autoregressive decoding: one target pass per new token."""
+    prompts = as_prompt_list(prompts)
+    device = model.lm_head.weight.device
+    synchronize(device)
+    start = time.perf_counter()
+    capacity = max(len(p) for p in prompts) + max_new_tokens
+    cache, last, passes = prefill(model, prompts, capacity)
+    out = []
+    for _ in range(max_new_tokens):
+        logits = model(last[:, None], cache)[:, 0]
+        last = sample_from(logits_to_probs(logits, temperature), generator)
+        out.append(last)
+    B = len(prompts)
+    tokens = torch.stack(out, 1) if out else torch.zeros(B, 0, dtype=torch.int64, device=device)
+    synchronize(device)
+    stats = GenerationStats(
+        k=0,
+        temperature=temperature,
+        batch=B,
+        accepted=torch.zeros(max_new_tokens, B, dtype=torch.int64),
+        target_passes=passes + max_new_tokens,
+        wall_time_s=time.perf_counter() - start,
+        new_tokens=B * max_new_tokens,
+    )
+    return Generation(tokens.cpu(), stats)
+
+
+@torch.inference_mode()
+def speculative_generate(
+    target: Transformer,
+    drafter,
+    prompts,
+    max_new_tokens: int,
+    k: int = 4,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+    sampler=speculative_sample,
+) -> Generation:
+    """Batched speculative decoding. ``drafter``: a draft ``Transformer`` or a drafter object
+    (see ``specnotes.drafters``). Returns the first ``max_new_tokens`` tokens of each sequence."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if isinstance(drafter, Transformer):
+        drafter = DraftModelDrafter(drafter)
+    prompts = as_prompt_list(prompts)
+    device = target.lm_head.weight.device
+    B = len(prompts)
+    rows = torch.arange(B, device=device)
+    synchronize(device)
+    start = time.perf_counter()
+    # the last iteration may overshoot max_new_tokens by k, and then verify k+1 more positions
+    capacity = max(len(p) for p in prompts) + max_new_tokens + 2 * (k + 1)
+    cache, last, target_passes = prefill(target, prompts, capacity)
+    draft_passes_before = getattr(drafter, "passes", 0)
+    drafter.start(prompts, capacity)
+    out = torch.full((B, max_new_tokens + k + 1), -1, dtype=torch.int64, device=device)
+    produced = torch.zeros(B, dtype=torch.int64, device=device)
+    accepted_log = []
+    while (produced < max_new_tokens).any():
+        active = produced < max_new_tokens
+        draft_tokens, draft_probs = drafter.propose(k, temperature, generator)
+        verify_input = torch.cat([last[:, None], draft_tokens], 1)
+        before = cache.lengths.clone()
+        target_probs = logits_to_probs(target(verify_input, cache), temperature)
+        target_passes += 1
+        tokens, num_accepted = sampler(draft_tokens, draft_probs.float(), target_probs, generator=generator)
+        # keep the pending token and the accepted drafts; finished sequences keep nothing
+        cache.rollback(torch.where(active, before + 1 + num_accepted, before))
+        drafter.commit(tokens, num_accepted, active)
+        gained = torch.where(active, num_accepted + 1, 0)
+        slots = produced[:, None] + torch.arange(k + 1, device=device)
+        keep = torch.arange(k + 1, device=device) < gained[:, None]
+        out[rows[:, None].expand_as(slots)[keep], slots[keep]] = tokens[keep]
+        last = torch.where(active, tokens[rows, num_accepted], last)
+        produced += gained
+        accepted_log.append(torch.where(active, num_accepted, -1).cpu())
+    synchronize(device)
+    stats = GenerationStats(
+        k=k,
+        temperature=temperature,
+        batch=B,
+        accepted=torch.stack(accepted_log) if accepted_log else torch.zeros(0, B, dtype=torch.int64),
+        target_passes=target_passes,
+        draft_passes=getattr(drafter, "passes", 0) - draft_passes_before,
+        wall_time_s=time.perf_counter() - start,
+        new_tokens=B * max_new_tokens,
+    )
+    return Generation(out[:, :max_new_tokens].cpu(), stats)

@@ -1,0 +1,316 @@
+"""A tiny byte-level decoder-only transformer with a batched, rollback-able KV cache.
+
+Llama-ish: RMSNorm, rotary position embeddings, SwiGLU MLP, no biases. Bytes are tokens
+(vocabulary 256), so no tokenizer ships with the weights.
+
+The KV cache holds one length per sequence. A forward pass appends ``n`` new tokens to every
+sequence of the batch, each at its own positions, and a mask hides everything past each
+sequence's length. Rolling back is just lowering the lengths: stale entries past a length are
+masked out and overwritten by the next write. Speculative decoding relies on exactly that.
+
+Shipped weights (trained by ``python -m specnotes.train``): ``load_target()`` and
+``load_draft()``. The target also has an early-exit head: ``model(x, exit_layer=j)`` runs only
+the first ``j`` blocks and reads logits through a small trained norm and the shared LM head.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from importlib import resources
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+VOCAB_SIZE = 256
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    n_layers: int = 4
+    d_model: int = 256
+    n_heads: int = 4
+    d_ff: int = 640
+    vocab_size: int = VOCAB_SIZE
+    max_seq_len: int = 4096  # size of the rotary table; the cache capacity is chosen per call
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-5
+    exit_layer: int | None = None  # the block after which the early-exit head reads (None: no head)
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def __post_init__(self):
+        if self.d_model % self.n_heads or self.d_head % 2:
+            raise ValueError("d_model must split into n_heads heads of even size")
+        if self.exit_layer is not None and not 1 <= self.exit_layer < self.n_layers:
+            raise ValueError(f"exit_layer must be in 1..{self.n_layers - 1}, got {self.exit_layer}")
+
+
+TARGET_CONFIG = ModelConfig(n_layers=4, d_model=192, n_heads=4, d_ff=576, exit_layer=2)
+DRAFT_CONFIG = ModelConfig(n_layers=2, d_model=64, n_heads=2, d_ff=192)
+
+
+class KVCache:
+    """Keys and values of every layer for a batch of sequences, with one length per sequence.
+
+    ``k`` and ``v`` are [n_layers, B, n_heads, capacity, d_head]; ``lengths`` is [B] int64.
+    """
+
+    def __init__(self, config: ModelConfig, batch: int, capacity: int, dtype=torch.float32, device="cpu"):
+        shape = (config.n_layers, batch, config.n_heads, capacity, config.d_head)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.lengths = torch.zeros(batch, dtype=torch.int64, device=device)
+
+    @property
+    def batch(self) -> int:
+        return self.k.shape[1]
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[3]
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+        # k, v: [B, H, n, D] land at positions [B, n] of each sequence
+        index = positions[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])
+        self.k[layer].scatter_(2, index, k)
+        self.v[layer].scatter_(2, index, v)
+
+    def rollback(self, new_lengths: torch.Tensor):
+        """Forget every position at or past ``new_lengths[b]`` in sequence b."""
+        new_lengths = torch.as_tensor(new_lengths, dtype=torch.int64, device=self.lengths.device)
+        if new_lengths.shape != self.lengths.shape:
+            raise ValueError(f"new_lengths must have shape {tuple(self.lengths.shape)}")
+        if (new_lengths < 0).any() or (new_lengths > self.lengths).any():
+            raise ValueError("rollback can only shorten sequences (0 <= new_lengths <= lengths)")
+        self.lengths = new_lengths.clone()
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_table(config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    half = config.d_head // 2
+    freqs = config.rope_base ** (-torch.arange(half, dtype=torch.float64) / half)
+    angles = torch.outer(torch.arange(config.max_seq_len, dtype=torch.float64), freqs)
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x [B, H, n, D]; cos, sin [B or 1, n, D/2], already gathered at each token's position
+    x1, x2 = x.float().chunk(2, dim=-1)
+    cos, sin = cos[:, None], sin[:, None]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.attn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.wqkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
+        self.wo = nn.Linear(config.d_model, config.d_model, bias=False)
+        self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.w_gate_up = nn.Linear(config.d_model, 2 * config.d_ff, bias=False)
+        self.w_down = nn.Linear(config.d_ff, config.d_model, bias=False)
+
+    def forward(self, x, cos, sin, layer: int, cache: KVCache | None, positions, mask):
+        return self.mlp(self.attention(x, cos, sin, layer, cache, positions, mask))
+
+    def attention(self, x, cos, sin, layer, cache, positions, mask):
+        B, n, _ = x.shape
+        q, k, v = self.wqkv(self.attn_norm(x)).view(B, n, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            cache.write(layer, k, v, positions)
+            context = mask.shape[-1]
+            y = F.scaled_dot_product_attention(
+                q, cache.k[layer, :, :, :context], cache.v[layer, :, :, :context], attn_mask=mask
+            )
+        return x + self.wo(y.transpose(1, 2).reshape(B, n, -1))
+
+    def mlp(self, x):
+        gate, up = self.w_gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
+        return x + self.w_down(F.silu(gate) * up)
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.exit_norm = RMSNorm(config.d_model, config.norm_eps) if config.exit_layer else None
+        cos, sin = rope_table(config)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.apply(init_weights)
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        cache: KVCache | None = None,
+        n_valid: torch.Tensor | None = None,
+        exit_layer: int | None = None,
+    ) -> torch.Tensor:
+        """Logits [B, n, V] for tokens [B, n].
+
+        With a cache, token i of sequence b sits at position ``cache.lengths[b] + i`` and sees
+        the cached prefix; afterwards ``cache.lengths`` grows by ``n_valid`` (default: n). Rows
+        past ``n_valid[b]`` are padding (ragged prompts): they are written but not kept, and
+        their logits mean nothing.
+        With ``exit_layer=j`` only blocks 0..j-1 run (and only their cache is written); the
+        logits come from the early-exit head.
+        """
+        n_blocks = self.check_exit_layer(exit_layer)
+        positions, mask = self.positions_and_mask(tokens, cache)
+        cos, sin = self.rope_at(positions)
+        x = self.tok_emb(tokens)
+        for layer, block in enumerate(self.blocks[:n_blocks]):
+            x = block(x, cos, sin, layer, cache, positions, mask)
+        if cache is not None:
+            cache.lengths = cache.lengths + (tokens.shape[1] if n_valid is None else n_valid)
+        norm = self.norm if n_blocks == self.config.n_layers else self.exit_norm
+        return self.lm_head(norm(x))
+
+    def forward_with_exit(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(final logits, early-exit logits) of one causal pass without a cache: for training."""
+        positions, _ = self.positions_and_mask(tokens, None)
+        cos, sin = self.rope_at(positions)
+        x, exit_x = self.tok_emb(tokens), None
+        for layer, block in enumerate(self.blocks):
+            x = block(x, cos, sin, layer, None, positions, None)
+            if layer + 1 == self.config.exit_layer:
+                exit_x = x
+        return self.lm_head(self.norm(x)), self.lm_head(self.exit_norm(exit_x))
+
+    def rope_at(self, positions: torch.Tensor):
+        if positions.stride(0) == 0:  # no cache: every sequence at 0..n-1, broadcast one row
+            positions = positions[:1]
+        return self.rope_cos[positions], self.rope_sin[positions]
+
+    def check_exit_layer(self, exit_layer: int | None) -> int:
+        if exit_layer is None or exit_layer == self.config.n_layers:
+            return self.config.n_layers
+        if self.exit_norm is None:
+            raise ValueError("this model has no early-exit head (config.exit_layer is None)")
+        if not 1 <= exit_layer < self.config.n_layers:
+            raise ValueError(f"exit_layer must be in 1..{self.config.n_layers}, got {exit_layer}")
+        return exit_layer
+
+    def positions_and_mask(self, tokens: torch.Tensor, cache: KVCache | None):
+        B, n = tokens.shape
+        steps = torch.arange(n, device=tokens.device)
+        if cache is None:
+            return steps.expand(B, n), None
+        if cache.batch != B:
+            raise ValueError(f"cache holds {cache.batch} sequences, tokens have {B}")
+        positions = cache.lengths[:, None] + steps  # [B, n]
+        context = int(positions.max()) + 1
+        if context > min(cache.capacity, self.config.max_seq_len):
+            raise ValueError(f"sequence would reach {context} tokens, past the cache capacity {cache.capacity}")
+        # query i of sequence b sees keys 0..positions[b, i]: its prefix, then causally the new tokens
+        mask = torch.arange(context, device=tokens.device) <= positions[:, :, None]
+        return positions, mask[:, None]  # [B, 1, n, context]
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        w = self.lm_head.weight
+        return KVCache(self.config, batch, capacity, dtype=w.dtype, device=w.device)
+
+    @property
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def init_weights(module: nn.Module):
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=0.02)
+
+
+# ---------------------------------------------------------------- bytes <-> tokens, data
+
+
+def encode(text: str) -> torch.Tensor:
+    """UTF-8 bytes of ``text`` as an int64 tensor [n]."""
+    data = bytearray(text.encode("utf-8"))
+    if not data:
+        return torch.zeros(0, dtype=torch.int64)
+    return torch.frombuffer(data, dtype=torch.uint8).to(torch.int64)
+
+
+def decode(ids) -> str:
+    """Text of a sequence of byte ids; negative ids (padding, -1) are skipped."""
+    ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    return bytes(int(i) for i in ids if i >= 0).decode("utf-8", errors="replace")
+
+
+def data_file(name: str):
+    return resources.files("specnotes") / "data" / name
+
+
+def load_text(split: str = "train") -> str:
+    """The shipped corpus (see data/README.md): ``"train"`` or ``"eval"`` (held out)."""
+    if split not in ("train", "eval"):
+        raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+    return data_file(f"austen_{split}.txt").read_text(encoding="utf-8")
+
+
+def model_card() -> dict:
+    """Configs, training settings and held-out losses of the shipped models (data/models.json)."""
+    return json.loads(data_file("models.json").read_text())
+
+
+def load_model(which: str, dtype=torch.float32, device="cpu") -> Transformer:
+    card = model_card()[which]
+    model = Transformer(ModelConfig(**card["config"]))
+    with data_file(f"{which}.pt").open("rb") as f:
+        state = torch.load(f, map_location="cpu", weights_only=True)
+    model.load_state_dict(state)
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def load_target(dtype=torch.float32, device="cpu") -> Transformer:
+    return load_model("target", dtype, device)
+
+
+def load_draft(dtype=torch.float32, device="cpu") -> Transformer:
+    return load_model("draft", dtype, device)
+
+
+@torch.no_grad()
+def eval_loss(model: Transformer, text: str | None = None, block: int = 256, exit_layer=None) -> float:
+    """Mean next-byte cross entropy (nats per byte) over ``text`` (default: held-out split)."""
+    ids = encode(load_text("eval") if text is None else text)
+    n_blocks = (len(ids) - 1) // block
+    if n_blocks == 0:
+        raise ValueError("text too short")
+    x = ids[: n_blocks * block].view(n_blocks, block).to(model.lm_head.weight.device)
+    y = ids[1 : n_blocks * block + 1].view(n_blocks, block).to(x.device)
+    total = 0.0
+    for i in range(0, n_blocks, 16):
+        logits = model(x[i : i + 16], exit_layer=exit_layer)
+        total += F.cross_entropy(logits.flatten(0, 1).float(), y[i : i + 16].flatten(), reduction="sum").item()
+    return total / y.numel()
+
+
+def bits(nats: float) -> float:
+    return nats / math.log(2)
+
+
+def config_dict(config: ModelConfig) -> dict:
+    return asdict(config)

@@ -1,0 +1,179 @@
+"""Exact speculative sampling (Leviathan et al. 2023, Chen et al. 2023).
+
+p is the target distribution, q the draft's. For each drafted token x (drawn from q), accept it
+with probability min(1, p(x)/q(x)); at the first rejection emit a token drawn from
+norm(max(0, p - q)) and stop; if all k drafts are accepted, emit a bonus token drawn from the
+target's distribution after the last draft. The emitted tokens are distributed exactly as if
+they had been sampled from p alone.
+
+Two implementations that agree sample for sample:
+
+- ``speculative_sample_loop``: the reference, one sequence and one position at a time;
+- ``speculative_sample``: the same arithmetic vectorized over batch x k x vocabulary.
+
+Both draw their randomness in one place (``draw_uniforms``): u [B, k] for the accept tests and
+v [B] for the single token each sequence draws at the end (by inverting its CDF). Pass the same
+``uniforms`` to both and they return the same tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Softmax of logits / temperature over the last dim; temperature 0 is greedy (one-hot argmax)."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        probs = torch.zeros_like(logits, dtype=torch.float32)
+        return probs.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(logits.float() / temperature, dim=-1)
+
+
+def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row of probs [..., V] (int64 [...]), via the same inverse CDF as below."""
+    v = torch.rand(probs.shape[:-1], generator=generator, device=probs.device)
+    return inverse_cdf(probs, v)
+
+
+def inverse_cdf(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The token whose CDF interval holds v * total: the first index with cdf > v * total.
+
+    ``weights`` need not be normalized; zero-weight tokens are never returned (for v in [0, 1)).
+    """
+    return sample_cdf(weights.cumsum(-1), v)
+
+
+def sample_cdf(cdf: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    target = (v * cdf[..., -1]).unsqueeze(-1)
+    index = torch.searchsorted(cdf.contiguous(), target.contiguous(), right=True).squeeze(-1)
+    return index.clamp_(max=cdf.shape[-1] - 1)
+
+
+def draw_uniforms(batch: int, k: int, generator=None, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """The random numbers one call consumes: u [B, k] (accept tests), v [B] (the final token)."""
+    u = torch.rand(batch, k, generator=generator, device=device)
+    v = torch.rand(batch, generator=generator, device=device)
+    return u, v
+
+
+def check_inputs(draft_tokens, draft_probs, target_probs, uniforms, validate: bool):
+    if draft_tokens.dim() != 2 or draft_probs.dim() != 3 or target_probs.dim() != 3:
+        raise ValueError(
+            "expected draft_tokens [B,k], draft_probs [B,k,V], target_probs [B,k+1,V]; got "
+            f"{tuple(draft_tokens.shape)}, {tuple(draft_probs.shape)}, {tuple(target_probs.shape)}"
+        )
+    B, k = draft_tokens.shape
+    V = target_probs.shape[-1]
+    if draft_probs.shape != (B, k, V) or target_probs.shape != (B, k + 1, V):
+        raise ValueError(
+            f"shape mismatch: draft_tokens {tuple(draft_tokens.shape)} needs draft_probs {(B, k, V)} and "
+            f"target_probs {(B, k + 1, V)}; got {tuple(draft_probs.shape)}, {tuple(target_probs.shape)}"
+        )
+    if draft_tokens.dtype != torch.int64:
+        raise ValueError(f"draft_tokens must be int64, got {draft_tokens.dtype}")
+    if not draft_probs.is_floating_point() or not target_probs.is_floating_point():
+        raise ValueError("draft_probs and target_probs must be floating point probabilities")
+    if uniforms is not None:
+        u, v = uniforms
+        if u.shape != (B, k) or v.shape != (B,):
+            raise ValueError(f"uniforms must have shapes {(B, k)} and {(B,)}")
+    if not validate:
+        return
+    if k and ((draft_tokens < 0) | (draft_tokens >= V)).any():
+        raise ValueError(f"draft_tokens must lie in [0, {V})")
+    for name, probs in (("draft_probs", draft_probs), ("target_probs", target_probs)):
+        if probs.numel() == 0:
+            continue
+        if not torch.isfinite(probs).all() or (probs < 0).any():
+            raise ValueError(f"{name} must be finite and non-negative")
+        if not torch.allclose(probs.sum(-1), torch.ones((), dtype=probs.dtype, device=probs.device), atol=1e-3):
+            raise ValueError(f"{name} rows must sum to 1")
+    if k and (draft_probs.gather(-1, draft_tokens[..., None]) <= 0).any():
+        raise ValueError("a drafted token has zero draft probability: it cannot have been drawn from q")
+
+
+def speculative_sample(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    uniforms: tuple[torch.Tensor, torch.Tensor] | None = None,
+    validate: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Verify k drafted tokens per sequence against the target, vectorized (no loop over B or k).
+
+    draft_tokens [B,k] int64, draft_probs q [B,k,V], target_probs p [B,k+1,V]
+    -> tokens [B,k+1] int64 (accepted drafts, then one corrected or bonus token, then -1),
+       num_accepted [B] int64 in 0..k.
+    """
+    check_inputs(draft_tokens, draft_probs, target_probs, uniforms, validate)
+    B, k = draft_tokens.shape
+    u, v = draw_uniforms(B, k, generator, target_probs.device) if uniforms is None else uniforms
+
+    # accept draft i with probability min(1, p(x_i) / q(x_i)); written without a division
+    p_x = target_probs[:, :k].gather(-1, draft_tokens[..., None]).squeeze(-1)
+    q_x = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1)
+    accepted = u * q_x < p_x
+    num_accepted = accepted.long().cumprod(-1).sum(-1)  # drafts before the first rejection
+
+    # the last token: from norm(max(0, p - q)) at the first rejection, from p[k] if none
+    rows = torch.arange(B, device=target_probs.device)
+    p_n = target_probs[rows, num_accepted]
+    if k:
+        rejected = (num_accepted < k).to(draft_probs.dtype)[:, None]
+        q_n = draft_probs[rows, num_accepted.clamp(max=k - 1)]
+        weights = torch.addcmul(p_n, q_n, rejected, value=-1).clamp_(min=0)  # p - q, or p if none rejected
+        cdf = weights.cumsum(-1)
+        # p == q up to rounding leaves no residual mass; then p itself is the right answer
+        empty = cdf[:, -1] <= 0
+        if empty.any():
+            cdf[empty] = p_n[empty].cumsum(-1)
+    else:
+        cdf = p_n.cumsum(-1)
+    last = sample_cdf(cdf, v)
+
+    steps = torch.arange(k + 1, device=target_probs.device)
+    padded = torch.cat([draft_tokens, draft_tokens.new_full((B, 1), -1)], dim=1)
+    tokens = torch.where(steps < num_accepted[:, None], padded, -1)
+    tokens = torch.where(steps == num_accepted[:, None], last[:, None], tokens)
+    return tokens, num_accepted
+
+
+def speculative_sample_loop(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    uniforms: tuple[torch.Tensor, torch.Tensor] | None = None,
+    validate: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference: the same contract as ``speculative_sample``, one sequence and position at a time."""
+    check_inputs(draft_tokens, draft_probs, target_probs, uniforms, validate)
+    B, k = draft_tokens.shape
+    u, v = draw_uniforms(B, k, generator, target_probs.device) if uniforms is None else uniforms
+    tokens = torch.full((B, k + 1), -1, dtype=torch.int64, device=draft_tokens.device)
+    num_accepted = torch.zeros(B, dtype=torch.int64, device=draft_tokens.device)
+    for b in range(B):
+        n = 0
+        while n < k:
+            x = draft_tokens[b, n]
+            p, q = target_probs[b, n], draft_probs[b, n]
+            if u[b, n] * q[x] < p[x]:  # accept with probability min(1, p(x) / q(x))
+                tokens[b, n] = x
+                n += 1
+                continue
+            residual = (p - q).clamp(min=0)
+            weights = residual if residual.sum() > 0 else p
+            tokens[b, n] = inverse_cdf(weights, v[b])
+            break
+        else:  # all k drafts accepted: a bonus token from the target after the last draft
+            tokens[b, k] = inverse_cdf(target_probs[b, k], v[b])
+        num_accepted[b] = n
+    return tokens, num_accepted
+
+
+def acceptance_rate(draft_probs: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
+    """alpha = sum_x min(p(x), q(x)) per position: the chance a draft drawn from q is accepted."""
+    return torch.minimum(draft_probs, target_probs).sum(-1)

@@ -1,0 +1,171 @@
+"""Train the shipped target and draft models: ``python -m specnotes.train --which target|draft|all``.
+
+Reproducible (fixed seeds, fixed step counts, deterministic batches) and sized for a 2-core CPU:
+the whole run takes under 20 minutes. It uses one thread by default: on a shared 2-core machine,
+intra-op threads wait on each other and two threads ran 5-10x slower than one. Weights are saved as fp16 state dicts in
+``specnotes/data/`` next to ``models.json`` (config, training settings, wall time, held-out loss).
+The target is trained with a joint loss on its early-exit head, so self-speculation has a drafter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specnotes.model import (
+    DRAFT_CONFIG,
+    TARGET_CONFIG,
+    ModelConfig,
+    Transformer,
+    bits,
+    config_dict,
+    encode,
+    eval_loss,
+    load_text,
+)
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int
+    batch: int = 8
+    block: int = 256  # the longest context the models are trained for (RoPE does not extrapolate)
+    lr: float = 3e-3
+    warmup: int = 50
+    weight_decay: float = 0.1
+    exit_weight: float = 0.3  # weight of the early-exit head's loss in the joint loss
+    seed: int = 1234
+
+
+TRAIN = {
+    "target": (TARGET_CONFIG, TrainConfig(steps=900, seed=1234)),
+    "draft": (DRAFT_CONFIG, TrainConfig(steps=900, seed=4321)),  # same tokens as the target
+}
+
+
+def lr_at(step: int, tc: TrainConfig) -> float:
+    # linear warm-up, then cosine decay to a tenth of the peak
+    if step < tc.warmup:
+        return tc.lr * (step + 1) / tc.warmup
+    progress = (step - tc.warmup) / max(1, tc.steps - tc.warmup)
+    return tc.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def random_batch(ids: torch.Tensor, tc: TrainConfig, generator: torch.Generator):
+    starts = torch.randint(0, len(ids) - tc.block - 1, (tc.batch,), generator=generator)
+    window = starts[:, None] + torch.arange(tc.block + 1)
+    chunk = ids[window]
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+def loss_fn(model: Transformer, x, y, tc: TrainConfig) -> torch.Tensor:
+    if model.config.exit_layer is None:
+        return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    logits, exit_logits = model.forward_with_exit(x)
+    final = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+    return final + tc.exit_weight * F.cross_entropy(exit_logits.flatten(0, 1), y.flatten())
+
+
+def make_optimizer(model: Transformer, tc: TrainConfig) -> torch.optim.Optimizer:
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    vectors = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": matrices, "weight_decay": tc.weight_decay}, {"params": vectors, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=tc.lr, betas=(0.9, 0.95))
+
+
+def train(
+    config: ModelConfig, tc: TrainConfig, log_every: int = 50, eval_text: str | None = None
+) -> tuple[Transformer, dict]:
+    """Train one model; held-out loss on ``eval_text`` (default: the shipped held-out split)."""
+    torch.manual_seed(tc.seed)
+    model = Transformer(config)
+    ids = encode(load_text("train"))
+    generator = torch.Generator().manual_seed(tc.seed)
+    opt = make_optimizer(model, tc)
+    start = time.perf_counter()
+    for step in range(tc.steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, tc)
+        x, y = random_batch(ids, tc, generator)
+        loss = loss_fn(model, x, y, tc)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % log_every == 0 or step == tc.steps - 1:
+            print(f"step {step:5d}  loss {loss.item():.3f}  {time.perf_counter() - start:7.1f} s", flush=True)
+    wall = time.perf_counter() - start
+    model.eval()
+    record = {
+        "config": config_dict(config),
+        "params": model.num_params,
+        "train": {**tc.__dict__, "tokens_seen": tc.steps * tc.batch * tc.block},
+        "wall_time_s": round(wall, 1),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "date": datetime.date.today().isoformat(),
+    }
+    nats = eval_loss(model, eval_text)
+    record["eval_loss_nats_per_byte"] = round(nats, 4)
+    record["eval_loss_bits_per_byte"] = round(bits(nats), 4)
+    if config.exit_layer is not None:
+        exit_nats = eval_loss(model, eval_text, exit_layer=config.exit_layer)
+        record["exit_eval_loss_nats_per_byte"] = round(exit_nats, 4)
+        record["exit_eval_loss_bits_per_byte"] = round(bits(exit_nats), 4)
+    return model, record
+
+
+def unigram_entropy_nats() -> float:
+    """Entropy of the held-out bytes under the training byte frequencies (add-one smoothed)."""
+    counts = torch.bincount(encode(load_text("train")), minlength=256).double() + 1
+    logp = (counts / counts.sum()).log()
+    return float(-logp[encode(load_text("eval"))].mean())
+
+
+def save(which: str, model: Transformer, record: dict, data_dir: Path = DATA_DIR):
+    state = {k: v.half() for k, v in model.state_dict().items()}
+    torch.save(state, data_dir / f"{which}.pt")
+    card_path = data_dir / "models.json"
+    card = json.loads(card_path.read_text()) if card_path.exists() else {}
+    card[which] = record
+    nats = unigram_entropy_nats()
+    card["unigram_baseline"] = {
+        "eval_loss_nats_per_byte": round(nats, 4),
+        "eval_loss_bits_per_byte": round(bits(nats), 4),
+    }
+    card_path.write_text(json.dumps(card, indent=2) + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--which", choices=["target", "draft", "all"], default="all")
+    parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared 2-core machine")
+    parser.add_argument("--steps", type=int, default=None, help="override the step count (smoke runs)")
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    for which in ("target", "draft") if args.which == "all" else (args.which,):
+        config, tc = TRAIN[which]
+        if args.steps is not None:
+            tc = TrainConfig(**{**tc.__dict__, "steps": args.steps})
+        print(f"== {which}: {Transformer(config).num_params:,} parameters, {tc}", flush=True)
+        model, record = train(config, tc)
+        print(json.dumps(record, indent=2), flush=True)
+        if not args.no_save:
+            save(which, model, record)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Speculative decoding end to end: greedy speculative == greedy plain (ragged batches), cache
+rollback, statistics, temperature > 0."""
+
+import pytest
+import torch
+
+from specnotes.drafters import DraftModelDrafter, EarlyExitDrafter
+from specnotes.generate import generate, speculative_generate
+from specnotes.model import ModelConfig, Transformer, load_draft, load_target, load_text
+from specnotes.sampling import speculative_sample_loop
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # on a shared 2-core machine intra-op threads wait on each other: one thread is several times faster
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+TINY = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, exit_layer=1, max_seq_len=256)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    """A random target and a draft that is the target plus noise: they agree often, not always."""
+    torch.manual_seed(0)
+    target = Transformer(TINY).double().eval()
+    for p in target.parameters():
+        if p.dim() >= 2:
+            p.data.normal_(0, 0.3)
+    draft = Transformer(TINY).double().eval()
+    draft.load_state_dict(target.state_dict())
+    for p in draft.parameters():
+        if p.dim() >= 2:
+            p.data.add_(0.01 * torch.randn_like(p))
+    return target, draft
+
+
+@pytest.fixture(scope="module")
+def shipped_pair():
+    # float64 so that verifying k+1 positions at once and decoding one at a time give the same argmax
+    return load_target(dtype=torch.float64), load_draft(dtype=torch.float64)
+
+
+def ragged_prompts(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (n,), generator=g) for n in (1, 5, 9, 3)]
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_greedy_speculative_equals_greedy_plain_tiny(tiny_pair, k):
+    target, draft = tiny_pair
+    prompts = ragged_prompts()
+    plain = generate(target, prompts, 30)
+    spec = speculative_generate(target, draft, prompts, 30, k=k)
+    assert torch.equal(spec.tokens, plain.tokens)
+    # the batch really was ragged: some sequences rejected early while others accepted everything
+    assert spec.stats.histogram[0] > 0 and spec.stats.histogram[k] > 0
+    assert ((spec.stats.accepted == 0).any(1) & (spec.stats.accepted == k).any(1)).any()
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_greedy_speculative_equals_greedy_plain_shipped(shipped_pair, k):
+    target, draft = shipped_pair
+    text = load_text("eval")
+    prompts = [text[:40], text[1000:1003], text[5000:5100]]
+    plain = generate(target, prompts, 40)
+    spec = speculative_generate(target, draft, prompts, 40, k=k)
+    assert torch.equal(spec.tokens, plain.tokens)
+    assert 0.2 < spec.stats.alpha < 1.0
+    assert len(spec.stats.accepted.unique()) > 2
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_greedy_self_speculation_with_early_exit_equals_plain(shipped_pair, k):
+    target, _ = shipped_pair
+    prompts = [load_text("eval")[:50], load_text("eval")[200:210]]
+    plain = generate(target, prompts, 30)
+    spec = speculative_generate(target, EarlyExitDrafter(target), prompts, 30, k=k)
+    assert torch.equal(spec.tokens, plain.tokens)
+    assert 0.1 < spec.stats.alpha < 1.0
+    with pytest.raises(ValueError):
+        EarlyExitDrafter(load_draft())
+
+
+@torch.no_grad()
+def test_logits_after_rollback_and_recompute_equal_a_fresh_forward(tiny_pair):
+    target, _ = tiny_pair
+    g = torch.Generator().manual_seed(5)
+    a, b, c = (torch.randint(0, 256, (3, n), generator=g) for n in (6, 4, 3))
+    cache = target.new_cache(3, 32)
+    target(a, cache)
+    target(b, cache)
+    kept = torch.tensor([0, 2, 4])  # per sequence: how many of b's tokens survive
+    cache.rollback(6 + kept)
+    after = target(c, cache)
+    for s in range(3):
+        fresh = target(torch.cat([a[s], b[s, : kept[s]], c[s]])[None])[0, -3:]
+        assert torch.allclose(after[s], fresh, atol=1e-10)
+
+
+def test_statistics_are_consistent(tiny_pair):
+    target, draft = tiny_pair
+    k, n_new = 3, 25
+    spec = speculative_generate(target, draft, ragged_prompts(1), n_new, k=k)
+    st = spec.stats
+    assert st.target_passes == st.iterations + 1  # prefill + one verify pass per iteration
+    assert st.draft_passes == 1 + k * st.iterations
+    assert (st.tokens_per_iteration.sum(0) >= n_new).all()
+    assert (st.tokens_per_iteration.sum(0) < n_new + k + 1).all()
+    assert int(st.histogram.sum()) == int(st.active.sum())
+    assert 1 <= st.mean_tokens_per_iteration <= k + 1 and 0 <= st.alpha <= 1
+    assert st.wall_time_s > 0 and st.summary()["histogram"] == st.histogram.tolist()
+    plain = generate(target, ragged_prompts(1), n_new)
+    assert plain.stats.target_passes == n_new + 1 and plain.stats.mean_tokens_per_iteration == 1
+
+
+def test_temperature_sampling_is_reproducible_and_loop_sampler_agrees(tiny_pair):
+    target, draft = tiny_pair
+    prompts = ragged_prompts(2)
+
+    def run(**kw):
+        return speculative_generate(
+            target, draft, prompts, 20, k=3, temperature=0.8, generator=torch.Generator().manual_seed(9), **kw
+        )
+
+    first, again, loop = run(), run(), run(sampler=speculative_sample_loop)
+    assert first.tokens.shape == (4, 20) and ((first.tokens >= 0) & (first.tokens < 256)).all()
+    assert torch.equal(first.tokens, again.tokens)
+    assert torch.equal(first.tokens, loop.tokens)
+    assert len(first.texts) == 4
+
+
+def test_a_draft_identical_to_the_target_is_always_accepted(tiny_pair):
+    target, _ = tiny_pair
+    spec = speculative_generate(
+        target,
+        DraftModelDrafter(target),
+        ragged_prompts(3),
+        24,
+        k=4,
+        temperature=1.0,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert spec.stats.alpha > 0.97
+
+
+def test_bad_arguments():
+    model = Transformer(TINY)
+    with pytest.raises(ValueError):
+        speculative_generate(model, model, ["ab"], 4, k=0)
+    with pytest.raises(ValueError):
+        generate(model, [""], 4)
