@@ -194,3 +194,34 @@ def test_decode_summary_by_hand():
     big = cost.decode_summary(LLAMA_3_8B, H100, 1024)
     assert big["bound"] == "compute"
     assert big["step ms"] == pytest.approx(1e3 * cost.decode_cost(LLAMA_3_8B, 1024).flops / 989e12)
+
+
+@pytest.mark.parametrize("k,alpha", [(4, 0.8), (2, 0.7), (6, 0.9)])
+def test_crossover_matches_the_measurement_free_derivation(k, alpha):
+    # Chapter 4's worked example. Between B(k+1) = ridge and B = ridge the draft is memory-bound
+    # (k·c decode steps, c = P_draft/P_target) and verify is compute-bound (B(k+1)/ridge decode
+    # steps), so S(B) = E[N] / (k·c + B(k+1)/ridge) = 1 at B* = ridge·(E[N] − k·c)/(k + 1).
+    ridge = 989e12 / 3.35e12
+    c = LLAMA_3_2_1B.params / LLAMA_3_8B.params
+    en = cost.expected_tokens(alpha, k)
+    derived = ridge * (en - k * c) / (k + 1)
+    assert ridge / (k + 1) < derived < ridge  # inside the regime the derivation assumes
+    b_star = cost.crossover_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, k, alpha)
+    assert b_star == pytest.approx(derived, rel=0.03)
+    assert cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, round(derived * 0.9), k, alpha) > 1
+
+
+def test_tokens_pmf_by_hand():
+    # k = 2, α = 0.5: reject first 0.5, accept then reject 0.25, accept both 0.25
+    assert cost.tokens_pmf(0.5, 2) == pytest.approx([0.5, 0.25, 0.25])
+    assert cost.tokens_pmf(0.0, 3) == [1.0, 0.0, 0.0, 0.0]
+    assert cost.tokens_pmf(1.0, 3) == [0.0, 0.0, 0.0, 1.0]
+    assert cost.tokens_pmf(0.3, 0) == [1.0]
+    for alpha, k in [(0.8, 4), (0.37, 7)]:
+        pmf = cost.tokens_pmf(alpha, k)
+        assert sum(pmf) == pytest.approx(1.0)
+        assert sum(n * p for n, p in enumerate(pmf, 1)) == pytest.approx(cost.expected_tokens(alpha, k))
+    with pytest.raises(ValueError):
+        cost.tokens_pmf(1.5, 2)
+    with pytest.raises(ValueError):
+        cost.tokens_pmf(0.5, -1)

@@ -206,6 +206,18 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+def tokens_pmf(alpha: float, k: int) -> list[float]:
+    """P(N = n) for n = 1..k+1: tokens one iteration yields under i.i.d. acceptance (chapter 3).
+
+    N = n ≤ k means n-1 acceptances then a rejection, α^(n-1)(1-α); N = k+1 means all k accepted,
+    α^k. The mean is ``expected_tokens(alpha, k)``.
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    _check_int("k", k, 0)
+    return [alpha ** (n - 1) * (1 - alpha) for n in range(1, k + 1)] + [alpha**k]
+
+
 def speedup(alpha: float, k: int, c: float) -> float:
     """Memory-bound walltime improvement E[N] / (1 + k·c) (Leviathan Thm 3.8)."""
     if c < 0:

@@ -751,3 +751,103 @@ def knee(batches: Sequence[float], times: Sequence[float], tol: float = 0.25) ->
     critical batch. None if the curve never rose by more than ``tol`` (25 %) over the batches
     measured. See :func:`knee_fit`."""
     return knee_fit(batches, times, tol).batch
+
+
+# ----------------------------------------------------------------------------------------------
+# a transformer layer stack: decode vs verify vs draft passes (Chapters 2 and 4)
+
+
+@dataclass(frozen=True)
+class StackSizes:
+    """Layer stacks and sweep sizes for one device.
+
+    target, draft: the same fraction of each model's layers, so their time ratio is the full
+        models' ratio (LM heads left out: a stack is layers only).
+    batches: batch sizes of the sweep; context: cached tokens per sequence; k: draft tokens.
+    """
+
+    target: object  # cost.ModelShape
+    draft: object
+    batches: tuple[int, ...]
+    context: int
+    k: int
+    warmup: int
+    repeats: int
+    budget_s: float | None
+
+
+def stack_sizes(device: torch.device | str | None = None) -> StackSizes:
+    from specnotes.stack import stack_shape
+
+    dev = _device(device)
+    if dev.type == "cuda":
+        return StackSizes(
+            # 4 of Llama-3-8B's 32 layers and 2 of Llama-3.2-1B's 16: an eighth of each model.
+            target=stack_shape(4, 4096, 32, 8, 14336, name="Llama-3-8B, 4 of 32 layers"),
+            draft=stack_shape(2, 2048, 32, 8, 8192, name="Llama-3.2-1B, 2 of 16 layers"),
+            # 1 .. 512 sequences: B(k+1) crosses every GPU's ridge (~200-400 tokens) well inside the sweep.
+            batches=tuple(2**i for i in range(10)),
+            context=512, k=4, warmup=5, repeats=15, budget_s=2.0,
+        )
+    return StackSizes(
+        # Llama-shaped but small: 2 layers of d=2048 (180 MB of bf16 weights, several times a CPU's L3),
+        # and a draft an eighth of its size. A CPU's ridge is a few tokens, so B up to 16 shows it all.
+        target=stack_shape(2, 2048, 16, 4, 5632, name="2 layers, d=2048"),
+        draft=stack_shape(1, 1024, 8, 2, 2816, name="1 layer, d=1024"),
+        batches=(1, 2, 4, 8, 16),
+        context=256, k=4, warmup=2, repeats=7, budget_s=1.0,
+    )
+
+
+def stack_time(stack, batch: int, new_tokens: int, context: int = 0, speculating: int | None = None, *,
+               warmup: int = 2, repeats: int = 5, budget_s: float | None = None) -> Record:
+    """Time one forward pass of ``stack`` (a ``specnotes.stack.LayerStack``): ``batch`` sequences
+    adding ``new_tokens`` each after ``context`` cached tokens (or, with ``speculating`` = s, only the
+    first s adding ``new_tokens`` and the rest one). ``extra`` holds the cost model's FLOPs and bytes
+    for the same pass and the achieved rates."""
+    from specnotes import cost
+    from specnotes.stack import forward, pass_inputs
+
+    _check_int("batch", batch, 1)
+    _check_int("new_tokens", new_tokens, 1)
+    _check_int("context", context, 0)
+    x, caches, groups = pass_inputs(stack, batch, new_tokens, context, speculating)
+    with torch.inference_mode():
+        timing = time_fn(lambda: forward(stack, x, caches, context, groups), warmup=warmup, repeats=repeats,
+                         device=stack.device, budget_s=budget_s)
+    if speculating is None or speculating == batch:
+        model = cost.forward_cost(stack.shape, batch, new_tokens, context)
+    else:
+        model = cost.mixed_verify_cost(stack.shape, batch, new_tokens - 1, speculating, context)
+    t = timing.median
+    extra = {"flops": model.flops, "bytes": model.bytes, "tokens": model.tokens, "intensity": model.intensity,
+             "flops_per_s": model.flops / t, "bytes_per_s": model.bytes / t, "gb_per_s": model.bytes / t / 1e9,
+             "per_token_s": t / model.tokens}
+    params = {"stack": stack.shape.name, "batch": batch, "new_tokens": new_tokens, "context": context,
+              "speculating": batch if speculating is None else speculating}
+    return Record.from_timing("stack_pass", params, timing, stack.device, stack.dtype, extra)
+
+
+def stack_sweep(stack, batches: Sequence[int], new_tokens: Sequence[int] = (1, 5), context: int = 0,
+                progress: bool = True, **timing) -> list[Record]:
+    """:func:`stack_time` for every (batch, new_tokens) pair, with a progress bar."""
+    from tqdm.auto import tqdm
+
+    pairs = [(b, n) for b in batches for n in new_tokens]
+    bar = tqdm(pairs, desc=f"{stack.shape.name}: passes", disable=not progress)
+    records = []
+    for b, n in bar:
+        bar.set_postfix(B=b, n=n)
+        records.append(stack_time(stack, b, n, context, **timing))
+    return records
+
+
+def stack_overhead(shape, device=None, dtype=None, context: int = 0, repeats: int = 30) -> float:
+    """The per-pass floor t0 of a layer stack: the fastest pass of a stack with ``shape``'s layers and
+    kernels but tiny dimensions (4 per head), whose roofline time is nanoseconds. Seconds."""
+    from specnotes.stack import build_stack, stack_shape
+
+    dev = _device(device)
+    dt = default_dtype(dev) if dtype is None else as_dtype(dtype)
+    tiny = stack_shape(shape.n_layers, 4 * shape.n_heads, shape.n_heads, shape.n_kv_heads, 8, name="floor")
+    return min(stack_time(build_stack(tiny, dev, dt), 1, 1, context, warmup=3, repeats=repeats).samples)

@@ -292,3 +292,44 @@ def time_vs_batch(ax=None, batches: Sequence[float] = (), measured_times: Sequen
         ax.set_title(title or "Decode step time and time per token vs batch size")
         _legend(ax, source, loc="best")
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# speedup vs batch
+
+
+def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, title: str | None = None,
+                     source: str | None = None):
+    """Speedup S(B) of speculative decoding against batch size (log2 x axis), with S = 1 marked.
+
+    curves: ``(label, batches, speedups, "model" | "measured")``: model curves are lines, measured ones
+        markers, in the order given. bstar: a crossover batch to mark (a number), or a list of
+        ``(label, batch)``; None entries are skipped (speculation pays over the whole range).
+    Returns the Axes.
+    """
+    if not curves:
+        raise ValueError("speedup_vs_batch needs at least one curve")
+    marks = [("B*", bstar)] if bstar is None or isinstance(bstar, int | float) else list(bstar)
+    with house_style():
+        ax = _axes(ax)
+        for i, (label, batches, speedups, kind) in enumerate(curves):
+            if kind not in ("model", "measured"):
+                raise ValueError(f"curve kind must be 'model' or 'measured', got {kind!r}")
+            if len(batches) != len(speedups):
+                raise ValueError(f"{label}: {len(batches)} batches but {len(speedups)} speedups")
+            style = MODEL if kind == "model" else MEASURED
+            marker = {} if kind == "model" else {"marker": MARKERS[i % len(MARKERS)]}
+            ax.plot(list(batches), list(speedups), color=PALETTE[i % len(PALETTE)], label=f"{kind}: {label}",
+                    **style, **marker)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="S = 1 (no gain)")
+        for j, (label, b) in enumerate(marks):
+            if b is not None:
+                ax.axvline(b, color="firebrick", linestyle=":", linewidth=1.5, alpha=0.6 + 0.4 / (j + 1),
+                           label=f"{label} = {b:g}")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Batch size B (sequences)")
+        ax.set_ylabel("Speedup S(B) (× plain decoding)")
+        ax.set_title(title or "Speculative decoding speedup vs batch size")
+        _legend(ax, source, loc="best")
+    return ax
