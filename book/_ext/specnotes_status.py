@@ -1,0 +1,112 @@
+"""``{specnotes-status}``: the status page's tables, generated at build time.
+
+- one row per notebook in ``_toc.yml``: when and on what its stored outputs were produced, read
+  from ``metadata.specnotes`` that ``python -m specnotes.refresh`` (``make refresh``) writes;
+- the versions of the tools that built this website, and of the vendored JavaScript.
+
+Nothing is typed by hand or stored in a notebook, so the page cannot go stale: the status page is
+re-read whenever a notebook changes (and on every build, for the tool versions).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+BUILD_PACKAGES = ["jupyter-book", "sphinx", "myst-nb", "myst-parser", "sphinx-book-theme", "pydata-sphinx-theme",
+                  "sphinxcontrib-bibtex", "ipywidgets", "altair", "matplotlib", "numpy", "pandas", "torch", "specnotes"]
+MANIFEST = Path(__file__).resolve().parents[1] / "_assets" / "vendor" / "VENDORED.json"
+STATUS_DOCS: set[str] = set()
+
+
+def toc_files(toc: dict) -> list[str]:
+    """Every ``file`` in a jupyter-book ``_toc.yml``, in reading order."""
+    out = [toc["root"]] if "root" in toc else []
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                out.append(entry["file"])
+            walk(entry.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return out
+
+
+def version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+class StatusDirective(SphinxDirective):
+    """Render the provenance tables (``:table: chapters`` or ``:table: build``)."""
+
+    option_spec = {"table": lambda arg: arg.strip()}
+
+    def chapter_rows(self) -> list[str]:
+        root = Path(self.env.srcdir)
+        toc_path = root / "_toc.yml"
+        self.env.note_dependency(str(toc_path))
+        rows = ["| Page | Stored outputs produced | Execution time | Device | Python | torch |",
+                "|---|---|---|---|---|---|"]
+        for rel in toc_files(yaml.safe_load(toc_path.read_text())):
+            path = root / f"{rel}.ipynb"
+            if not path.is_file():
+                continue
+            self.env.note_dependency(str(path))
+            nb = json.loads(path.read_text())
+            title = f"{{doc}}`/{rel}`"
+            meta = nb.get("metadata", {}).get("specnotes")
+            if not meta:
+                rows.append(f"| {title} | not recorded: run `make refresh` | | | | |")
+                continue
+            date = str(meta.get("date", "?")).replace("T", " ").replace("Z", " UTC")
+            rows.append(" | ".join([
+                f"| {title}", cell(date), f"{float(meta.get('seconds', 'nan')):.1f} s",
+                cell(meta.get("device", "?")), cell(meta.get("python", "?")), cell(meta.get("torch", "?")) + " |"]))
+        return rows
+
+    def build_rows(self) -> list[str]:
+        rows = ["| Built with | Version |", "|---|---|", f"| Python | {platform.python_version()} |"]
+        rows += [f"| {name} | {version(name)} |" for name in BUILD_PACKAGES]
+        if MANIFEST.is_file():
+            self.env.note_dependency(str(MANIFEST))
+            packages = json.loads(MANIFEST.read_text())["packages"]
+            rows += ["", "| Vendored JavaScript (served from this site) | Version | License |", "|---|---|---|"]
+            rows += [f"| {name} | {pkg['version']} | {pkg['license']} |" for name, pkg in sorted(packages.items())]
+        return rows
+
+    def run(self) -> list[nodes.Node]:
+        STATUS_DOCS.add(self.env.docname)
+        table = self.options.get("table", "chapters")
+        rows = self.chapter_rows() if table == "chapters" else self.build_rows()
+        container = nodes.container(classes=["specnotes-status"])
+        self.state.nested_parse(StringList(rows, source="specnotes-status"), self.content_offset, container)
+        return [container]
+
+
+def always_reread_status(app, env, added, changed, removed):
+    """The build table shows the tools of *this* build: re-read the page every time."""
+    return sorted(STATUS_DOCS & set(env.found_docs))
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_directive("specnotes-status", StatusDirective)
+    app.connect("env-get-outdated", always_reread_status)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,296 @@
+"""The built website in a real headless browser, with no internet: `make browser` (part of `make test`).
+
+Serves ``_build/html`` on 127.0.0.1 from a thread and loads every page of ``_toc.yml`` in Debian's
+chromium through Playwright. Every request that leaves 127.0.0.1 is recorded and aborted. Per page:
+no such request, no failed request, no JavaScript error (but the theme's known one), math typeset by
+MathJax, every image decoded, every stored widget rendered by the html-manager, and every Vega-Lite
+chart drawn and re-drawn when one of its sliders moves.
+
+Needs the built book (``--built``) and ``/usr/bin/chromium`` (``apt-get install chromium``; or set
+``CHROMIUM=/path``). Without chromium the tests skip, except under ``CI=true`` where they fail.
+``SPECNOTES_SCREENSHOTS=/some/dir`` also saves a full-page screenshot of each page there.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+pytestmark = [pytest.mark.built, pytest.mark.browser]
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+# Console errors that are known and harmless. Name each one; anything else fails.
+KNOWN_CONSOLE_ERRORS = {
+    # sphinx-thebe declares it in two inline scripts on every Jupyter Book 1.x page.
+    "theme: THEBE_JS_URL declared twice": re.compile(r"Identifier 'THEBE_JS_URL' has already been declared"),
+}
+LOCAL_HOSTS = {"127.0.0.1"}
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return files
+
+
+PAGES = toc_files()
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def site():
+    if not (HTML / f"{PAGES[0]}.html").is_file():
+        pytest.fail(f"{HTML} is not built: run `make book` first")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(HTML)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _missing(why: str):
+    message = f"{why}: install it with `apt-get install chromium` (Debian), or set CHROMIUM=/path/to/chromium"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + " (CI=true: the browser tests are required)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    exe = os.environ.get("CHROMIUM") or "/usr/bin/chromium"
+    if not (Path(exe).is_file() and os.access(exe, os.X_OK)):
+        exe = shutil.which("chromium") or shutil.which("chromium-browser") or ""
+    if not exe:
+        _missing("no chromium found")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("the playwright python package is missing (pip install playwright)")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Visit:
+    """One page load with everything the browser reported about it."""
+
+    def __init__(self, browser, base: str, rel: str):
+        self.rel = rel
+        self.external: list[str] = []
+        self.failed: list[str] = []
+        self.errors: list[str] = []
+        self.context = browser.new_context(service_workers="block", viewport={"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.context.route("**/*", self._route)
+        self.page.on("requestfailed", self._request_failed)
+        self.page.on("response", lambda r: r.status >= 400 and self.failed.append(f"{r.status} {r.url}"))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.goto(f"{base}/{rel}.html", wait_until="load")
+        self._settle()
+
+    def _route(self, route):
+        url = route.request.url
+        parsed = urlparse(url)
+        if parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname not in LOCAL_HOSTS:
+            self.external.append(url)
+            route.abort("blockedbyclient")
+        else:
+            route.continue_()
+
+    def _request_failed(self, request):
+        if request.url not in self.external:
+            self.failed.append(f"{request.failure} {request.url}")
+
+    def _settle(self):
+        page = self.page
+        # MathJax 3 typesets after its startup promise; then any output it adds (fonts) loads.
+        page.evaluate("""async () => {
+            const mj = window.MathJax;
+            if (mj && mj.startup && mj.startup.promise) await mj.startup.promise;
+        }""")
+        views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+        if views:
+            try:
+                page.wait_for_function(WIDGETS_RENDERED, timeout=20_000)
+            except Exception:
+                pass  # test_widgets_render reports which ones
+        if page.evaluate(CHARTS_EXPECTED):
+            try:
+                page.wait_for_function(CHARTS_DRAWN, timeout=20_000)
+            except Exception:
+                pass  # test_vega_charts_draw_and_react reports it
+        page.wait_for_load_state("networkidle")
+
+    def unexpected_errors(self) -> list[str]:
+        return [e for e in self.errors if not any(p.search(e) for p in KNOWN_CONSOLE_ERRORS.values())]
+
+    def close(self):
+        self.context.close()
+
+
+WIDGETS_RENDERED = """() => [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
+    .every(s => { const w = s.previousElementSibling;
+                  return w && w.classList.contains('widget-subarea') && w.querySelector('.jupyter-widgets'); })"""
+# Charts the page embeds (Altair's HTML output calls vegaEmbed from an inline script); vega-embed
+# gives each drawn one the class .vega-embed, so a chart whose libraries never loaded has none.
+CHARTS_EXPECTED = """() => [...document.querySelectorAll('script:not([src])')]
+    .filter(s => s.textContent.includes('vegaEmbed(')).length"""
+CHARTS_DRAWN = f"""() => document.querySelectorAll('.vega-embed').length >= ({CHARTS_EXPECTED})()
+    && [...document.querySelectorAll('.vega-embed')].every(e => e.querySelector('svg.marks, canvas.marks'))
+    || document.querySelector('.cell_output .error')"""
+
+
+@pytest.fixture(scope="module")
+def visits(browser, site):
+    """Each page loaded once, shared by the checks below; screenshots if asked for."""
+    cache: dict[str, Visit] = {}
+    shots = os.environ.get("SPECNOTES_SCREENSHOTS")
+
+    def visit(rel: str) -> Visit:
+        if rel not in cache:
+            cache[rel] = Visit(browser, site, rel)
+            if shots:
+                Path(shots).mkdir(parents=True, exist_ok=True)
+                cache[rel].page.screenshot(path=str(Path(shots) / f"{rel.replace('/', '__')}.png"), full_page=True)
+        return cache[rel]
+
+    yield visit
+    for v in cache.values():
+        v.close()
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_request_leaves_localhost(visits, rel):
+    assert visits(rel).external == [], "the page asked the internet for these (vendor them: scripts/vendor_assets.py)"
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_failed_request(visits, rel):
+    assert visits(rel).failed == []
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_javascript_errors(visits, rel):
+    assert visits(rel).unexpected_errors() == []
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_math_is_typeset(visits, rel):
+    page = visits(rel).page
+    result = page.evaluate("""() => {
+        const math = [...document.querySelectorAll('.math, .amsmath')];
+        const body = document.querySelector('main') || document.body;
+        const copy = body.cloneNode(true);
+        copy.querySelectorAll('pre, code, script, style, textarea, .highlight, mjx-container').forEach(e => e.remove());
+        const text = copy.textContent;
+        return {math: math.length,
+                untypeset: math.filter(e => !e.querySelector('mjx-container') && e.tagName !== 'MJX-CONTAINER')
+                               .map(e => e.textContent.slice(0, 60)),
+                containers: document.querySelectorAll('mjx-container').length,
+                raw: (text.match(/\\\\[(\\[][^]{0,40}/g) || []).slice(0, 5),
+                mjxErrors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 60)),
+                widgetTex: [...document.querySelectorAll('.widget-subarea')].map(w => {
+                    const c = w.cloneNode(true);
+                    c.querySelectorAll('mjx-container, input, textarea').forEach(e => e.remove());
+                    return (c.textContent.match(/\\$[^$]*\\\\[A-Za-z][^$]*\\$/g) || []).join(' ');
+                }).filter(t => t)};
+    }""")
+    assert result["raw"] == [], "raw TeX left in the page text"
+    assert result["mjxErrors"] == [], "MathJax could not parse these"
+    assert result["widgetTex"] == [], "widget labels with $...$ TeX left untypeset (see book/_assets/specnotes)"
+    if result["math"]:
+        assert result["containers"] > 0, "math on the page but MathJax rendered nothing"
+        assert result["untypeset"] == []
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_images_load(visits, rel):
+    broken = visits(rel).page.evaluate("""async () => {
+        const imgs = [...document.querySelectorAll('main img, article img')];
+        await Promise.all(imgs.map(i => i.decode().catch(() => null)));
+        return imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'));
+    }""")
+    assert broken == []
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_widgets_render(visits, rel):
+    page = visits(rel).page
+    missing = page.evaluate("""() => [...document.querySelectorAll(
+            'script[type="application/vnd.jupyter.widget-view+json"]')]
+        .filter(s => { const w = s.previousElementSibling;
+                       return !(w && w.classList.contains('widget-subarea') && w.querySelector('.jupyter-widgets')); })
+        .map(s => s.textContent.trim().slice(0, 120))""")
+    assert missing == [], "stored widget views the html-manager did not render"
+
+
+SNAPSHOT = """(el) => {
+    const svg = [...el.querySelectorAll('svg text')].map(t => t.textContent).join('|') + '#'
+              + [...el.querySelectorAll('svg path')].map(p => p.getAttribute('d')).join('|');
+    const canvas = [...el.querySelectorAll('canvas')]
+        .map(c => { try { return c.toDataURL(); } catch (e) { return ''; } });
+    return svg + '#' + canvas.join('|');
+}"""
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_vega_charts_draw_and_react(visits, rel):
+    page = visits(rel).page
+    errors = page.locator(".cell_output .error")
+    assert errors.count() == 0, errors.first.text_content()
+    charts = page.locator(".vega-embed")
+    assert charts.count() >= page.evaluate(CHARTS_EXPECTED), "charts on the page that vega-embed never drew"
+    for i in range(charts.count()):
+        chart = charts.nth(i)
+        assert chart.locator(".error").count() == 0, chart.locator(".error").first.text_content()
+        assert chart.locator("svg.marks, canvas.marks").count() > 0, f"chart {i} was not drawn"
+        sliders = chart.locator(".vega-bindings input[type=range]")
+        for j in range(sliders.count()):
+            slider = sliders.nth(j)
+            before = chart.evaluate(SNAPSHOT)
+            lo, hi, value = (slider.get_attribute("min"), slider.get_attribute("max"), slider.input_value())
+            target = lo if value != lo else hi
+            slider.fill(target)
+            try:
+                page.wait_for_function(f"([el, before]) => ({SNAPSHOT})(el) !== before",
+                                       arg=[chart.element_handle(), before], timeout=5_000)
+            except Exception:
+                pytest.fail(f"chart {i}: moving slider {j} "
+                            f"({slider.get_attribute('name')}) from {value} to {target} changed nothing")
+            slider.fill(value)  # leave the page as it was for the next slider
+
+
+def test_known_error_is_still_the_only_one(visits):
+    """If the theme fixes its THEBE_JS_URL error, drop it from KNOWN_CONSOLE_ERRORS (keep the list honest)."""
+    seen = " ".join(e for rel in PAGES for e in visits(rel).errors)
+    stale = [name for name, pattern in KNOWN_CONSOLE_ERRORS.items() if not pattern.search(seen)]
+    assert stale == [], f"known errors no longer seen: {stale}"
