@@ -225,3 +225,16 @@ def test_tokens_pmf_by_hand():
         cost.tokens_pmf(1.5, 2)
     with pytest.raises(ValueError):
         cost.tokens_pmf(0.5, -1)
+
+
+def test_speedup_from_times_by_hand():
+    # α = 0.8, k = 4: E[N] = 3.3616; 3.3616·10 / (4·1 + 20) = 1.4007
+    assert cost.speedup_from_times(0.8, 4, 10.0, 1.0, 20.0) == pytest.approx(3.3616 * 10 / 24)
+    with pytest.raises(ValueError, match="times must be >= 0"):
+        cost.speedup_from_times(0.8, 4, 10.0, -1.0, 20.0)
+
+
+def test_draft_overhead_is_charged_per_draft_step():
+    base = cost.iteration_time(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, overhead=1e-4)
+    more = cost.iteration_time(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, overhead=1e-4, draft_overhead=3e-4)
+    assert more - base == pytest.approx(4 * 2e-4)

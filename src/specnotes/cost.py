@@ -239,17 +239,26 @@ def draft_time(draft: ModelShape, accel, batch: int, k: int, context: int = 0,
 
 
 def iteration_time(target: ModelShape, draft: ModelShape, accel, batch: int, k: int, context: int = 0,
-                   dtype: str = "bf16", overhead: float = 0.0) -> float:
-    """T_iter = k·T_draft(B) + T_target(B, k + 1 tokens)."""
+                   dtype: str = "bf16", overhead: float = 0.0, draft_overhead: float | None = None) -> float:
+    """T_iter = k·T_draft(B) + T_target(B, k + 1 tokens). ``draft_overhead`` defaults to ``overhead``."""
     verify = roofline_time(verify_cost(target, batch, k, context), accel, dtype, overhead)
-    return draft_time(draft, accel, batch, k, context, dtype, overhead) + verify
+    draft_t0 = overhead if draft_overhead is None else draft_overhead
+    return draft_time(draft, accel, batch, k, context, dtype, draft_t0) + verify
+
+
+def speedup_from_times(alpha: float, k: int, t_decode: float, t_draft_step: float, t_verify: float) -> float:
+    """S = E[N]·T_decode / (k·T_draft_step + T_verify), for times however obtained (modelled or measured)."""
+    if min(t_decode, t_draft_step, t_verify) < 0 or t_verify == 0:
+        raise ValueError("times must be >= 0 seconds, and the verify time > 0")
+    return expected_tokens(alpha, k) * t_decode / (k * t_draft_step + t_verify)
 
 
 def batch_speedup(target: ModelShape, draft: ModelShape, accel, batch: int, k: int, alpha: float,
-                  context: int = 0, dtype: str = "bf16", overhead: float = 0.0) -> float:
+                  context: int = 0, dtype: str = "bf16", overhead: float = 0.0,
+                  draft_overhead: float | None = None) -> float:
     """S(B) = E[N]·T_target(B, 1) / (k·T_draft(B) + T_target(B, k + 1))."""
     plain = roofline_time(decode_cost(target, batch, context), accel, dtype, overhead)
-    spec = iteration_time(target, draft, accel, batch, k, context, dtype, overhead)
+    spec = iteration_time(target, draft, accel, batch, k, context, dtype, overhead, draft_overhead)
     return expected_tokens(alpha, k) * plain / spec
 
 
