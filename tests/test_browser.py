@@ -17,6 +17,7 @@ import functools
 import os
 import re
 import shutil
+import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,23 +40,10 @@ KNOWN_CONSOLE_ERRORS = {
 LOCAL_HOSTS = {"127.0.0.1"}
 
 
-def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from specnotes_status import toc_files  # noqa: E402  (the walker the status page uses, tested in test_site)
 
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return files
-
-
-PAGES = toc_files()
+PAGES = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

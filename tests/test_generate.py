@@ -9,14 +9,7 @@ from specnotes.generate import generate, speculative_generate
 from specnotes.model import ModelConfig, Transformer, load_draft, load_target, load_text
 from specnotes.sampling import speculative_sample_loop
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # on a shared 2-core machine intra-op threads wait on each other: one thread is several times faster
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 TINY = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, exit_layer=1, max_seq_len=256)
@@ -153,3 +146,17 @@ def test_bad_arguments():
         speculative_generate(model, model, ["ab"], 4, k=0)
     with pytest.raises(ValueError):
         generate(model, [""], 4)
+
+
+def test_alpha_by_position_by_hand():
+    from specnotes.generate import GenerationStats
+
+    # k = 2; per (iteration, sequence): accepted drafts, -1 = sequence already done
+    accepted = torch.tensor([[0, 2], [1, 2], [2, -1], [0, -1]])
+    st = GenerationStats(k=2, temperature=0.0, batch=2, accepted=accepted)
+    # position 1: 6 checked, 4 accepted (1, 2, 2, 2); position 2: 4 checked, 3 accepted
+    assert st.alpha_by_position == pytest.approx([4 / 6, 3 / 4])
+    # the pooled alpha weighs positions by how often they were checked: (4 + 3) / (6 + 4)
+    assert st.alpha == pytest.approx(7 / 10)
+    never = GenerationStats(k=2, temperature=0.0, batch=1, accepted=torch.tensor([[0], [0]]))
+    assert never.alpha_by_position[0] == 0.0 and never.alpha_by_position[1] != never.alpha_by_position[1]

@@ -15,14 +15,7 @@ from specnotes.model import (
     model_card,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # on a shared 2-core machine intra-op threads wait on each other: one thread is several times faster
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 TINY = ModelConfig(n_layers=3, d_model=32, n_heads=2, d_ff=64, exit_layer=2, max_seq_len=256)

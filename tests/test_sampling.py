@@ -13,14 +13,7 @@ from specnotes.sampling import (
     speculative_sample_loop,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # on a shared 2-core machine intra-op threads wait on each other: one thread is several times faster
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 V, K = 6, 3
