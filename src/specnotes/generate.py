@@ -70,6 +70,18 @@ class GenerationStats:
         return float(accepted.sum() / total) if total else float("nan")
 
     @property
+    def alpha_by_position(self) -> list[float]:
+        """Acceptance rate of draft i (i = 1..k) among the drafts that were checked at that position,
+        i.e. P(draft i accepted | drafts 1..i-1 accepted). Constant (= alpha) under i.i.d. acceptance;
+        nan where no draft reached position i."""
+        accepted = self.accepted[self.active]
+        rates = []
+        for i in range(self.k):
+            reached = int((accepted >= i).sum())
+            rates.append(int((accepted >= i + 1).sum()) / reached if reached else float("nan"))
+        return rates
+
+    @property
     def tokens_per_second(self) -> float:
         return self.new_tokens / self.wall_time_s if self.wall_time_s else float("nan")
 
