@@ -160,3 +160,14 @@ def test_alpha_by_position_by_hand():
     assert st.alpha == pytest.approx(7 / 10)
     never = GenerationStats(k=2, temperature=0.0, batch=1, accepted=torch.tensor([[0], [0]]))
     assert never.alpha_by_position[0] == 0.0 and never.alpha_by_position[1] != never.alpha_by_position[1]
+
+
+def test_forward_timing_repeats_the_same_cached_pass(tiny_pair):
+    from specnotes.generate import forward_timing
+
+    target, _ = tiny_pair
+    ids = torch.arange(20) % 50
+    t = forward_timing(target, ids, context=10, new_tokens=3, warmup=1, repeats=4)
+    assert len(t.samples) == 4 and t.median > 0
+    with pytest.raises(ValueError, match="need context >= 1"):
+        forward_timing(target, ids, context=19, new_tokens=3)

@@ -11,6 +11,7 @@ from specnotes.sampling import (
     logits_to_probs,
     speculative_sample,
     speculative_sample_loop,
+    total_variation,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -224,3 +225,12 @@ def test_rejection_with_no_residual_mass_falls_back_to_the_target():
     for sampler in (speculative_sample, speculative_sample_loop):
         tokens, n = sampler(drafts, q, p, uniforms=uniforms, validate=False)
         assert n.tolist() == [0] and tokens.tolist() == [[1, -1]]  # v = 0.5 of p's mass 0.75 -> token 1
+
+
+def test_total_variation_by_hand():
+    p = torch.tensor([0.5, 0.5, 0.0])
+    assert total_variation(p, p) == 0.0
+    assert total_variation(p, torch.tensor([0.0, 0.0, 1.0])) == 1.0
+    assert total_variation(p, torch.tensor([0.25, 0.5, 0.25])) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="same shape"):
+        total_variation(p, torch.ones(2) / 2)

@@ -236,3 +236,28 @@ def speculative_generate(
         new_tokens=B * max_new_tokens,
     )
     return Generation(out[:, :max_new_tokens].cpu(), stats)
+
+
+def forward_timing(model: Transformer, ids: torch.Tensor, context: int, new_tokens: int, *, warmup: int = 5,
+                   repeats: int = 40):
+    """Timing of one cached forward of ``new_tokens`` tokens after ``context`` cached ones, batch 1:
+    the pass a decode step (n = 1) or a verify step (n = k + 1) runs. The cache is rolled back after
+    every call, so each repeat does the same work. ``ids``: at least context + new_tokens token ids."""
+    from specnotes.measure import time_fn
+
+    if context < 1 or new_tokens < 1 or ids.numel() < context + new_tokens:
+        raise ValueError(f"need context >= 1, new_tokens >= 1 and >= context + new_tokens ids, got "
+                         f"context={context}, new_tokens={new_tokens}, {ids.numel()} ids")
+    ids = ids.reshape(1, -1).to(next(model.parameters()).device)
+    cache = model.new_cache(1, context + new_tokens)
+    with torch.inference_mode():
+        model(ids[:, :context], cache)
+    at = torch.tensor([context], device=ids.device)
+    new = ids[:, context:context + new_tokens]
+
+    @torch.inference_mode()
+    def one_pass():
+        model(new, cache)
+        cache.rollback(at)
+
+    return time_fn(one_pass, warmup=warmup, repeats=repeats, device=ids.device)

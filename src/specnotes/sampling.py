@@ -177,3 +177,10 @@ def speculative_sample_loop(
 def acceptance_rate(draft_probs: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
     """alpha = sum_x min(p(x), q(x)) per position: the chance a draft drawn from q is accepted."""
     return torch.minimum(draft_probs, target_probs).sum(-1)
+
+
+def total_variation(p: torch.Tensor, q: torch.Tensor) -> float:
+    """½·Σ|p − q| over the last axis (summed over any leading ones): 0 for equal distributions, 1 for disjoint."""
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    return 0.5 * float((p.double() - q.double()).abs().sum())
