@@ -50,3 +50,14 @@ def test_reference_rows():
     assert rows["H100-SXM"]["critical batch"] == pytest.approx(989 / 3.35)
     assert rows["A100-40GB"]["fp8 critical batch"] is None
     assert rows["H200"]["critical batch"] < rows["H100-SXM"]["critical batch"]  # same FLOPs, more bandwidth
+
+
+def test_usable_dtype():
+    assert hardware.usable_dtype(accelerator("T4"), "bf16") == "fp16"
+    assert hardware.usable_dtype(accelerator("H100-SXM"), "fp8") == "fp8"
+    with pytest.raises(ValueError, match="has no 'fp8' peak"):
+        hardware.usable_dtype(accelerator("A100-80GB"), "fp8")
+
+
+def test_detect_finds_no_row_for_a_cpu():
+    assert hardware.detect("cpu") is None  # a CPU's roofline is measured, never looked up

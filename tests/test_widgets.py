@@ -33,12 +33,6 @@ def test_the_grid_shows_the_books_claims(grid):
     assert row["bstar"] is not None and 32 < row["bstar"] < 512
 
 
-def test_dtype_for():
-    assert widgets.dtype_for(hardware.accelerator("T4"), "bf16") == "fp16"
-    assert widgets.dtype_for(hardware.accelerator("H100-SXM"), "fp8") == "fp8"
-    with pytest.raises(ValueError, match="has no 'fp8' peak"):
-        widgets.dtype_for(hardware.accelerator("A100-80GB"), "fp8")
-
 
 def test_altair_explorer_binds_every_control_to_the_filter(grid):
     spec = widgets.altair_explorer(grid).to_dict()

@@ -101,6 +101,15 @@ ACCELERATORS: dict[str, Accelerator] = {
 }
 
 
+def usable_dtype(accel: Accelerator, dtype: str = "bf16") -> str:
+    """``dtype`` if ``accel`` has a peak for it; bf16 falls back to fp16 (the T4 has no bf16 tensor cores)."""
+    if dtype in accel.peak_flops:
+        return dtype
+    if dtype == "bf16" and "fp16" in accel.peak_flops:
+        return "fp16"
+    raise ValueError(f"{accel.name} has no {dtype!r} peak; it has {sorted(accel.peak_flops)}")
+
+
 def accelerator(name: str | Accelerator) -> Accelerator:
     if isinstance(name, Accelerator):
         return name
@@ -150,11 +159,11 @@ def detect(device=None) -> Accelerator | None:
 def reference_rows(dtype: str = "bf16") -> list[dict]:
     """One row per accelerator: datasheet peaks, bandwidth, ridge and critical batch in ``dtype``.
 
-    A device with no ``dtype`` peak (the T4 has no bf16) falls back to fp16 and says so.
+    bf16 falls back to fp16 where there is no bf16 peak (the T4), and the row says so.
     """
     rows = []
     for a in ACCELERATORS.values():
-        used = dtype if dtype in a.peak_flops else "fp16"
+        used = usable_dtype(a, dtype)
         rows.append({
             "accelerator": a.name,
             "dtype": used,

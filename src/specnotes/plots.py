@@ -54,11 +54,6 @@ def house_style():
         yield
 
 
-def apply_house_style() -> None:
-    """Set the book's rcParams globally (for a notebook's first cell)."""
-    plt.rcParams.update(STYLE)
-
-
 def _axes(ax):
     if ax is None:
         _, ax = plt.subplots()

@@ -24,20 +24,11 @@ GRID_ALPHA_PCT = (50, 60, 70, 80, 90, 95)
 GRID_CONTEXT = (0, 8192, 32768)
 
 
-def dtype_for(accel: hardware.Accelerator, dtype: str = "bf16") -> str:
-    """``dtype`` if the accelerator has a peak for it, else fp16 (the T4 has no bf16 tensor cores)."""
-    if dtype in accel.peak_flops:
-        return dtype
-    if dtype == "bf16" and "fp16" in accel.peak_flops:
-        return "fp16"
-    raise ValueError(f"{accel.name} has no {dtype!r} peak; it has {sorted(accel.peak_flops)}")
-
-
 def speedup_curve(target: cost.ModelShape, draft: cost.ModelShape, accel, k: int, alpha: float, context: int = 0,
                   dtype: str = "bf16", batches=BATCHES) -> tuple[list[int], list[float], int | None]:
     """(batches, S(B) at each, B*) for one setting; the dtype also sets the bytes per weight and KV entry."""
     accel = hardware.accelerator(accel)
-    dtype = dtype_for(accel, dtype)
+    dtype = hardware.usable_dtype(accel, dtype)
     target, draft = target.in_dtype(dtype), draft.in_dtype(dtype)
     speedups = [cost.batch_speedup(target, draft, accel, b, k, alpha, context, dtype) for b in batches]
     return list(batches), speedups, cost.crossover_batch(target, draft, accel, k, alpha, context, dtype)
