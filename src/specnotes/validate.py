@@ -1,0 +1,100 @@
+"""One validator for every public entry point: check an argument once, at the boundary.
+
+Each function returns the value, converted (``integer`` -> int, ``number`` -> float), or raises
+``BadArgument``: a ``ValueError`` (and, for a value of the wrong type, also a ``TypeError``) whose
+message names the argument, the allowed range and what was passed. Nothing inside the package
+re-checks what these have checked.
+
+    integer("k", k, low=0)                       # 0, 1, 2, ... (not 2.0, not True)
+    number("alpha", alpha, low=0, high=1)         # a finite real in [0, 1]
+    number("overhead", t0, low=0)                 # >= 0
+    choice("overlap", overlap, ("kernel", "pass", "none"))
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable
+
+
+class BadArgument(ValueError):
+    """A public function was called with an argument outside its allowed range."""
+
+
+class BadArgumentType(BadArgument, TypeError):
+    """An argument of the wrong type (a float where an integer is needed, a string for a number)."""
+
+
+def _range_text(low, high, low_open: bool, high_open: bool, kind: str) -> str:
+    if low is None and high is None:
+        return f"a finite {kind}"
+    if high is None:
+        return f"{'an' if kind == 'integer' else 'a'} {kind} {'>' if low_open else '>='} {low}"
+    if low is None:
+        return f"{'an' if kind == 'integer' else 'a'} {kind} {'<' if high_open else '<='} {high}"
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+    return f"{'an' if kind == 'integer' else 'a'} {kind} in {left}{low}, {high}{right}"
+
+
+def integer(name: str, value, low: int | None = None, high: int | None = None) -> int:
+    """An integer in [low, high] (either end optional). numpy integers pass; bools, floats such
+    as 2.0, and strings do not."""
+    allowed = _range_text(low, high, False, False, "integer")
+    if isinstance(value, bool):
+        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} (a bool)")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise BadArgument(f"{name} must be {allowed}, got {value}")
+    return value
+
+
+def number(name: str, value, low: float | None = None, high: float | None = None, *,
+           low_open: bool = False, high_open: bool = False, allow_inf: bool = False) -> float:
+    """A real number in [low, high] (``low_open``/``high_open`` exclude an end). NaN never passes;
+    infinity only with ``allow_inf``. Bools and strings are rejected."""
+    allowed = _range_text(low, high, low_open, high_open, "number")
+    if isinstance(value, (bool, str, bytes)):
+        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+    try:  # numpy scalars are numbers.Real; a 0-d tensor converts
+        value = float(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})") from None
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise BadArgument(f"{name} must be {allowed}, got {value}")
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if too_low or too_high:
+        raise BadArgument(f"{name} must be {allowed}, got {value:g}")
+    return value
+
+
+def probability(name: str, value) -> float:
+    """A number in [0, 1]."""
+    return number(name, value, 0.0, 1.0)
+
+
+def choice(name: str, value, options: Iterable):
+    """One of ``options`` (compared with ==)."""
+    options = list(options)
+    try:
+        ok = value in options
+    except TypeError:  # unhashable or incomparable
+        ok = False
+    if not ok:
+        raise BadArgument(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
+    return value
+
+
+def integers(name: str, values: Iterable, low: int | None = None, high: int | None = None) -> list[int]:
+    """A non-empty sequence of integers, each in [low, high]."""
+    try:
+        values = list(values)
+    except TypeError:
+        raise BadArgumentType(f"{name} must be a sequence of integers, got {values!r}") from None
+    if not values:
+        raise BadArgument(f"{name} must hold at least one integer")
+    return [integer(f"{name}[{i}]", v, low, high) for i, v in enumerate(values)]
