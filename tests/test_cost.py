@@ -196,7 +196,10 @@ def test_decode_summary_by_hand():
     assert one["tokens/s"] == pytest.approx(1e3 / one["step ms"]) and one["bound"] == "memory"
     big = cost.decode_summary(LLAMA_3_8B, H100, 1024)
     assert big["bound"] == "compute"
-    assert big["step ms"] == pytest.approx(1e3 * cost.decode_cost(LLAMA_3_8B, 1024).flops / 989e12)
+    # per kernel: the matmuls are compute-bound, attention (KV of the one new token) memory-bound
+    matmul_s = 2 * LLAMA_3_8B.params * 1024 / 989e12
+    attention_s = 1024 * LLAMA_3_8B.kv_bytes_per_token / 3.35e12
+    assert big["step ms"] == pytest.approx(1e3 * (matmul_s + attention_s))
 
 
 @pytest.mark.parametrize("k,alpha", [(4, 0.8), (2, 0.7), (6, 0.9)])
@@ -233,8 +236,10 @@ def test_tokens_pmf_by_hand():
 def test_speedup_from_times_by_hand():
     # α = 0.8, k = 4: E[N] = 3.3616; 3.3616·10 / (4·1 + 20) = 1.4007
     assert cost.speedup_from_times(0.8, 4, 10.0, 1.0, 20.0) == pytest.approx(3.3616 * 10 / 24)
-    with pytest.raises(ValueError, match="times must be >= 0"):
+    with pytest.raises(ValueError, match="t_draft_step must be a number >= 0"):
         cost.speedup_from_times(0.8, 4, 10.0, -1.0, 20.0)
+    with pytest.raises(ValueError, match="t_verify must be a number > 0"):
+        cost.speedup_from_times(0.8, 4, 10.0, 1.0, 0.0)
 
 
 def test_draft_overhead_is_charged_per_draft_step():

@@ -1,7 +1,9 @@
 """Accelerators: datasheet peaks, the ridge point, and which row the running device is.
 
 Peaks are *dense* tensor-core FLOP/s (no 2:4 sparsity), bandwidth is HBM/GDDR bytes per
-second, memory is bytes. Every row names the datasheet it was read from. A CPU has no row:
+second, memory is bytes, ``link_bandwidth`` the GPU-to-GPU interconnect in bytes per second with both
+directions counted, as the datasheets quote it (``cost`` uses half of it per direction). Every row
+names the datasheet it was read from. A CPU has no row:
 its roofline is measured (``specnotes.measure.measured_roofline``), never guessed.
 """
 
@@ -22,6 +24,8 @@ class Accelerator:
     memory: float
     source: str
     notes: str = field(default="", compare=False)
+    link_bandwidth: float | None = None  # GPU-to-GPU bytes/s, both directions together, as datasheets quote it
+    link: str = ""  # which interconnect that is
 
     def peak(self, dtype: str = "bf16") -> float:
         if dtype not in self.peak_flops:
@@ -51,10 +55,12 @@ ACCELERATORS: dict[str, Accelerator] = {
             "T4", {"fp16": 65 * T, "fp32": 8.1 * T}, 320 * G, 16 * G,
             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
             notes="Turing has no bf16 tensor cores: use fp16 on a T4",
+            link_bandwidth=32 * G, link="PCIe Gen3 x16",
         ),
         Accelerator(
             "L4", {"bf16": 121 * T, "fp16": 121 * T, "fp8": 242.5 * T, "fp32": 30.3 * T}, 300 * G, 24 * G,
             "https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet",
+            link_bandwidth=64 * G, link="PCIe Gen4 x16",
         ),
         Accelerator(
             "A10G", {"bf16": 70 * T, "fp16": 70 * T, "fp32": 35 * T}, 600 * G, 24 * G,
@@ -64,38 +70,45 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator(
             "A100-40GB", {"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T}, 1555 * G, 40 * G,
             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+            link_bandwidth=600 * G, link="NVLink 3 (SXM4, or NVLink bridge for a pair of PCIe cards)",
         ),
         Accelerator(
             "A100-80GB", {"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T}, 2039 * G, 80 * G,
             "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
             notes="SXM4 module",
+            link_bandwidth=600 * G, link="NVLink 3",
         ),
         Accelerator(
             "H100-SXM", {"bf16": 989 * T, "fp16": 989 * T, "fp8": 1979 * T, "tf32": 494.5 * T, "fp32": 67 * T},
             3350 * G, 80 * G,
             "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+            link_bandwidth=900 * G, link="NVLink 4",
         ),
         Accelerator(
             "H100-PCIe", {"bf16": 756 * T, "fp16": 756 * T, "fp8": 1513 * T, "tf32": 378 * T, "fp32": 51 * T},
             2000 * G, 80 * G,
             "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+            link_bandwidth=600 * G, link="NVLink bridge for a pair of cards (PCIe Gen5 x16 otherwise: 128 GB/s)",
         ),
         Accelerator(
             "H200", {"bf16": 989 * T, "fp16": 989 * T, "fp8": 1979 * T, "tf32": 494.5 * T, "fp32": 67 * T},
             4800 * G, 141 * G,
             "https://www.nvidia.com/en-us/data-center/h200/",
             notes="SXM; same compute as the H100 SXM, 43% more bandwidth",
+            link_bandwidth=900 * G, link="NVLink 4",
         ),
         Accelerator(
             "B200", {"bf16": 2250 * T, "fp16": 2250 * T, "fp8": 4500 * T, "tf32": 1100 * T, "fp32": 75 * T},
             8000 * G, 180 * G,
             "https://www.nvidia.com/en-us/data-center/dgx-b200/",
             notes="per GPU of a DGX/HGX B200",
+            link_bandwidth=1800 * G, link="NVLink 5",
         ),
         Accelerator(
             "MI300X", {"bf16": 1307.4 * T, "fp16": 1307.4 * T, "fp8": 2614.9 * T, "tf32": 653.7 * T, "fp32": 163.4 * T},
             5300 * G, 192 * G,
             "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf",
+            link_bandwidth=896 * G, link="AMD Infinity Fabric, 7 links x 128 GB/s",
         ),
     ]
 }

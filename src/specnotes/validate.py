@@ -40,15 +40,15 @@ def _range_text(low, high, low_open: bool, high_open: bool, kind: str) -> str:
 def integer(name: str, value, low: int | None = None, high: int | None = None) -> int:
     """An integer in [low, high] (either end optional). numpy integers pass; bools, floats such
     as 2.0, and strings do not."""
-    allowed = _range_text(low, high, False, False, "integer")
+    allowed = lambda: _range_text(low, high, False, False, "integer")
     if isinstance(value, bool):
-        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} (a bool)")
+        raise BadArgumentType(f"{name} must be {allowed()}, got {value!r} (a bool)")
     try:
         value = operator.index(value)
     except TypeError:
-        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})") from None
+        raise BadArgumentType(f"{name} must be {allowed()}, got {value!r} ({type(value).__name__})") from None
     if (low is not None and value < low) or (high is not None and value > high):
-        raise BadArgument(f"{name} must be {allowed}, got {value}")
+        raise BadArgument(f"{name} must be {allowed()}, got {value}")
     return value
 
 
@@ -56,19 +56,19 @@ def number(name: str, value, low: float | None = None, high: float | None = None
            low_open: bool = False, high_open: bool = False, allow_inf: bool = False) -> float:
     """A real number in [low, high] (``low_open``/``high_open`` exclude an end). NaN never passes;
     infinity only with ``allow_inf``. Bools and strings are rejected."""
-    allowed = _range_text(low, high, low_open, high_open, "number")
+    allowed = lambda: _range_text(low, high, low_open, high_open, "number")
     if isinstance(value, (bool, str, bytes)):
-        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+        raise BadArgumentType(f"{name} must be {allowed()}, got {value!r} ({type(value).__name__})")
     try:  # numpy scalars are numbers.Real; a 0-d tensor converts
         value = float(value)
     except (TypeError, ValueError, RuntimeError):
-        raise BadArgumentType(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})") from None
+        raise BadArgumentType(f"{name} must be {allowed()}, got {value!r} ({type(value).__name__})") from None
     if math.isnan(value) or (math.isinf(value) and not allow_inf):
-        raise BadArgument(f"{name} must be {allowed}, got {value}")
+        raise BadArgument(f"{name} must be {allowed()}, got {value}")
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)
     if too_low or too_high:
-        raise BadArgument(f"{name} must be {allowed}, got {value:g}")
+        raise BadArgument(f"{name} must be {allowed()}, got {value:g}")
     return value
 
 

@@ -1,0 +1,222 @@
+"""The model's newer terms against hand computations: per-kernel overlap, tensor parallelism, memory
+capacity, drafter kinds, weight-only quantization, paying ranges, and the checks at the boundary."""
+
+import math
+
+import pytest
+
+from specnotes import cost
+from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, EarlyExit, Heads, Kernel, ModelShape, PassCost, SinglePass
+
+H100 = "H100-SXM"
+BW, PEAK = 3.35e12, 989e12  # H100 SXM datasheet: bytes/s, dense bf16 FLOP/s
+
+
+def test_overlap_modes_on_two_kernels_by_hand():
+    # matmul: 1 GFLOP... compute-bound kernel; attention: memory-bound kernel
+    mm, attn = Kernel("matmul", 989e9, 3.35e9 / 10), Kernel("attention", 989e9 / 10, 3.35e9)
+    c = PassCost(mm.flops + attn.flops, mm.bytes + attn.bytes, 1, (mm, attn))
+    # per kernel: max(0.1 ms, 1 ms) + max(1 ms, 0.1 ms) = 2 ms
+    assert cost.roofline_time(c, H100, overlap="kernel") == pytest.approx(2e-3)
+    # one max over the pass: memory 1.1 ms, compute 1.1 ms
+    assert cost.roofline_time(c, H100, overlap="pass") == pytest.approx(1.1e-3)
+    # no overlap: 1.1 + 1.1 ms
+    assert cost.roofline_time(c, H100, overlap="none") == pytest.approx(2.2e-3)
+    assert cost.roofline_time(c, H100, overlap="kernel", overhead=1e-4) == pytest.approx(2.1e-3)
+
+
+def test_per_kernel_verify_over_decode_at_long_context_by_hand():
+    # Issue #12/#10: B = 256, L = 1024, k = 4 on an H100. Per kernel the verify pass's matmul FLOPs
+    # (compute-bound at 1280 tokens) cannot hide under attention's KV reads.
+    P, kv = LLAMA_3_8B.params, LLAMA_3_8B.kv_bytes_per_token
+    B, L, k = 256, 1024, 4
+    g = 4 * 128 * 32 * 32  # attention FLOPs per (query, key) pair: 4·d_head·n_heads·n_layers
+
+    def t(n, kernel_max):
+        mm_flops, mm_bytes = 2 * P * B * n, 2 * P
+        at_flops, at_bytes = g * B * (n * L + n * (n + 1) / 2), B * kv * (L + n)
+        if kernel_max:
+            return max(mm_bytes / BW, mm_flops / PEAK) + max(at_bytes / BW, at_flops / PEAK)
+        return max((mm_bytes + at_bytes) / BW, (mm_flops + at_flops) / PEAK)
+
+    for overlap, kernel_max, expected in (("kernel", True, 2.02), ("pass", False, 1.36)):
+        ratio = (cost.roofline_time(cost.verify_cost(LLAMA_3_8B, B, k, L), H100, overlap=overlap)
+                 / cost.roofline_time(cost.decode_cost(LLAMA_3_8B, B, L), H100, overlap=overlap))
+        assert ratio == pytest.approx(t(k + 1, kernel_max) / t(1, kernel_max), rel=1e-9)
+        assert ratio == pytest.approx(expected, abs=0.01)
+
+
+def test_tensor_parallel_pass_by_hand():
+    # tp = 8: each device reads 1/8 of the weights and 1 of the 8 KV heads; 2 all-reduces per layer,
+    # each moving 2·7/8 of B·n·d_model·2 bytes per device over half of NVLink's 900 GB/s.
+    B, n, L, tp = 4, 1, 4096, 8
+    c = cost.forward_cost(LLAMA_3_8B, B, n, L, tp=tp)
+    kv_per_device = LLAMA_3_8B.kv_bytes_per_token / 8 * B * (L + n)
+    assert c.bytes == pytest.approx(LLAMA_3_8B.weight_bytes_total / 8 + kv_per_device)
+    link = 64 * 2 * 7 / 8 * B * n * 4096 * 2
+    assert c.link_bytes == pytest.approx(link)
+    memory_s = c.bytes / BW  # every kernel memory-bound at B = 4
+    assert cost.roofline_time(c, H100) == pytest.approx(memory_s + link / 450e9)
+    assert cost.roofline_time(c, H100, allreduce_latency=5e-6) == pytest.approx(memory_s + link / 450e9 + 64 * 5e-6)
+    # more devices than KV heads: each keeps one head (replicated)
+    wide = cost.attention_cost(LLAMA_3_8B, B, n, L, tp=16)
+    assert wide.bytes == pytest.approx(LLAMA_3_8B.kv_bytes_per_token / 8 * B * (L + n))
+    with pytest.raises(ValueError, match="A10G has no link bandwidth"):
+        cost.roofline_time(cost.decode_cost(LLAMA_3_8B, 1, tp=2), "A10G")
+
+
+def test_max_batch_by_hand():
+    # 80 GB H100; Llama-3-8B (untied embedding) + Llama-3.2-1B (tied) in bf16; KV per token 128 KiB + 32 KiB
+    weights = 2 * (LLAMA_3_8B.params + 4096 * 128256) + 2 * LLAMA_3_2_1B.params
+    for L, k in ((1024, 4), (8192, 4), (1024, 0)):
+        per_seq = (131072 + 32768) * (L + k + 1)
+        assert cost.max_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, L, k=k) == math.floor((80e9 - weights) / per_seq)
+    assert cost.max_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1024, k=4) == 364  # the issue's "about 372"
+    assert cost.max_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, 8192, k=4) == 45  # and "46"
+    # tp = 2 halves the weights and KV per device; an n-gram drafter adds nothing
+    assert cost.max_batch(LLAMA_3_8B, cost.NGRAM, H100, 8192, tp=2) == math.floor(
+        (80e9 - 2 * (LLAMA_3_8B.params + 4096 * 128256) / 2) / (131072 / 2 * 8193))
+    # a draft with a short KV window (StreamingLLM) costs its window, not the context
+    windowed = cost.max_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, 8192, draft_context=256)
+    assert windowed == math.floor((80e9 - weights) / (131072 * 8193 + 32768 * 257))
+    assert cost.max_batch(cost.LLAMA_3_70B, None, H100, 1024) == 0  # 141 GB of weights: nothing fits
+
+
+def test_dtype_is_the_shapes_own():
+    # Issue #11: dtype="fp8" on bf16 shapes used to price fp8 math on bf16 bytes (320 vs 160)
+    fp8 = cost.crossover_batch(LLAMA_3_8B.in_dtype("fp8"), LLAMA_3_2_1B.in_dtype("fp8"), H100, 4, 0.8)
+    assert fp8 == cost.crossover_batch(LLAMA_3_8B.in_dtype("fp8"), LLAMA_3_2_1B.in_dtype("fp8"), H100, 4, 0.8,
+                                       dtype="fp8")
+    assert fp8 == pytest.approx(160, abs=3)  # fp8 doubles the peak and halves the bytes: B* barely moves
+    with pytest.raises(ValueError, match=r"dtype='fp8' disagrees with the model's math dtype 'bf16'"):
+        cost.crossover_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8, dtype="fp8")
+    # the T4 has no bf16 peak: a bf16 shape runs at the fp16 peak (same bytes)
+    assert cost.roofline_time(cost.decode_cost(LLAMA_3_8B, 512), "T4") == pytest.approx(
+        cost.roofline_time(cost.decode_cost(LLAMA_3_8B.in_dtype("fp16"), 512), "T4"))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_weight_only_quantization_lowers_the_crossover(bits):
+    # bf16 math on w = bits/8 bytes per weight: a matmul's AI is 2B/w, so the critical batch is
+    # ridge·w/2 and B* ≈ ridge·(w/2)·(E[N] − k·c)/(k + 1): 2× (8-bit) or 4× (4-bit) lower.
+    shape, draft = LLAMA_3_8B.weight_only(bits), LLAMA_3_2_1B.weight_only(bits)
+    assert shape.weight_bytes == bits / 8 and shape.compute == "bf16" and shape.kv_bytes == 2
+    en, c = cost.expected_tokens(0.8, 4), LLAMA_3_2_1B.params / LLAMA_3_8B.params
+    derived = PEAK / BW * (bits / 16) * (en - 4 * c) / 5
+    assert cost.crossover_batch(shape, draft, H100, 4, 0.8) == pytest.approx(derived, rel=0.05)
+
+
+def self_speculation(B, L=32768):
+    # MagicDec-style: the target drafts itself with a 512-token KV window; S(1) < 1, S rises with B
+    return cost.batch_speedup(LLAMA_3_8B, LLAMA_3_8B, H100, B, 3, 0.8, L, draft_context=512)
+
+
+@pytest.mark.parametrize("setting", [
+    dict(target=LLAMA_3_8B, draft=LLAMA_3_2_1B, k=4, alpha=0.8, context=0, model={}),
+    dict(target=LLAMA_3_8B, draft=LLAMA_3_2_1B, k=4, alpha=0.8, context=256, model={"overlap": "pass"}),
+    dict(target=LLAMA_3_8B, draft=LLAMA_3_2_1B, k=2, alpha=0.6, context=0, model={"overhead": 2e-3}),
+    dict(target=LLAMA_3_8B, draft=LLAMA_3_8B, k=3, alpha=0.8, context=32768, model={"draft_context": 512}),
+    dict(target=LLAMA_3_8B, draft=cost.NGRAM, k=4, alpha=0.5, context=0, model={"draft_overhead": 1e-3}),
+])
+def test_paying_batches_match_a_full_scan(setting):
+    s = setting
+    limit = 1200
+    pays = [b for b in range(1, limit + 1)
+            if cost.batch_speedup(s["target"], s["draft"], H100, b, s["k"], s["alpha"], s["context"], **s["model"]) > 1]
+    ranges, start = [], None
+    for b in range(1, limit + 2):
+        if b in pays and start is None:
+            start = b
+        if b not in pays and start is not None:
+            ranges.append((start, b - 1))
+            start = None
+    got = cost.paying_batches(s["target"], s["draft"], H100, s["k"], s["alpha"], s["context"], limit=limit,
+                              **s["model"])
+    assert got == ranges
+    b_star = cost.crossover_batch(s["target"], s["draft"], H100, s["k"], s["alpha"], s["context"], max_batch=limit,
+                                  **s["model"])
+    assert b_star == (1 if not ranges else None if ranges[-1][1] == limit else ranges[-1][1] + 1)
+
+
+def test_self_speculation_pays_only_above_a_batch():
+    assert self_speculation(1) < 1 < self_speculation(64)
+    ranges = cost.paying_batches(LLAMA_3_8B, LLAMA_3_8B, H100, 3, 0.8, 32768, limit=256, draft_context=512)
+    assert len(ranges) == 1 and ranges[0][0] > 1 and ranges[0][1] == 256
+    assert cost.crossover_batch(LLAMA_3_8B, LLAMA_3_8B, H100, 3, 0.8, 32768, max_batch=256,
+                                draft_context=512) is None
+
+
+def test_paying_batches_stop_at_memory():
+    # default limit: what fits in the H100's 80 GB at L = 8192 (45 sequences)
+    assert cost.paying_batches(LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8, 8192) == [(1, 45)]
+    assert cost.paying_batches(cost.LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8, 1024) == []  # does not fit
+
+
+def test_crossover_is_one_when_speculation_never_pays():
+    # α = 0: one token per iteration, and the draft costs time
+    assert cost.crossover_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.0) == 1
+    assert cost.paying_batches(LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.0, limit=512) == []
+
+
+def test_drafter_kinds_by_hand():
+    B, k = 1, 4
+    t_decode = cost.pass_time(LLAMA_3_8B, H100, B, 1)
+    # n-gram: no weights, only its lookup overhead
+    assert cost.draft_time(cost.NGRAM, H100, B, k, overhead=3e-5) == 3e-5
+    assert cost.draft_time(cost.NGRAM, H100, B, 0, overhead=3e-5) == 0.0
+    # early exit at 8 of 32 layers: k passes over 8 layers plus the LM head, memory-bound at B = 1;
+    # pass i (0-based) reads and writes i + 1 tokens of those 8 layers' KV: 1 + 2 + 3 + 4 in all
+    exit_weights = 2 * (8 * LLAMA_3_8B.layer_params + 4096 * 128256)
+    exit_kv = 8 / 32 * LLAMA_3_8B.kv_bytes_per_token * (1 + 2 + 3 + 4)
+    assert cost.draft_time(EarlyExit(8), H100, B, k, target=LLAMA_3_8B) == pytest.approx(
+        (k * exit_weights + exit_kv) / BW)
+    # a single-pass drafter reads its weights once for k positions; Medusa heads k times
+    head = ModelShape(1, 4096, 32, 8, 4096, 128256, name="head")
+    single = cost.draft_time(SinglePass(head), H100, B, k)
+    medusa = cost.draft_time(Heads(head), H100, B, k)
+    assert medusa == pytest.approx(k * 2 * head.params / BW)
+    assert single == pytest.approx((2 * head.params + head.kv_bytes_per_token * k) / BW)
+    assert medusa / single == pytest.approx(k, rel=0.01)
+    # S at B = 1 for an n-gram drafter with no overhead: E[N]·T(B,1)/T(B,k+1) ≈ E[N] (memory-bound)
+    s = cost.batch_speedup(LLAMA_3_8B, cost.NGRAM, H100, B, k, 0.5)
+    assert s == pytest.approx(cost.expected_tokens(0.5, k) * t_decode / cost.pass_time(LLAMA_3_8B, H100, B, k + 1))
+    with pytest.raises(ValueError, match="EarlyExit draft needs the target"):
+        cost.draft_time(EarlyExit(8), H100, B, k)
+    with pytest.raises(TypeError, match="draft must be a ModelShape"):
+        cost.batch_speedup(LLAMA_3_8B, "Llama-3.2-1B", H100, 1, 4, 0.8)
+
+
+def test_logits_cost_by_hand():
+    c = cost.logits_cost(LLAMA_3_8B, 64, 5)
+    assert c.bytes == 2 * 4 * 64 * 5 * 128256  # fp32 logits written and read back
+    assert c.flops == 5 * 64 * 5 * 128256
+
+
+def test_best_k_is_the_argmax():
+    for b in (1, 64, 512):
+        k = cost.best_k(LLAMA_3_8B, LLAMA_3_2_1B, H100, b, 0.8, k_max=10)
+        speedups = [cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, b, j, 0.8) for j in range(11)]
+        assert speedups[k] == max(speedups)
+    assert cost.best_k(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 0.8, k_max=10) > cost.best_k(
+        LLAMA_3_8B, LLAMA_3_2_1B, H100, 256, 0.8, k_max=10)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ModelShape(2.5, 64, 4, 2, 128, 100), r"n_layers must be an integer >= 1, got 2.5"),
+    (lambda: ModelShape(True, 64, 4, 2, 128, 100), r"n_layers must be an integer >= 1, got True"),
+    (lambda: ModelShape(2, 64, 4, 2, 128, 100, weight_bytes=-2), r"weight_bytes must be a number > 0"),
+    (lambda: cost.speedup(0.8, 4, math.nan), r"c \(draft step time / target step time\) must be a number >= 0"),
+    (lambda: cost.expected_tokens(math.nan, 4), r"alpha must be a number in \[0.0, 1.0\]"),
+    (lambda: cost.decode_cost(LLAMA_3_8B, 2.0), r"batch must be an integer >= 1, got 2.0"),
+    (lambda: cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.8, overlap="max"),
+     r"overlap must be one of 'kernel', 'pass', 'none'"),
+    (lambda: cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.8, overhead=-1), r"overhead must be"),
+    (lambda: cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.8, tp=0), r"tp must be an integer >= 1"),
+    (lambda: cost.max_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, -1), r"context must be an integer >= 0"),
+    (lambda: LLAMA_3_8B.weight_only(0), r"bits must be an integer in \[1, 16\]"),
+    (lambda: cost.paying_batches(LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8, limit=0), r"limit must be an integer"),
+    (lambda: EarlyExit(0), r"layers must be an integer >= 1"),
+])
+def test_bad_input_names_the_argument_and_range(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
