@@ -12,12 +12,15 @@ from specnotes.sampling import draw_uniforms, inverse_cdf, speculative_sample
 from specnotes.trees import (
     Tree,
     TreeDrafter,
+    best_tree,
     expected_tokens,
     greedy_tree_accept,
     keep_path,
     tree_attention,
+    tree_crossover,
     tree_generate,
     tree_sample,
+    tree_speedup,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -404,3 +407,59 @@ def test_expected_tokens_matches_a_simulation_of_positional_acceptance():
         total += alive.float()
         node = torch.where(alive, child, node)
     assert float(total.mean()) == pytest.approx(expected_tokens(tree, a), abs=0.02)
+
+
+def all_trees(size, max_rank):
+    """Every level-ordered tree of ``size`` nodes with at most ``max_rank`` children per node (brute force)."""
+    def grow(parents):
+        if len(parents) == size:
+            yield tuple(parents)
+            return
+        depths = Tree(tuple(parents)).depths if parents else (0,)
+        for p in range(len(parents) + 1):
+            if sum(1 for q in parents if q == p) < max_rank and (not parents or depths[p] + 1 >= depths[-1]):
+                try:
+                    yield from grow(parents + [p])
+                except ValueError:
+                    continue
+    seen = set()
+    for parents in grow([]):
+        try:
+            tree = Tree(parents)
+        except ValueError:
+            continue
+        if parents not in seen:
+            seen.add(parents)
+            yield tree
+
+
+@pytest.mark.parametrize("a", [[0.7, 0.2], [0.5, 0.3, 0.1], [0.9, 0.05]])
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_best_tree_is_optimal_by_brute_force(a, size):
+    best = max(expected_tokens(t, a) for t in all_trees(size, len(a)))
+    assert expected_tokens(best_tree(a, size), a) == pytest.approx(best)
+    shallow = best_tree(a, size, max_depth=2)
+    assert shallow.depth <= 2
+    assert expected_tokens(shallow, a) == pytest.approx(max(expected_tokens(t, a) for t in all_trees(size, len(a))
+                                                            if t.depth <= 2))
+
+
+def test_tree_speedup_of_a_chain_is_the_chain_model():
+    from specnotes import cost
+
+    for b in (1, 16, 256):
+        for draft in (cost.LLAMA_3_2_1B, cost.EarlyExit(8)):
+            chain = cost.batch_speedup(cost.LLAMA_3_8B, draft, "H100-SXM", b, 3, 0.7, context=512)
+            tree = tree_speedup(cost.LLAMA_3_8B, draft, "H100-SXM", b, Tree.chain(3), cost.expected_tokens(0.7, 3),
+                                context=512)
+            assert tree == pytest.approx(chain, rel=1e-12)
+    # a wide tree verifies more tokens per sequence, so it stops paying at a smaller batch than the chain
+    a = [0.74, 0.14, 0.05, 0.025]
+    wide = best_tree(a, 21, max_depth=3)
+    target, draft = cost.LLAMA_3_8B, cost.LLAMA_3_2_1B
+    wide_b = tree_crossover(target, draft, "H100-SXM", wide, expected_tokens(wide, a))
+    chain_b = tree_crossover(target, draft, "H100-SXM", Tree.chain(3), expected_tokens(Tree.chain(3), a))
+    assert wide_b < chain_b
+    scan = next(b for b in range(1, 4096) if tree_speedup(target, draft, "H100-SXM", b, wide,
+                                                          expected_tokens(wide, a)) <= 1)
+    assert wide_b == scan

@@ -409,3 +409,76 @@ def expected_tokens(tree: Tree, rank_acceptance) -> float:
     for j, parent in enumerate(tree.parents, start=1):
         reach.append(reach[parent] * a[tree.ranks[j]])
     return math.fsum(reach)
+
+
+def best_tree(rank_acceptance, size: int, max_depth: int | None = None) -> Tree:
+    """The ``size``-node tree with the largest ``expected_tokens`` under positional acceptance: add, one at
+    a time, the candidate node with the largest reach (the product of a_rank along its path). A child never
+    reaches further than its parent, nor a sibling of higher rank further than one of lower rank, so the
+    greedy choice is optimal (Sequoia builds its trees on the same assumption, with a dynamic program).
+    Nodes deeper than ``max_depth`` are not considered."""
+    a = [validate.probability(f"rank_acceptance[{r}]", x) for r, x in enumerate(rank_acceptance)]
+    size = validate.integer("size", size, low=1)
+    max_depth = size if max_depth is None else validate.integer("max_depth", max_depth, low=1)
+    nodes = []  # (reach, depth, parent index in nodes (-1: root), rank)
+    frontier = [(a[0], 1, -1, 0)]
+    while len(nodes) < size and frontier:
+        best = max(range(len(frontier)), key=lambda i: frontier[i][0])
+        reach, depth, parent, rank = frontier.pop(best)
+        nodes.append((reach, depth, parent, rank))
+        me = len(nodes) - 1
+        if depth < max_depth:
+            frontier.append((reach * a[0], depth + 1, me, 0))
+        if rank + 1 < len(a):
+            frontier.append((reach / a[rank] * a[rank + 1] if a[rank] else 0.0, depth, parent, rank + 1))
+    order = sorted(range(len(nodes)), key=lambda i: (nodes[i][1], nodes[i][2], nodes[i][3]))
+    # level order: parents (already placed in earlier levels) first, siblings by rank
+    index = {old: new for new, old in enumerate(order, start=1)}
+    index[-1] = 0
+    ordered = sorted(order, key=lambda i: (nodes[i][1], index[nodes[i][2]], nodes[i][3]))
+    index = {old: new for new, old in enumerate(ordered, start=1)} | {-1: 0}
+    return Tree(tuple(index[nodes[i][2]] for i in ordered))
+
+
+def tree_speedup(target, draft, accel, batch: int, tree: Tree, tokens: float, context: int = 0, **model) -> float:
+    """Modelled S(B) of tree speculation, from ``cost.pass_time``: the draft runs one pass per level (the
+    first over the pending token, level d over its n_d nodes per sequence), the target one pass over the
+    T + 1 tree tokens; an iteration yields ``tokens`` (E[N], measured or from ``expected_tokens``).
+
+        S = E[N] · T_target(B, 1) / (Σ_d T_draft(B, n_d) + T_target(B, T + 1))
+
+    ``draft``: a ``cost.ModelShape`` or ``cost.EarlyExit``; ``model``: ``cost.pass_time``'s keywords
+    (dtype, overhead, overlap, tp, allreduce_latency) plus ``draft_overhead``. A chain of k is
+    ``cost.batch_speedup`` at the α whose E[N] is ``tokens``."""
+    from specnotes import cost
+
+    tokens = validate.number("tokens", tokens, low=1, high=tree.size + 1)
+    draft_overhead = model.pop("draft_overhead", None)
+    if isinstance(draft, cost.EarlyExit):
+        draft = cost.early_exit_shape(target, draft.layers)
+    draft_model = dict(model, overhead=model.get("overhead", 0.0) if draft_overhead is None else draft_overhead)
+    levels = [1] + [len(level) for level in tree.levels[1:-1]]
+    drafting = sum(cost.pass_time(draft, accel, batch, n, context + d, **draft_model) for d, n in enumerate(levels))
+    verify = cost.pass_time(target, accel, batch, tree.size + 1, context, **model)
+    return tokens * cost.pass_time(target, accel, batch, 1, context, **model) / (drafting + verify)
+
+
+def tree_crossover(target, draft, accel, tree: Tree, tokens: float, context: int = 0, max_batch: int = 1 << 14,
+                   **model) -> int | None:
+    """The smallest B with ``tree_speedup`` <= 1 (1 if it never pays; None if it still pays at ``max_batch``).
+    Doubling then bisection: the modelled S(B) falls with B once the verify pass leaves the bandwidth roof
+    (weights dominate the bytes; at long context see ``cost.paying_batches``)."""
+    max_batch = validate.integer("max_batch", max_batch, low=1)
+    pays = lambda b: tree_speedup(target, draft, accel, b, tree, tokens, context, **model) > 1
+    if not pays(1):
+        return 1
+    lo, hi = 1, 2
+    while pays(min(hi, max_batch)):
+        if hi >= max_batch:
+            return None
+        lo, hi = hi, 2 * hi
+    hi = min(hi, max_batch)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if pays(mid) else (lo, mid)
+    return hi
