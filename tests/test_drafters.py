@@ -4,7 +4,7 @@ catches a wrong rule), greedy output == plain greedy, and the replay against a k
 import pytest
 import torch
 
-from specnotes.drafters import NgramDrafter
+from specnotes.drafters import NgramDrafter, edit_task
 from specnotes.generate import generate, keep_proposed, replay, speculative_generate
 from specnotes.model import encode, load_target, load_text
 from specnotes.sampling import draw_uniforms, speculative_sample
@@ -131,3 +131,20 @@ def test_replay_agrees_with_real_decoding(target):
     real = speculative_generate(target, NgramDrafter(max_ngram=3), [prompt], 60, k=4).stats
     replayed = replay(NgramDrafter(max_ngram=3), encode(prompt), plain.tokens[0], k=4)
     assert torch.equal(real.accepted, replayed.accepted) and torch.equal(real.proposed, replayed.proposed)
+
+
+def test_edit_task():
+    passage = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+    prompt, output = edit_task(passage, 0.0)
+    assert output == passage and prompt.startswith(passage)
+    _, edited = edit_task(passage, 0.5, torch.Generator().manual_seed(0))
+    words, new = passage.split(" "), edited.split(" ")
+    changed = sum(a != b for a, b in zip(words, new, strict=True))
+    assert len(new) == len(words) and 0 < changed < len(words)
+    assert set(new) <= set(words)  # replacements come from the passage itself
+    # more edits, less to copy: the replayed n-gram drafter accepts fewer tokens per iteration
+    copy = replay(NgramDrafter(max_ngram=3), encode(prompt), encode(output), k=8).mean_tokens_per_iteration
+    less = replay(NgramDrafter(max_ngram=3), encode(prompt), encode(edited), k=8).mean_tokens_per_iteration
+    assert copy > less > 1
+    with pytest.raises(ValueError):
+        edit_task(passage, 1.5)

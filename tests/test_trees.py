@@ -16,6 +16,7 @@ from specnotes.trees import (
     expected_tokens,
     greedy_tree_accept,
     keep_path,
+    rank_acceptance,
     tree_attention,
     tree_crossover,
     tree_generate,
@@ -463,3 +464,12 @@ def test_tree_speedup_of_a_chain_is_the_chain_model():
     scan = next(b for b in range(1, 4096) if tree_speedup(target, draft, "H100-SXM", b, wide,
                                                           expected_tokens(wide, a)) <= 1)
     assert wide_b == scan
+
+
+def test_rank_acceptance_by_hand():
+    target = torch.tensor([[[0.0, 5.0, 1.0], [3.0, 0.0, 0.0], [0.0, 0.0, 9.0], [1.0, 0.0, 0.0]]])  # argmax 1, 0, 2, 0
+    draft = torch.tensor([[[0.0, 2.0, 1.0], [0.0, 2.0, 1.0], [0.0, 2.0, 1.0], [0.0, 2.0, 1.0]]])  # order 1, 2, 0
+    # the target's choices rank 0, 2, 1, 2 under the draft
+    assert rank_acceptance(target, draft, 3) == [0.25, 0.25, 0.5]
+    with pytest.raises(ValueError, match="same shape"):
+        rank_acceptance(target, draft[..., :2], 2)

@@ -171,3 +171,15 @@ class NgramDrafter:
         for b, history in enumerate(self.history):
             if active is None or bool(active[b]):
                 history.extend(tokens[b, : int(num_accepted[b]) + 1].tolist())
+
+
+def edit_task(passage: str, edit_rate: float, generator: torch.Generator | None = None) -> tuple[str, str]:
+    """A prompt and the output a model would write for "repeat this passage with some words changed":
+    (passage + an instruction, the passage with each word replaced, with probability ``edit_rate``, by another
+    word of the passage). Its output copies its input, the case prompt lookup was made for."""
+    edit_rate = validate.probability("edit_rate", edit_rate)
+    words = passage.split(" ")
+    draws = torch.rand(len(words), generator=generator).tolist()
+    picks = torch.randint(len(words), (len(words),), generator=generator).tolist()
+    edited = [words[p] if u < edit_rate and words[p] != w else w for w, u, p in zip(words, draws, picks, strict=True)]
+    return passage + "\n\nThe same passage, revised:\n", " ".join(edited)

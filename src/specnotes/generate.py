@@ -262,10 +262,11 @@ def keep_proposed(tokens: torch.Tensor, num_accepted: torch.Tensor, proposed: to
 
 
 def forward_timing(model: Transformer, ids: torch.Tensor, context: int, new_tokens: int, *, warmup: int = 5,
-                   repeats: int = 40):
+                   repeats: int = 40, exit_layer: int | None = None):
     """Timing of one cached forward of ``new_tokens`` tokens after ``context`` cached ones, batch 1:
     the pass a decode step (n = 1) or a verify step (n = k + 1) runs. The cache is rolled back after
-    every call, so each repeat does the same work. ``ids``: at least context + new_tokens token ids."""
+    every call, so each repeat does the same work. ``ids``: at least context + new_tokens token ids.
+    ``exit_layer``: time the early exit's pass (its first layers and head) instead."""
     from specnotes.measure import time_fn
 
     if context < 1 or new_tokens < 1 or ids.numel() < context + new_tokens:
@@ -274,13 +275,13 @@ def forward_timing(model: Transformer, ids: torch.Tensor, context: int, new_toke
     ids = ids.reshape(1, -1).to(next(model.parameters()).device)
     cache = model.new_cache(1, context + new_tokens)
     with torch.inference_mode():
-        model(ids[:, :context], cache)
+        model(ids[:, :context], cache, exit_layer=exit_layer)
     at = torch.tensor([context], device=ids.device)
     new = ids[:, context:context + new_tokens]
 
     @torch.inference_mode()
     def one_pass():
-        model(new, cache)
+        model(new, cache, exit_layer=exit_layer)
         cache.rollback(at)
 
     return time_fn(one_pass, warmup=warmup, repeats=repeats, device=ids.device)
@@ -300,8 +301,8 @@ def replay(drafter, prompt, output, k: int = 4) -> GenerationStats:
         drafts, _ = drafter.propose(k, 0.0)
         limit = int(getattr(drafter, "proposed", torch.tensor([k]))[0])
         truth = output[done: done + k + 1]
-        match = (drafts[0, :limit].cpu() == truth[:limit]).long().cumprod(0).sum() if limit else torch.tensor(0)
-        n = int(min(int(match), len(truth) - 1))
+        m = min(limit, len(truth) - 1)  # the last token of the output is the target's own, never a draft's
+        n = int((drafts[0, :m].cpu() == truth[:m]).long().cumprod(0).sum())
         tokens = torch.full((1, k + 1), -1, dtype=torch.int64)
         tokens[0, : n + 1] = truth[: n + 1]
         drafter.commit(tokens, torch.tensor([n]))

@@ -482,3 +482,16 @@ def tree_crossover(target, draft, accel, tree: Tree, tokens: float, context: int
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if pays(mid) else (lo, mid)
     return hi
+
+
+def rank_acceptance(target_logits: torch.Tensor, draft_logits: torch.Tensor, ranks: int) -> list[float]:
+    """a_r, r = 0..ranks-1, at temperature 0: the fraction of positions where the target's argmax is the draft's
+    r-th most likely token (ties broken toward the lower rank). a_0 is the chain's greedy α; a tree with
+    top-m candidates accepts a child at a node with a_0 + ... + a_(m-1)."""
+    ranks = validate.integer("ranks", ranks, low=1)
+    if target_logits.shape != draft_logits.shape:
+        raise validate.BadArgument(f"logits must have the same shape, got {tuple(target_logits.shape)} and "
+                                   f"{tuple(draft_logits.shape)}")
+    best = target_logits.argmax(-1, keepdim=True)
+    rank = (draft_logits > draft_logits.gather(-1, best)).sum(-1)  # how many draft tokens beat the target's choice
+    return [float((rank == r).double().mean()) for r in range(ranks)]
