@@ -42,6 +42,11 @@ def test_row_logsumexp_by_hand_and_in_chunks(monkeypatch):
     monkeypatch.setattr(fused, "CHUNK_BYTES", 333 * 8 * 2)  # two rows per chunk: a ragged last chunk
     assert torch.allclose(row_logsumexp(x, 0.5), torch.logsumexp(x / 0.5, -1))
     assert row_logsumexp(x.float()).dtype == torch.float32
+    rows = torch.tensor([2, 0, 1])
+    assert torch.allclose(row_logsumexp(x, 0.5, rows, 4), torch.logsumexp(x[rows, 4] / 0.5, -1))
+    # rows that would overflow or underflow Σ exp take the max-shifted path
+    big = torch.tensor([[200.0, 100.0], [-300.0, -301.0], [1.0, 2.0]], dtype=torch.float64)
+    assert torch.allclose(row_logsumexp(big), torch.logsumexp(big, -1))
 
 
 @pytest.mark.parametrize("V", [6, 128, 300, 32000])
@@ -111,7 +116,7 @@ def residual_without_q(drafts, lq, lp, T, generator=None):
 def normalizer_without_temperature(drafts, lq, lp, T, generator=None):
     """WRONG: logits divided by T in the ratio, but the normalizers computed at T = 1."""
     original = fused.row_logsumexp
-    fused.row_logsumexp = lambda logits, temperature=1.0: original(logits, 1.0)
+    fused.row_logsumexp = lambda logits, temperature=1.0, *where: original(logits, 1.0, *where)
     try:
         return sample_from_logits(drafts, lq, lp, T, generator=generator)
     finally:

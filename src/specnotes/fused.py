@@ -1,13 +1,15 @@
 """Rejection sampling straight from logits: the whole acceptance step of a batch without materializing p or q.
 
 ``speculative_sample`` takes probabilities, so a caller first writes softmax(logits) for all B·(2k+1) rows
-and the sampler reads them back. ``sample_from_logits`` takes the logits and reads each row once:
+and the sampler reads them back. ``sample_from_logits`` takes the logits and reads each row it needs once:
 
-1. one log-normalizer per row, lse = log Σ exp(l/T), in chunks of rows small enough that the temporaries
-   stay in cache (a fresh full-size temporary costs a write to memory, and on a CPU a page fault per 4 KB);
+1. position by position, for the sequences that accepted every draft so far, one log-normalizer per row,
+   lse = log Σ exp(l/T), over chunks of rows gathered into cache (a fresh full-size temporary costs a
+   write to memory, and on a CPU a page fault per 4 KB). Rows past a sequence's first rejection are
+   never read: acceptance stops there;
 2. the ratio test only at the drafted tokens: p(x) = exp(l_p(x)/T − lse_p), q(x) likewise;
-3. at each sequence's first rejection (or the bonus position) one row of p, and there one row of q, to form
-   max(0, p − q); the final token by inverse CDF, in two levels (sums of blocks of 128 tokens, then the
+3. at each sequence's stopping position one row of p, and after a rejection one row of q, to form
+   max(0, p − q); the final token by inverse CDF in two levels (sums of blocks of 128 tokens, then the
    cumulative sum inside the one block that holds the target mass) instead of a scan over all V.
 
 Randomness as ``speculative_sample``: u [B, k] for the accept tests, v [B] for the final token. The result
@@ -22,26 +24,49 @@ import torch
 from specnotes import validate
 from specnotes.sampling import draw_uniforms
 
-CHUNK_BYTES = 1 << 20  # rows per lse chunk: about 1 MB of logits, so the temporaries stay in L2
+CHUNK_BYTES = 1 << 21  # logits gathered per chunk: about 2 MB, so the temporaries stay in L2
 BLOCK = 128  # tokens per block of the two-level inverse CDF
+SAFE = 1e30  # Σ exp(l/T) outside [1/SAFE, SAFE]: redo the row with the maximum subtracted first
 
 
-def row_logsumexp(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log Σ_v exp(logits[..., v] / T) for every row, in float32 (float64 input stays float64); chunked."""
-    rows = logits.reshape(-1, logits.shape[-1])
+def row_logsumexp(logits: torch.Tensor, temperature: float = 1.0, rows: torch.Tensor | None = None,
+                  position: int | None = None) -> torch.Tensor:
+    """log Σ_v exp(logits[..., v] / T) per row, in float32 (float64 input stays float64).
+
+    ``logits`` [..., V], or with ``rows`` [R] and ``position``: only the rows
+    logits[rows, position] of a [B, n, V] tensor. Chunks of rows go through a cache-sized buffer as
+    Σ exp(l/T) directly (two passes over the chunk: exp, sum); a row whose sum leaves [1/SAFE, SAFE]
+    (a logit above ~69·T, or all below ~-69·T) is redone as m + log Σ exp(l/T - m), m its maximum."""
+    V = logits.shape[-1]
+    whole = rows is None
+    plane = logits.reshape(-1, V) if whole else logits[:, position]
+    if not whole and rows.numel() == plane.shape[0] and torch.equal(rows, torch.arange(len(rows), device=rows.device)):
+        rows = None  # every sequence, in order: read the rows in place, no gather
+    count = plane.shape[0] if rows is None else rows.numel()
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    out = torch.empty(rows.shape[0], dtype=dtype, device=logits.device)
-    step = max(1, CHUNK_BYTES // (rows.shape[1] * rows.element_size()))
-    scratch = torch.empty(min(step, rows.shape[0]), rows.shape[1], dtype=dtype, device=logits.device)
-    for i in range(0, rows.shape[0], step):
-        chunk = rows[i: i + step]
-        buf = scratch[: chunk.shape[0]]
-        top = chunk.amax(1, keepdim=True).to(dtype)
-        torch.sub(chunk, top, out=buf)
+    out = torch.empty(count, dtype=dtype, device=logits.device)
+    step = max(1, CHUNK_BYTES // (V * 4))
+    buf = torch.empty(min(step, count), V, dtype=dtype, device=logits.device)
+    source = lambda i, n: plane[i: i + n] if rows is None else plane.index_select(0, rows[i: i + n])
+    for i in range(0, count, step):
+        n = min(step, count - i)
+        chunk = buf[:n]
         if temperature != 1.0:
-            buf.mul_(1.0 / temperature)
-        out[i: i + step] = buf.exp_().sum(1).log_().add_(top.squeeze(1), alpha=1.0 / temperature)
-    return out.view(logits.shape[:-1])
+            torch.mul(source(i, n), 1.0 / temperature, out=chunk)
+            chunk.exp_()
+        elif rows is None and logits.dtype == dtype:
+            torch.exp(source(i, n), out=chunk)
+        else:
+            chunk.copy_(source(i, n)).exp_()
+        total = chunk.sum(1)
+        lse = total.log()
+        bad = (total > SAFE) | (total < 1 / SAFE) | total.isnan()
+        if bad.any():
+            again = source(i, n)[bad].to(dtype) / temperature
+            top = again.amax(1, keepdim=True)
+            lse[bad] = (again - top).exp_().sum(1).log_() + top.squeeze(1)
+        out[i: i + n] = lse
+    return out.view(logits.shape[:-1]) if whole else out
 
 
 def check_logits(draft_tokens, draft_logits, target_logits, temperature, uniforms):
@@ -87,13 +112,22 @@ def sample_from_logits(
         num_accepted = (draft_tokens == best[:, :k]).long().cumprod(-1).sum(-1)
         return layout(draft_tokens, num_accepted, best[rows, num_accepted])
 
-    lse_p = row_logsumexp(target_logits, temperature)  # [B, k+1]
-    lse_q = row_logsumexp(draft_logits, temperature) if k else target_logits.new_zeros(B, 0)  # [B, k]
-    x = draft_tokens[..., None]
-    p_x = (target_logits[:, :k].gather(-1, x).squeeze(-1).to(lse_p.dtype) / temperature - lse_p[:, :k]).exp()
-    q_x = (draft_logits.gather(-1, x).squeeze(-1).to(lse_q.dtype) / temperature - lse_q).exp()
-    num_accepted = (u * q_x < p_x).long().cumprod(-1).sum(-1)  # accept with min(1, p/q), up to the first miss
-
+    lse_p = torch.zeros(B, k + 1, dtype=torch.float64 if target_logits.dtype == torch.float64 else torch.float32,
+                        device=device)
+    lse_q = torch.zeros(B, k, dtype=lse_p.dtype, device=device)
+    num_accepted = torch.zeros(B, dtype=torch.int64, device=device)
+    alive = rows
+    for i in range(k + 1):  # position by position, only for the sequences that accepted everything so far
+        lse_p[alive, i] = row_logsumexp(target_logits, temperature, alive, i)
+        if i == k or alive.numel() == 0:
+            break
+        lse_q[alive, i] = row_logsumexp(draft_logits, temperature, alive, i)
+        x = draft_tokens[alive, i]
+        p_x = (target_logits[alive, i, x].to(lse_p.dtype) / temperature - lse_p[alive, i]).exp()
+        q_x = (draft_logits[alive, i, x].to(lse_p.dtype) / temperature - lse_q[alive, i]).exp()
+        accepted = u[alive, i] * q_x < p_x  # accept with min(1, p/q)
+        num_accepted[alive[accepted]] += 1
+        alive = alive[accepted]
     rejected = num_accepted < k
     last = final_token(target_logits, draft_logits, lse_p, lse_q, num_accepted, rejected, temperature, v)
     return layout(draft_tokens, num_accepted, last)
@@ -135,7 +169,10 @@ def residual(target_logits, draft_logits, lse_p, lse_q, rows, n, subtract, tempe
 
 def probs_at(logits, lse, rows, position, temperature, cols=None):
     """softmax(logits[b, position] / T), for each listed sequence b: [len(rows), V], or at ``cols``."""
-    x = logits[rows, position] if cols is None else logits[rows[:, None], position[:, None], cols]
+    if cols is None:
+        x = logits.reshape(-1, logits.shape[-1]).index_select(0, rows * logits.shape[1] + position)
+    else:
+        x = logits[rows[:, None], position[:, None], cols]
     return x.to(lse.dtype).div_(temperature).sub_(lse[rows, position][:, None]).exp_()
 
 
