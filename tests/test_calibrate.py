@@ -151,7 +151,7 @@ def test_magicdec_trend_needs_the_draft_window_and_is_reproduced_with_tp8():
     for knobs in ({}, cost.calibration("A100-80GB", "magicdec")):
         s = calibrate.predict(cases, **knobs)
         assert s == sorted(s) and s[0] > 1, knobs  # the model rises too, idealized and calibrated
-    full_kv = [dataclasses.replace(c, draft_context=None) for c in cases]  # the draft reads the whole cache
+    full_kv = calibrate.vary(cases, draft_context=None)  # the draft reads the whole cache
     s = calibrate.predict(full_kv)
     assert max(s) < 1 and s[-1] < s[0]  # without the window self-speculation does not pay, and falls
 
@@ -188,3 +188,19 @@ def test_curve_keeps_everything_but_the_batch():
     knobs = cost.calibration("H100-SXM", "specdecode_bench")
     assert calibrate.curve(case, [64], **knobs) == [case.speedup(**knobs)]
     assert calibrate.curve(case, [1, 128]) == pytest.approx([c.speedup() for c in calibrate.cases(*FIG1C)][::3])
+
+
+def test_predictor_pass_time_by_hand():
+    # B = 2, n = 4, L = 1000 with the published coefficients, added up by hand
+    by_hand = 3.92645679e-08 * 2 * 1000 + 2.10103129e-05 * 8 + 5.88590713e-03 + 1.20683946e-03
+    assert calibrate.predictor_pass_time(2, 4, 1000) == pytest.approx(by_hand, rel=1e-12)
+    with pytest.raises(validate.BadArgument):
+        calibrate.predictor_pass_time(0, 1, 0)
+
+
+def test_vary_changes_only_what_it_is_told():
+    cases = calibrate.cases(*FIG1C)
+    tp2 = calibrate.vary(cases, tp=2, context=100)
+    assert [(c.tp, c.context, c.batch, c.measured) for c in tp2] == [(2, 100, c.batch, c.measured) for c in cases]
+    with pytest.raises(validate.BadArgument, match="input to vary"):
+        calibrate.vary(cases, measured=2.0)

@@ -174,3 +174,12 @@ def test_series_accessors_check_their_arguments():
         s.bounds("dataset")
     with pytest.raises(validate.BadArgument, match="no series"):
         published.load("magicdec")["nope"]
+
+
+def test_describe_lists_the_provenance_wrapped():
+    s = published.load("specdecode_bench")["fig1c_eagle3"]
+    text = s.describe(width=80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for word in ("figure:", "source:", "how read:", "uncertainty:", "setup:", "missing:", "fb0e242", "0.10.1"):
+        assert word in text
+    assert "temperature: not stated" in " ".join(text.split())

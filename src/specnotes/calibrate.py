@@ -22,6 +22,7 @@ grid (refined five times) with S in closed form. ``predict`` recomputes S throug
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, replace
@@ -166,6 +167,15 @@ def compare(cases_: list[Case], **knobs) -> list[dict]:
             for c, m in zip(cases_, predict(cases_, **knobs), strict=True)]
 
 
+def vary(cases_: list[Case], **changes) -> list[Case]:
+    """The same cases with some inputs changed (``vary(cases, draft_context=None)``: the draft reads the
+    whole cache; ``vary(cases, tp=1)``; ``vary(cases, accel=derated("A100-80GB", 0.5))``)."""
+    fields = {f.name for f in dataclasses.fields(Case)} - {"label", "measured"}
+    for name in changes:
+        validate.choice("input to vary", name, sorted(fields))
+    return [replace(c, **changes) for c in cases_]
+
+
 def curve(case: Case, batches, **knobs) -> list[float]:
     """The model's S(B) over ``batches`` for the setup of ``case`` (everything but the batch kept)."""
     return [replace(case, batch=validate.integer("batch", b, low=1)).speedup(**knobs) for b in batches]
@@ -211,6 +221,18 @@ def tree_speedup(target: cost.ModelShape, draft: cost.ModelShape, accel, batch: 
     drafting = sum(cost.pass_time(draft, accel, batch, 1 if level == 0 else branching, context + level,
                                   overhead=t_draft, **common) for level in range(depth))
     return tokens * plain / (drafting + verify)
+
+
+def predictor_pass_time(batch: int, new_tokens: int, context: int) -> float:
+    """A target pass as SpecDecode-Bench's own fitted H100 model prices it (simulator ``predictor.py``):
+    c_kv·(cached tokens in the batch) + c_compute·(tokens processed) + c_fixed, plus the per-step overhead
+    the simulator adds to every engine step. Seconds; B sequences × n new tokens after L cached ones."""
+    batch = validate.integer("batch", batch, low=1)
+    new_tokens = validate.integer("new_tokens", new_tokens, low=1)
+    context = validate.integer("context", context, low=0)
+    v = published.load("specdecode_bench")["predictor_llama8b_h100"].values
+    return (v["target_c_kv"] * batch * context + v["target_c_compute"] * batch * new_tokens + v["target_c_fixed"]
+            + v["overhead_constant_per_step"])
 
 
 # ---------------------------------------------------------------------------------------------- fit

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -63,6 +64,18 @@ class Series:
         for key in match:
             validate.choice("column", key, self.columns)
         return [p for p in self.points if all(p[k] == v for k, v in match.items())]
+
+    def describe(self, width: int = 96) -> str:
+        """The series' provenance as wrapped text: figure, source, how read, setup, what is missing."""
+        width = validate.integer("width", width, low=40)
+        source = ", ".join(f"{k} {v}" for k, v in self.source.items())
+        setup = "; ".join(f"{k} = {v}" for k, v in self.setup.items() if v is not None)
+        missing = "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or "nothing"
+        parts = [("figure", self.figure), ("source", source), ("how read", self.how_read),
+                 ("uncertainty", "exact as published" if self.uncertainty is None else f"±{self.uncertainty:g}"),
+                 ("setup", setup), ("missing", missing)]
+        return "\n".join(textwrap.fill(text, width, initial_indent=f"{name:>12}: ", subsequent_indent=" " * 14)
+                         for name, text in parts)
 
     def bounds(self, key: str) -> tuple[float, float]:
         """A numeric setup value as (low, high): a number gives (v, v), a range its two ends."""
