@@ -11,8 +11,8 @@ acceptance, ``keep_path`` moves the accepted nodes' K/V to slots L + 1, L + 2, .
 
 **Acceptance** (``tree_sample``), SpecInfer's multi-step speculative sampling (Miao et al., arXiv
 2305.09781, §4.3: ``VerifyStochastic`` in Algorithm 2, exact by Theorem 4.2; SpecInfer tries the children
-in random order, we try them by rank): at a node with target distribution p, try its children in turn. Child s, a token x_s
-drawn from its proposal q_s, is accepted with probability min(1, p(x_s)/q_s(x_s)); on a rejection
+in random order, we try them by rank): at a node with target distribution p, try its children in turn.
+Child s, a token x_s drawn from its proposal q_s, is accepted with probability min(1, p(x_s)/q_s(x_s)); on a rejection
 p ← norm(max(0, p − q_s)) and the next child is tried against that residual. If every child is
 rejected, one token is drawn from the last residual; below an accepted leaf, a bonus token from the
 target. Each round is one Leviathan step (it emits a sample of its p, by accepting or by passing the
