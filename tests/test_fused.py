@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specnotes import fused
-from specnotes.fused import row_logsumexp, sample_from_logits
+from specnotes.fused import sample_from_logits
 from specnotes.sampling import draw_uniforms, inverse_cdf, logits_to_probs, speculative_sample
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -33,20 +33,15 @@ def test_agrees_with_speculative_sample_on_softmaxed_inputs(B, k, V, temperature
     assert len(ref[1].unique()) > 1
 
 
-def test_row_logsumexp_by_hand_and_in_chunks(monkeypatch):
-    x = torch.tensor([[0.0, 0.0], [1000.0, 1000.0], [-1000.0, 0.0]])
-    log2 = float(torch.tensor(2.0).log())
-    assert torch.allclose(row_logsumexp(x), torch.tensor([log2, 1000 + log2, 0.0]))  # no overflow, no underflow
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(3, 7, 333, generator=g, dtype=torch.float64)
-    monkeypatch.setattr(fused, "CHUNK_BYTES", 333 * 8 * 2)  # two rows per chunk: a ragged last chunk
-    assert torch.allclose(row_logsumexp(x, 0.5), torch.logsumexp(x / 0.5, -1))
-    assert row_logsumexp(x.float()).dtype == torch.float32
-    rows = torch.tensor([2, 0, 1])
-    assert torch.allclose(row_logsumexp(x, 0.5, rows, 4), torch.logsumexp(x[rows, 4] / 0.5, -1))
-    # rows that would overflow or underflow Σ exp take the max-shifted path
-    big = torch.tensor([[200.0, 100.0], [-300.0, -301.0], [1.0, 2.0]], dtype=torch.float64)
-    assert torch.allclose(row_logsumexp(big), torch.logsumexp(big, -1))
+def test_rows_that_would_overflow_or_underflow_take_the_shifted_path(monkeypatch):
+    big = torch.tensor([[[200.0, 100.0, 0.0]], [[-300.0, -301.0, -302.0]], [[1.0, 2.0, 3.0]]], dtype=torch.float64)
+    e, z, lse = fused.exp_rows(big, torch.tensor([0, 1, 2]), 0, 1.0, torch.float64)
+    assert torch.allclose(lse, torch.logsumexp(big[:, 0], -1))
+    assert torch.allclose(e / z[:, None], torch.softmax(big[:, 0], -1))
+    # a gathered (non-contiguous) set of rows, at a temperature
+    x = torch.randn(5, 2, 333, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    e, z, lse = fused.exp_rows(x, torch.tensor([4, 1, 2]), 1, 0.5, torch.float64)
+    assert torch.allclose(lse, torch.logsumexp(x[[4, 1, 2], 1] / 0.5, -1))
 
 
 @pytest.mark.parametrize("V", [6, 128, 300, 32000])
@@ -54,10 +49,10 @@ def test_the_two_level_inverse_cdf_picks_the_flat_cdf_token(V):
     g = torch.Generator().manual_seed(V)
     B = 2000
     logits = 3 * torch.randn(B, 1, V, generator=g, dtype=torch.float64)
-    lse = torch.logsumexp(logits, -1)
     v = torch.rand(B, generator=g, dtype=torch.float64)
-    n = torch.zeros(B, dtype=torch.int64)
-    ours = fused.final_token(logits, None, lse, None, n, torch.zeros(B, dtype=torch.bool), 1.0, v)
+    stop = fused.Stop(B, -(-V // fused.BLOCK), torch.float64, "cpu")
+    stop.record(torch.arange(B), torch.softmax(logits[:, 0], -1), torch.logsumexp(logits[:, 0], -1), None, None)
+    ours = stop.sample(logits, None, 1.0, v)
     flat = inverse_cdf(torch.softmax(logits[:, 0], -1), v)
     assert (ours == flat).double().mean() > 0.999
 
@@ -113,14 +108,14 @@ def residual_without_q(drafts, lq, lp, T, generator=None):
     return tokens, n
 
 
-def normalizer_without_temperature(drafts, lq, lp, T, generator=None):
-    """WRONG: logits divided by T in the ratio, but the normalizers computed at T = 1."""
-    original = fused.row_logsumexp
-    fused.row_logsumexp = lambda logits, temperature=1.0, *where: original(logits, 1.0, *where)
+def temperature_ignored(drafts, lq, lp, T, generator=None):
+    """WRONG: the rows are exponentiated at T = 1 whatever the temperature."""
+    original = fused.exp_rows
+    fused.exp_rows = lambda logits, rows, position, temperature, dtype: original(logits, rows, position, 1.0, dtype)
     try:
         return sample_from_logits(drafts, lq, lp, T, generator=generator)
     finally:
-        fused.row_logsumexp = original
+        fused.exp_rows = original
 
 
 def bonus_from_first_row(drafts, lq, lp, T, generator=None):
@@ -133,7 +128,7 @@ def test_emitted_tokens_follow_the_target(T):
     assert min(pvalues(sample_from_logits, T)) > SIGNIFICANCE
 
 
-@pytest.mark.parametrize("broken", [residual_without_q, normalizer_without_temperature, bonus_from_first_row])
+@pytest.mark.parametrize("broken", [residual_without_q, temperature_ignored, bonus_from_first_row])
 def test_the_check_catches_a_wrong_variant(broken):
     assert min(pvalues(broken, 0.6)) < SIGNIFICANCE
 

@@ -3,14 +3,13 @@
 ``speculative_sample`` takes probabilities, so a caller first writes softmax(logits) for all B·(2k+1) rows
 and the sampler reads them back. ``sample_from_logits`` takes the logits and reads each row it needs once:
 
-1. position by position, for the sequences that accepted every draft so far, one log-normalizer per row,
-   lse = log Σ exp(l/T), over chunks of rows gathered into cache (a fresh full-size temporary costs a
-   write to memory, and on a CPU a page fault per 4 KB). Rows past a sequence's first rejection are
-   never read: acceptance stops there;
-2. the ratio test only at the drafted tokens: p(x) = exp(l_p(x)/T − lse_p), q(x) likewise;
-3. at each sequence's stopping position one row of p, and after a rejection one row of q, to form
-   max(0, p − q); the final token by inverse CDF in two levels (sums of blocks of 128 tokens, then the
-   cumulative sum inside the one block that holds the target mass) instead of a scan over all V.
+position by position, for the sequences that accepted every draft so far, a few rows at a time (small
+enough that every temporary stays in cache: a fresh full-size temporary costs a write to memory, and on a
+CPU a page fault per 4 KB): exponentiate the rows of p and q, normalize them, test the drafted token with
+min(1, p(x)/q(x)); where a sequence stops, keep only the block sums of max(0, p − q) (or of p, after k
+acceptances). Rows past a sequence's first rejection are never read. The final token comes from an inverse
+CDF in two levels: the block of 128 tokens that holds the target mass, then, recomputed from the logits,
+the token inside it.
 
 Randomness as ``speculative_sample``: u [B, k] for the accept tests, v [B] for the final token. The result
 follows the same distribution; sample for sample it agrees except where rounding moves a comparison.
@@ -24,49 +23,9 @@ import torch
 from specnotes import validate
 from specnotes.sampling import draw_uniforms
 
-CHUNK_BYTES = 1 << 21  # logits gathered per chunk: about 2 MB, so the temporaries stay in L2
+CHUNK_BYTES = 1 << 20  # rows per chunk: about 1 MB of each of p and q, so the temporaries stay in L2
 BLOCK = 128  # tokens per block of the two-level inverse CDF
 SAFE = 1e30  # Σ exp(l/T) outside [1/SAFE, SAFE]: redo the row with the maximum subtracted first
-
-
-def row_logsumexp(logits: torch.Tensor, temperature: float = 1.0, rows: torch.Tensor | None = None,
-                  position: int | None = None) -> torch.Tensor:
-    """log Σ_v exp(logits[..., v] / T) per row, in float32 (float64 input stays float64).
-
-    ``logits`` [..., V], or with ``rows`` [R] and ``position``: only the rows
-    logits[rows, position] of a [B, n, V] tensor. Chunks of rows go through a cache-sized buffer as
-    Σ exp(l/T) directly (two passes over the chunk: exp, sum); a row whose sum leaves [1/SAFE, SAFE]
-    (a logit above ~69·T, or all below ~-69·T) is redone as m + log Σ exp(l/T - m), m its maximum."""
-    V = logits.shape[-1]
-    whole = rows is None
-    plane = logits.reshape(-1, V) if whole else logits[:, position]
-    if not whole and rows.numel() == plane.shape[0] and torch.equal(rows, torch.arange(len(rows), device=rows.device)):
-        rows = None  # every sequence, in order: read the rows in place, no gather
-    count = plane.shape[0] if rows is None else rows.numel()
-    dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    out = torch.empty(count, dtype=dtype, device=logits.device)
-    step = max(1, CHUNK_BYTES // (V * 4))
-    buf = torch.empty(min(step, count), V, dtype=dtype, device=logits.device)
-    source = lambda i, n: plane[i: i + n] if rows is None else plane.index_select(0, rows[i: i + n])
-    for i in range(0, count, step):
-        n = min(step, count - i)
-        chunk = buf[:n]
-        if temperature != 1.0:
-            torch.mul(source(i, n), 1.0 / temperature, out=chunk)
-            chunk.exp_()
-        elif rows is None and logits.dtype == dtype:
-            torch.exp(source(i, n), out=chunk)
-        else:
-            chunk.copy_(source(i, n)).exp_()
-        total = chunk.sum(1)
-        lse = total.log()
-        bad = (total > SAFE) | (total < 1 / SAFE) | total.isnan()
-        if bad.any():
-            again = source(i, n)[bad].to(dtype) / temperature
-            top = again.amax(1, keepdim=True)
-            lse[bad] = (again - top).exp_().sum(1).log_() + top.squeeze(1)
-        out[i: i + n] = lse
-    return out.view(logits.shape[:-1]) if whole else out
 
 
 def check_logits(draft_tokens, draft_logits, target_logits, temperature, uniforms):
@@ -112,68 +71,100 @@ def sample_from_logits(
         num_accepted = (draft_tokens == best[:, :k]).long().cumprod(-1).sum(-1)
         return layout(draft_tokens, num_accepted, best[rows, num_accepted])
 
-    lse_p = torch.zeros(B, k + 1, dtype=torch.float64 if target_logits.dtype == torch.float64 else torch.float32,
-                        device=device)
-    lse_q = torch.zeros(B, k, dtype=lse_p.dtype, device=device)
-    num_accepted = torch.zeros(B, dtype=torch.int64, device=device)
+    stop = Stop(B, -(-target_logits.shape[-1] // BLOCK), torch.float64 if target_logits.dtype == torch.float64
+                else torch.float32, device)
     alive = rows
-    for i in range(k + 1):  # position by position, only for the sequences that accepted everything so far
-        lse_p[alive, i] = row_logsumexp(target_logits, temperature, alive, i)
-        if i == k or alive.numel() == 0:
+    step = max(1, CHUNK_BYTES // (target_logits.shape[-1] * 4))
+    for i in range(k + 1):  # position by position, only for the sequences that accepted every draft so far
+        survivors = []
+        for c in range(0, alive.numel(), step):
+            chunk = alive[c: c + step]
+            e_p, z_p, lse_p = exp_rows(target_logits, chunk, i, temperature, stop.dtype)
+            p = e_p.div_(z_p[:, None])
+            if i == k:  # all k drafts accepted: the bonus token comes from p here
+                stop.record(chunk, p, lse_p, None, None)
+                continue
+            e_q, z_q, lse_q = exp_rows(draft_logits, chunk, i, temperature, stop.dtype)
+            q = e_q.div_(z_q[:, None])
+            x = draft_tokens[chunk, i][:, None]
+            accept = u[chunk, i] * q.gather(1, x)[:, 0] < p.gather(1, x)[:, 0]  # with probability min(1, p/q)
+            stop.record(chunk[~accept], p[~accept], lse_p[~accept], q[~accept], lse_q[~accept])
+            survivors.append(chunk[accept])
+        alive = torch.cat(survivors) if survivors else alive[:0]
+        stop.n[alive] += 1
+        if alive.numel() == 0:
             break
-        lse_q[alive, i] = row_logsumexp(draft_logits, temperature, alive, i)
-        x = draft_tokens[alive, i]
-        p_x = (target_logits[alive, i, x].to(lse_p.dtype) / temperature - lse_p[alive, i]).exp()
-        q_x = (draft_logits[alive, i, x].to(lse_p.dtype) / temperature - lse_q[alive, i]).exp()
-        accepted = u[alive, i] * q_x < p_x  # accept with min(1, p/q)
-        num_accepted[alive[accepted]] += 1
-        alive = alive[accepted]
-    rejected = num_accepted < k
-    last = final_token(target_logits, draft_logits, lse_p, lse_q, num_accepted, rejected, temperature, v)
-    return layout(draft_tokens, num_accepted, last)
+    return layout(draft_tokens, stop.n, stop.sample(target_logits, draft_logits, temperature, v))
 
 
-def final_token(target_logits, draft_logits, lse_p, lse_q, n, rejected, temperature, v):
-    """The token drawn at each sequence's stopping position n: from norm(max(0, p - q)) after a rejection,
-    from p after k acceptances. Pass 1, a few sequences at a time: the mass of every block of ``BLOCK``
-    tokens. Then the block that holds v · total, and inside it, recomputed from the logits, the token."""
-    B, V = target_logits.shape[0], target_logits.shape[-1]
-    rows = torch.arange(B, device=target_logits.device)
-    weights = lambda r, cols=None, sub=rejected: residual(target_logits, draft_logits, lse_p, lse_q, r, n[r], sub[r],
-                                                          temperature, cols)
-    step = max(1, CHUNK_BYTES // (V * target_logits.element_size()))
-    sums = torch.cat([block_sums(weights(rows[i: i + step])) for i in range(0, B, step)])
-    empty = sums.sum(1) <= 0  # p == q up to rounding leaves no residual: then p itself is the right answer
-    if empty.any():
-        rejected = rejected & ~empty
-        sums[empty] = block_sums(weights(rows[empty]))
-    cdf = sums.cumsum(1)
-    goal = (v.to(cdf.dtype) * cdf[:, -1])[:, None]
-    j = torch.searchsorted(cdf, goal, right=True).clamp_(max=cdf.shape[1] - 1)
-    before = torch.where(j > 0, cdf.gather(1, (j - 1).clamp(min=0)), 0)
-    cols = j * BLOCK + torch.arange(BLOCK, device=j.device)
-    inside = torch.where(cols < V, weights(rows, cols.clamp(max=V - 1)), 0).cumsum(1)
-    i = torch.searchsorted(inside, goal - before, right=True).clamp_(max=BLOCK - 1)
-    return (j * BLOCK + i).squeeze(1).clamp_(max=V - 1)
-
-
-def residual(target_logits, draft_logits, lse_p, lse_q, rows, n, subtract, temperature, cols=None):
-    """p, or max(0, p - q) where ``subtract``, at position n of each listed sequence: over all V tokens,
-    or only at ``cols`` [len(rows), m]."""
-    p = probs_at(target_logits, lse_p, rows, n, temperature, cols)
-    if not subtract.any():
-        return p
-    q = probs_at(draft_logits, lse_q, rows, n.clamp(max=draft_logits.shape[1] - 1), temperature, cols)
-    return torch.where(subtract[:, None], (p - q).clamp_(min=0), p)
-
-
-def probs_at(logits, lse, rows, position, temperature, cols=None):
-    """softmax(logits[b, position] / T), for each listed sequence b: [len(rows), V], or at ``cols``."""
-    if cols is None:
-        x = logits.reshape(-1, logits.shape[-1]).index_select(0, rows * logits.shape[1] + position)
+def exp_rows(logits, rows, position, temperature, dtype):
+    """e = exp(l/T - m), z = Σ e and lse = m + log z for the rows logits[rows, position] ([R, V], R in one
+    chunk): m = 0, unless Σ exp(l/T) would leave [1/SAFE, SAFE] (then m is the row's maximum). A contiguous
+    run of rows is read in place; others are gathered with ``index_select``."""
+    plane = logits[:, position]
+    first = int(rows[0])
+    if int(rows[-1]) - first + 1 == rows.numel():
+        source = plane[first: first + rows.numel()]
+        e = torch.exp(source) if temperature == 1.0 and source.dtype == dtype else \
+            source.to(dtype).mul(1.0 / temperature).exp_()
     else:
-        x = logits[rows[:, None], position[:, None], cols]
-    return x.to(lse.dtype).div_(temperature).sub_(lse[rows, position][:, None]).exp_()
+        source = plane.index_select(0, rows)
+        e = source.to(dtype).mul_(1.0 / temperature).exp_()
+    z = e.sum(1)
+    shift = torch.zeros_like(z)
+    bad = ~((z < SAFE) & (z > 1 / SAFE))  # NaN included
+    if bad.any():
+        x = source[bad].to(dtype) / temperature
+        shift[bad] = x.amax(1)
+        e[bad] = (x - shift[bad][:, None]).exp_()
+        z[bad] = e[bad].sum(1)
+    return e, z, shift + z.log()
+
+
+class Stop:
+    """Where each sequence stopped and what its last token is drawn from: the block sums of max(0, p - q)
+    after a rejection at position n (of p at the bonus position, or where p == q left no residual), and the
+    log-normalizers needed to recompute one block of it."""
+
+    def __init__(self, batch: int, blocks: int, dtype, device):
+        self.dtype = dtype
+        self.n = torch.zeros(batch, dtype=torch.int64, device=device)
+        self.sums = torch.zeros(batch, blocks, dtype=dtype, device=device)
+        self.lse_p = torch.zeros(batch, dtype=dtype, device=device)
+        self.lse_q = torch.zeros(batch, dtype=dtype, device=device)
+        self.subtract = torch.zeros(batch, dtype=torch.bool, device=device)
+
+    def record(self, rows, p, lse_p, q, lse_q):
+        if rows.numel() == 0:
+            return
+        self.lse_p[rows] = lse_p
+        sums = block_sums(p)
+        if q is not None:
+            residual = block_sums((p - q).clamp_(min=0))
+            has_mass = residual.sum(1) > 0  # p == q up to rounding leaves nothing: then p itself is right
+            sums = torch.where(has_mass[:, None], residual, sums)
+            self.lse_q[rows] = lse_q
+            self.subtract[rows] = has_mass
+        self.sums[rows] = sums
+
+    def sample(self, target_logits, draft_logits, temperature, v):
+        """Inverse CDF in two levels: the block that holds v · total, then the token inside it."""
+        V = target_logits.shape[-1]
+        rows = torch.arange(self.n.numel(), device=self.n.device)
+        cdf = self.sums.cumsum(1)
+        goal = (v.to(cdf.dtype) * cdf[:, -1])[:, None]
+        j = torch.searchsorted(cdf, goal, right=True).clamp_(max=cdf.shape[1] - 1)
+        before = torch.where(j > 0, cdf.gather(1, (j - 1).clamp(min=0)), 0)
+        cols = (j * BLOCK + torch.arange(BLOCK, device=j.device)).clamp_(max=V - 1)
+        at = lambda logits, n, lse: (logits[rows[:, None], n[:, None], cols].to(self.dtype) / temperature
+                                     - lse[:, None]).exp_()
+        weights = at(target_logits, self.n, self.lse_p)
+        if self.subtract.any():
+            q = at(draft_logits, self.n.clamp(max=draft_logits.shape[1] - 1), self.lse_q)
+            weights = torch.where(self.subtract[:, None], (weights - q).clamp_(min=0), weights)
+        inside = torch.where(j * BLOCK + torch.arange(BLOCK, device=j.device) < V, weights, 0).cumsum(1)
+        i = torch.searchsorted(inside, goal - before, right=True).clamp_(max=BLOCK - 1)
+        return (j * BLOCK + i).squeeze(1).clamp_(max=V - 1)
 
 
 def block_sums(weights: torch.Tensor) -> torch.Tensor:
