@@ -391,6 +391,22 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+def alpha_from_tokens(mean_tokens: float, k: int) -> float:
+    """The α whose ``expected_tokens(α, k)`` is ``mean_tokens``: the inverse, by bisection.
+
+    ``mean_tokens`` is the mean accepted length per iteration *with* the bonus token (Spec-Bench's
+    "mean accepted tokens"), in [1, k + 1]. E[N] rises strictly with α (dE/dα = 1 + 2α + ... > 0), so
+    the root is unique; 1 ↦ 0 and k + 1 ↦ 1.
+    """
+    k = validate.integer("k", k, low=1)
+    mean_tokens = validate.number("mean_tokens", mean_tokens, low=1, high=k + 1)
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # 2^-60: below float precision
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens(mid, k) < mean_tokens else (lo, mid)
+    return (lo + hi) / 2
+
+
 def tokens_pmf(alpha: float, k: int) -> list[float]:
     """P(N = n) for n = 1..k+1: tokens one iteration yields under i.i.d. acceptance (chapter 3).
 
