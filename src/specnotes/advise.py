@@ -60,6 +60,7 @@ import argparse
 import inspect
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -135,7 +136,7 @@ def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
     """A preset name, a config.json path, or (``shape_text``) six integers; ``name`` is the argument's."""
     if shape_text is not None:
         if value is not None:
-            raise validate.BadArgument(f"{name} and {name}_shape exclude each other; give one")
+            raise validate.BadArgument(f"{name} and {name}_shape exclude each other: give one of them")
         try:
             return shape_from_text(shape_text)
         except validate.BadArgument as err:
@@ -174,7 +175,7 @@ def k_value(text) -> int | None:
 def alpha_value(alpha, mean_accepted, k: int | None) -> tuple[float, str]:
     """(α, how it was obtained) from ``alpha``, or from ``mean_accepted`` ("M" at k, or "M@K")."""
     if (alpha is None) == (mean_accepted is None):
-        raise validate.BadArgument("alpha: give either alpha or mean_accepted (one of them)")
+        raise validate.BadArgument("alpha or mean_accepted: give one of them (not both)")
     if alpha is not None:
         return validate.probability("alpha", alpha), "given"
     text, _, at = str(mean_accepted).partition("@")
@@ -502,7 +503,7 @@ def recommendation(report: dict) -> str:
     where = f"at every batch that fits (1–{limit})" if fits is not None else f"at every batch up to {limit}"
     if fits == 0:
         return (f"It does not fit: the weights alone exceed the {dep['gpu']['name']}'s memory with tp = {dep['tp']}. "
-                "Use more GPUs (--tp), fewer weight bits (--weight-bits) or a smaller model.")
+                "Use more GPUs (`--tp`), fewer weight bits (`--weight-bits`) or a smaller model.")
     if not ranges:
         best = max(rows, key=lambda r: r["best_speedup"], default=None)
         extra = f" (the best in your range: {best['best_speedup']:.2f}× at B = {best['batch']})" if best else ""
@@ -526,11 +527,16 @@ def recommendation(report: dict) -> str:
         advice += f" In your range {span}."
     bests = sorted({r["best_k"] for r in rows})
     if dep["k"] != "best" and len(bests) > 1:
-        advice += (f" The best k moves from {rows[0]['best_k']} (B = {rows[0]['batch']}) to {rows[-1]['best_k']} "
-                   f"(B = {rows[-1]['batch']}): choose k by the batch (--k best).")
-    if not dep["model"].get("overhead") and not dep["calibration"]:
+        last = f"{rows[-1]['best_k']}" + (" (off)" if rows[-1]["best_k"] == 0 else "")
+        advice += (f" The best k moves from {rows[0]['best_k']} (B = {rows[0]['batch']}) to {last} "
+                   f"(B = {rows[-1]['batch']}): choose k by the batch (`--k best`).")
+    if _idealized(dep):
         advice += " Idealized model (no per-pass overhead): real engines sit lower, most at small batch."
     return advice
+
+
+def _idealized(dep: dict) -> bool:
+    return not (dep["model"].get("overhead") or dep["model"].get("draft_overhead") or dep["calibration"])
 
 
 def _fmt_bytes(x) -> str:
@@ -565,15 +571,14 @@ def checklist(report: dict) -> list[list[str]]:
         ["baseline", "the same deployment decoding without speculation (modelled)"],
         ["t0 (overheads, CUDA graphs)", (f"calibration {dep['calibration']!r}: " if dep["calibration"] else "")
          + f"{1e3 * overhead:.3g} ms per target pass, {1e3 * draft_overhead:.3g} ms per draft pass, "
-           f"overlap {model.get('overlap', 'kernel')!r}" + ("" if overhead or dep["calibration"]
-                                                              else " (idealized roofline)")],
+           f"overlap {model.get('overlap', 'kernel')!r}" + (" (idealized roofline)" if _idealized(dep) else "")],
     ]
 
 
 def quote(report: dict) -> str:
     """The checklist in one sentence, at the first batch of the report."""
     dep, r = report["deployment"], report["rows"][0]
-    model = "the calibrated" if dep["calibration"] else "the idealized" if not dep["model"].get("overhead") else "the"
+    model = "the calibrated" if dep["calibration"] else "the idealized" if _idealized(dep) else "the"
     return (f"With {dep['draft']['name']} drafting k = {r['k']} tokens at α = {dep['alpha']:.2f}, "
             f"{dep['target']['name']} on {dep['tp']} × {dep['gpu']['name']} in {dep['math_dtype']} "
             f"at B = {r['batch']}, "
@@ -596,11 +601,13 @@ def render(report: dict) -> str:
     """The report as Markdown that reads as plain text: the CLI prints it, the book's page displays it."""
     dep, rows = report["deployment"], report["rows"]
     t, d, g = dep["target"], dep["draft"], dep["gpu"]
-    k_col = "S (k used)" if dep["k"] == "best" else f"S (k = {dep['k']})"
+    best = dep["k"] == "best"
+    speedups = ["best k", "S"] if best else [f"S (k = {dep['k']})", "best k", "S (best k)"]
     table = _table(
-        ["B", k_col, "best k", "S (best k)", "tokens/s off", "tokens/s on", "decode", "verify", "draft", "fits"],
-        [[r["batch"], f"{r['speedup']:.2f}" + (f" (k={r['k']})" if dep["k"] == "best" else ""), r["best_k"],
-          f"{r['best_speedup']:.2f}", f"{r['plain_tokens_per_s']:,.0f}", f"{r['spec_tokens_per_s']:,.0f}",
+        ["B", *speedups, "tokens/s off", "tokens/s on", "decode", "verify", "draft", "fits"],
+        [[r["batch"], *([r["best_k"], f"{r['best_speedup']:.2f}"] if best else
+                        [f"{r['speedup']:.2f}", r["best_k"], f"{r['best_speedup']:.2f}"]),
+          f"{r['plain_tokens_per_s']:,.0f}", f"{r['spec_tokens_per_s']:,.0f}",
           _roof_text(r["roofs"]["decode"]), _roof_text(r["roofs"]["verify"]), _roof_text(r["roofs"]["draft"]),
           "yes" if r["fits"] else "no"] for r in rows])
     fits = report["max_batch"]
@@ -610,7 +617,7 @@ def render(report: dict) -> str:
                    f"{_fmt_bytes(g['memory'])} per GPU, tp = {dep['tp']})")
     pays = where_it_pays(report)
     lines = [
-        f"## Does speculation pay? {t['name']} with {d['name']} on {g['name']}",
+        f"**Does speculation pay? {t['name']} with {d['name']} on {g['name']}**",
         "",
         f"**Recommendation.** {report['recommendation']}",
         "",
@@ -627,7 +634,7 @@ def render(report: dict) -> str:
         "Roofs: matmul/attention kernels of each pass, M = memory-bound, C = compute-bound (draft: one draft "
         "pass; — = no weights). Tokens/s are for the whole batch, with speculation off and on.",
         "",
-        "### How to quote this speedup",
+        "**How to quote this speedup**",
         "",
         _table(["item", "value"], report["checklist"]),
         "",
@@ -638,8 +645,12 @@ def render(report: dict) -> str:
 
 def plot(report: dict, ax=None, title: str | None = None):
     """S(B) up to the memory limit, the paying range shaded, batches that do not fit greyed out."""
+    import matplotlib.pyplot as plt
+
     from specnotes import plots
 
+    if ax is None:  # outside the house style's rc_context, so that the inline backend shows the figure
+        _, ax = plt.subplots(figsize=(8, 4.5))
     dep = report["deployment"]
     curve = report["curve"]
     label = f"{dep['target']['name']} + {dep['draft']['name']}, {_k_text(report)}, α={dep['alpha']:.2f}"
@@ -661,6 +672,80 @@ def plot(report: dict, ax=None, title: str | None = None):
     return ax
 
 
+# ---------------------------------------------------------------------------------------------- the page's form
+
+
+def form_argv(values: dict) -> list[str]:
+    """The command line a form's values stand for (the form runs exactly what the CLI would)."""
+    argv = ["--target", values["target"], "--drafter", values["drafter"], "--gpu", values["gpu"],
+            "--dtype", values["dtype"], "--tp", str(values["tp"]), "--batch", str(values["batch"]).strip(),
+            "--context", str(values["context"]), "--alpha", f"{values['alpha']:g}", "--k", str(values["k"])]
+    if values["drafter"] == "model":
+        argv += ["--draft", values["draft"]]
+    if values["drafter"] == "early-exit":
+        argv += ["--exit-layer", str(values["exit_layer"])]
+    if values.get("calibration") not in (None, "none"):
+        argv += ["--calibration", values["calibration"]]
+    return argv
+
+
+def form(initial: dict | None = None):
+    """The advisor as an ipywidgets form for Jupyter and Colab: every change re-runs ``run`` on the form's
+    command line and shows it, the report and the plot. Returns the box; ``box.controls`` are the
+    widgets, ``box.last`` the last report (None after an error), ``box.redraw()`` redraws."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown, display
+
+    values = {"target": "Llama-3-8B", "drafter": "model", "draft": "Llama-3.2-1B", "exit_layer": 8,
+              "gpu": "H100-SXM", "dtype": "bf16", "tp": 1, "batch": "1-512", "context": 2048, "alpha": 0.7,
+              "k": "4", "calibration": "none", **(initial or {})}
+    style, wide = {"description_width": "initial"}, w.Layout(width="260px")
+    controls = {
+        "target": w.Dropdown(options=list(cost.PRESETS), description="target"),
+        "drafter": w.Dropdown(options=list(DRAFTERS), description="drafter"),
+        "draft": w.Dropdown(options=list(cost.PRESETS), description="draft model"),
+        "exit_layer": w.BoundedIntText(min=1, max=127, description="exit layer"),
+        "gpu": w.Dropdown(options=list(hardware.ACCELERATORS), description="GPU"),
+        "dtype": w.Dropdown(options=list(hardware.DTYPE_BYTES), description="dtype"),
+        "tp": w.Dropdown(options=[1, 2, 4, 8], description="tp"),
+        "batch": w.Text(description="batch (B or LO-HI)"),
+        "context": w.BoundedIntText(min=0, max=1 << 20, step=1024, description="context L"),
+        "alpha": w.FloatSlider(min=0.0, max=1.0, step=0.01, description="α"),
+        "k": w.Dropdown(options=["best"] + [str(k) for k in range(1, K_MAX + 1)], description="k"),
+        "calibration": w.Dropdown(options=["none"] + known_calibrations(), description="calibration"),
+    }
+    for name, control in controls.items():
+        control.value = values[name]
+        control.style, control.layout = style, wide
+    out = w.Output()
+    rows = [list(controls.values())[i:i + 4] for i in range(0, len(controls), 4)]
+    box = w.VBox([w.HBox(r) for r in rows] + [out])
+
+    def redraw(*_):
+        given = {name: control.value for name, control in controls.items()}
+        controls["draft"].disabled = given["drafter"] != "model"
+        controls["exit_layer"].disabled = given["drafter"] != "early-exit"
+        argv = form_argv(given)
+        with out:
+            out.clear_output(wait=True)
+            try:
+                box.last = run(argv)
+            except validate.BadArgument as err:
+                box.last = None
+                print(err)
+                return
+            display(Markdown(f"`python -m specnotes.advise {' '.join(argv)}`\n\n" + render(box.last)))
+            plot(box.last)
+            plt.show()
+
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    box.controls, box.redraw, box.last = controls, redraw, None
+    redraw()
+    return box
+
+
 # ---------------------------------------------------------------------------------------------- CLI
 
 # deployment() argument → the flag that sets it
@@ -674,16 +759,27 @@ FLAGS = {"target": "--target", "target_shape": "--target-shape", "draft": "--dra
 
 
 def flag_message(message: str) -> str:
-    """A validate error with its argument name replaced by the CLI flag: "alpha must ..." → "--alpha must ..."."""
+    """A validate error with argument names replaced by the CLI's flags: "alpha must ..." → "--alpha must ...".
+    The first word is mapped, and any later argument name with an underscore (unambiguous in prose)."""
     name, sep, rest = message.partition(" ")
     bare = name.rstrip(":")
     if bare in FLAGS:
-        return FLAGS[bare] + name[len(bare):] + sep + rest
-    return message
+        name = FLAGS[bare] + name[len(bare):]
+    for arg, flag in FLAGS.items():
+        if "_" in arg:
+            rest = re.sub(rf"(?<![\w-]){arg}\b", flag, rest)
+    return name + sep + rest
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m specnotes.advise",
+class _RaisingParser(argparse.ArgumentParser):
+    """For ``run``: a command line that argparse rejects raises BadArgument instead of exiting."""
+
+    def error(self, message):
+        raise validate.BadArgument(message)
+
+
+def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p = cls(prog="python -m specnotes.advise",
                                 description="Does speculative decoding pay for my deployment? A one-page report "
                                             "from the book's cost model.",
                                 epilog="Example: python -m specnotes.advise --target Llama-3-8B --draft Llama-3.2-1B "
@@ -736,7 +832,7 @@ def from_args(args: argparse.Namespace, calibration_lookup=None) -> Deployment:
 def run(argv: list[str], calibration_lookup=None, progress: bool | None = False) -> dict:
     """The report for a command line (what the page's presets call): errors are ``validate.BadArgument``
     with the flag's name."""
-    args = parser().parse_args(argv)
+    args = parser(_RaisingParser).parse_args(argv)
     try:
         return advise(from_args(args, calibration_lookup), progress)
     except validate.BadArgument as err:

@@ -457,6 +457,17 @@ def check(problem_id: str, value) -> Verdict:
     return Verdict(False, f"not right ({p.id}): {hint or _generic(value, ref, p)}")
 
 
+def check_all(answers: dict, show: bool = True) -> list[tuple[str, Verdict]]:
+    """Check several answers at once ({id: value}): one line per problem and the count right (printed
+    when ``show``). For a lead collecting an onboarding cohort's answers."""
+    verdicts = [(pid, check(pid, value)) for pid, value in answers.items()]
+    if show:
+        for _, verdict in verdicts:
+            print(f"{'✓' if verdict else '✗'} {verdict}")
+        print(f"{sum(bool(v) for _, v in verdicts)} of {len(verdicts)} right")
+    return verdicts
+
+
 def main() -> int:
     """``python -m specnotes.exercises``: list the problems."""
     for pid, chapter, summary in problems():
