@@ -82,7 +82,7 @@ def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_
     for row in r["rows"]:
         line = next(x for x in text.splitlines() if x.startswith(f"| {row['batch']} "))
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[1] == f"{row['speedup']:.2f}" and cells[2] == str(row["best_k"])
+        assert cells[1] == f"{row['speedup']:.2f}" and cells[2] == (str(row["best_k"]) if row["best_k"] else "0 (off)")
         assert cells[3] == f"{row['best_speedup']:.2f}" and cells[9] == ("yes" if row["fits"] else "no")
     assert f"at most B = {r['max_batch']} sequences fit" in text
     assert r["recommendation"] in text and r["quote"] in text
@@ -126,6 +126,18 @@ def test_calibration_without_calibrations_says_so(capsys):
         advise.main(DONE_WHEN + ["--calibration", "specdecode-bench"])
     assert exit_.value.code == 2
     assert "--calibration: this version of specnotes has no calibrations" in capsys.readouterr().err
+
+
+def test_best_k_mode_turns_speculation_off_where_no_k_pays():
+    r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.6",
+                    "--k", "best", "--batch", "1-4096"])
+    off = [row for row in r["rows"] if row["best_k"] == 0]
+    assert off and all(row["k"] == 0 and row["speedup"] == 1.0 and row["c"] > 0 for row in off)
+    assert all(row["iteration_ms"] == pytest.approx(row["plain_ms"]) for row in off)
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in advise.render(r).splitlines()
+             if line.startswith(f"| {off[0]['batch']} ")]
+    assert cells[0][1:3] == ["0 (off)", "1.00"]  # columns B, best k, S
+    assert min(row["batch"] for row in off) > r["paying_batches"][-1][1]
 
 
 def test_run_raises_instead_of_exiting():

@@ -391,24 +391,23 @@ def roofs(dep: Deployment, batch: int, k: int) -> dict[str, dict[str, str]]:
 
 
 def row(dep: Deployment, batch: int, limit: int | None) -> dict:
-    """One batch: S with the k in use, the best k and its S, times, c, throughput, roofs."""
+    """One batch: S with the k in use (with "best", the best k, 0 = off and S = 1), the best k and its S,
+    times, c, throughput, and the roofs (c and the roofs at k = 1 when k = 0: what drafting would cost)."""
     model = _model(dep)
     best = best_k(dep, batch)
     k = dep.k or best
-    if k == 0:  # "best" and no k pays: report k = 1, the cheapest bet
-        k = 1
+    drafted = max(k, 1)
     plain = cost.pass_time(dep.target, dep.accel, batch, 1, dep.context, **_accepted(cost.pass_time, model))
     iteration = cost.iteration_time(dep.target, dep.draft, dep.accel, batch, k, dep.context, **model)
     draft_model = {**_accepted(cost.draft_time, model), "overhead": model.get("draft_overhead",
                                                                               model.get("overhead", 0.0))}
     draft_ctx = dep.context if dep.draft_context is None else dep.draft_context
-    drafting = cost.draft_time(dep.draft, dep.accel, batch, k, draft_ctx, target=dep.target, **draft_model)
-    s = speedup(dep, batch, k)
-    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s, "best_k": best,
-            "best_speedup": speedup(dep, batch, best) if best else 1.0, "c": drafting / (k * plain),
+    drafting = cost.draft_time(dep.draft, dep.accel, batch, drafted, draft_ctx, target=dep.target, **draft_model)
+    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": speedup(dep, batch, k),
+            "best_k": best, "best_speedup": speedup(dep, batch, best), "c": drafting / (drafted * plain),
             "plain_ms": 1e3 * plain, "iteration_ms": 1e3 * iteration, "plain_tokens_per_s": batch / plain,
             "spec_tokens_per_s": batch * cost.expected_tokens(dep.alpha, k) / iteration,
-            "roofs": roofs(dep, batch, k)}
+            "roofs": roofs(dep, batch, drafted)}
 
 
 def report_batches(lo: int, hi: int, edges=()) -> list[int]:
@@ -440,7 +439,7 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
     rows = [row(dep, b, fits) for b in _progress(report_batches(lo, hi, edges), progress, "batches")]
     top = min(hi, limit) if lo < hi else min(limit, max(4 * hi, 1024))
     curve_lo = lo if lo < hi else 1
-    curve = [[b, speedup(dep, b, dep.k or max(1, best_k(dep, b)))]
+    curve = [[b, speedup(dep, b, dep.k or best_k(dep, b))]
              for b in _progress(curve_batches(curve_lo, top) if top >= curve_lo else [], progress, "S(B) curve")]
     report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit, "rows": rows,
               "paying_batches": [list(r) for r in ranges], "crossover_batch": crossover, "curve": curve}
@@ -593,6 +592,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in rows])
 
 
+def _k_cell(k: int) -> str:
+    return f"{k}" if k else "0 (off)"
+
+
 def _roof_text(roofs: dict) -> str:
     return "/".join("M" if v == "memory" else "C" for v in roofs.values()) or "—"
 
@@ -605,8 +608,8 @@ def render(report: dict) -> str:
     speedups = ["best k", "S"] if best else [f"S (k = {dep['k']})", "best k", "S (best k)"]
     table = _table(
         ["B", *speedups, "tokens/s off", "tokens/s on", "decode", "verify", "draft", "fits"],
-        [[r["batch"], *([r["best_k"], f"{r['best_speedup']:.2f}"] if best else
-                        [f"{r['speedup']:.2f}", r["best_k"], f"{r['best_speedup']:.2f}"]),
+        [[r["batch"], *([_k_cell(r["best_k"]), f"{r['best_speedup']:.2f}"] if best else
+                        [f"{r['speedup']:.2f}", _k_cell(r["best_k"]), f"{r['best_speedup']:.2f}"]),
           f"{r['plain_tokens_per_s']:,.0f}", f"{r['spec_tokens_per_s']:,.0f}",
           _roof_text(r["roofs"]["decode"]), _roof_text(r["roofs"]["verify"]), _roof_text(r["roofs"]["draft"]),
           "yes" if r["fits"] else "no"] for r in rows])
