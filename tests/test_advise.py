@@ -35,23 +35,30 @@ def done_when_text():
 
 
 def test_done_when_json_equals_the_books_functions(done_when_json):
+    # an H100 has a stored calibration (Chapter 6): the advisor uses it, and shows the idealized model beside it
     r = done_when_json
     args = (LLAMA_3_8B, LLAMA_3_2_1B, H100)
+    knobs = cost.calibration(H100, "specdecode_bench")
     assert r["schema"] == "specnotes.advise/1"
+    assert r["deployment"]["calibration"] == "specdecode_bench" and r["deployment"]["model"] == {**knobs, "tp": 1}
     assert r["max_batch"] == cost.max_batch(*args, 2048, k=4)
-    assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048)]
+    assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048, **knobs)]
+    assert r["idealized_paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048)]
     assert r["deployment"]["expected_tokens"] == cost.expected_tokens(0.7, 4)
     batches = [row["batch"] for row in r["rows"]]
     assert {1, 2, 4, 8, 16, 32, 64, 128, 256, 512} <= set(batches) and r["max_batch"] in batches
     for row in r["rows"]:
         b = row["batch"]
-        assert row["speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048)
-        assert row["best_k"] == cost.best_k(*args, b, 0.7, 2048)
-        assert row["best_speedup"] == cost.batch_speedup(*args, b, row["best_k"], 0.7, 2048)
-        assert row["iteration_ms"] == pytest.approx(1e3 * cost.iteration_time(*args, b, 4, 2048), rel=1e-12)
+        assert row["speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048, **knobs)
+        assert row["idealized_speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048)
+        assert row["best_k"] == cost.best_k(*args, b, 0.7, 2048, **knobs)
+        assert row["best_speedup"] == cost.batch_speedup(*args, b, row["best_k"], 0.7, 2048, **knobs)
+        assert row["iteration_ms"] == pytest.approx(1e3 * cost.iteration_time(*args, b, 4, 2048, **knobs), rel=1e-12)
+        assert row["plain_ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, b, 1, 2048, overlap="none",
+                                                                     overhead=knobs["overhead"]), rel=1e-12)
         assert row["fits"] == (b <= r["max_batch"])
     for b, s in r["curve"]:
-        assert s == cost.batch_speedup(*args, b, 4, 0.7, 2048)
+        assert s == cost.batch_speedup(*args, b, 4, 0.7, 2048, **knobs)
     assert r["curve"][-1][0] == r["max_batch"]  # the curve stops at the memory limit
 
 
@@ -59,14 +66,26 @@ def test_done_when_numbers_by_hand(done_when_json):
     # memory: 80 GB − weights (8B untied: P + embedding; 1B tied: P) over (128 KiB + 32 KiB)·(L + k + 1) a sequence
     weights = 2 * (LLAMA_3_8B.params + 4096 * 128256) + 2 * LLAMA_3_2_1B.params
     assert done_when_json["max_batch"] == math.floor((80e9 - weights) / ((131072 + 32768) * (2048 + 5)))
-    # B = 1: every kernel memory-bound, so each pass is its bytes over the bandwidth
+    # B = 1, idealized: every kernel memory-bound, so each pass is its bytes over the bandwidth
     kv_t, kv_d, L = 131072, 32768, 2048
     decode = 2 * LLAMA_3_8B.params + kv_t * (L + 1)
-    drafts = sum(2 * LLAMA_3_2_1B.params + kv_d * (L + i + 1) for i in range(4))
+    drafts = [2 * LLAMA_3_2_1B.params + kv_d * (L + i + 1) for i in range(4)]
     verify = 2 * LLAMA_3_8B.params + kv_t * (L + 5)
     en = 1 + 0.7 + 0.7**2 + 0.7**3 + 0.7**4
     first = done_when_json["rows"][0]
-    assert first["speedup"] == pytest.approx(en * decode / (drafts + verify), rel=1e-9)
+    assert first["idealized_speedup"] == pytest.approx(en * decode / (sum(drafts) + verify), rel=1e-9)
+    # calibrated (overlap "none": memory time + compute time, plus t0 per target pass and t0' per draft pass);
+    # attention FLOPs 4·d_head·n_heads·n_layers per (query, key) pair; a new token also sees itself
+    t0, t0d = cost.calibration(H100, "specdecode_bench")["overhead"], cost.calibration(H100, "specdecode_bench")[
+        "draft_overhead"]
+    g_t, g_d = 4 * 128 * 32 * 32, 4 * 64 * 32 * 16
+    flops_decode = 2 * LLAMA_3_8B.params + g_t * (L + 1)
+    flops_verify = 2 * LLAMA_3_8B.params * 5 + g_t * (5 * L + 15)
+    flops_drafts = [2 * LLAMA_3_2_1B.params + g_d * (L + i + 1) for i in range(4)]
+    t = lambda nbytes, flops: nbytes / BW + flops / PEAK
+    plain = t(decode, flops_decode) + t0
+    iteration = sum(t(b, f) + t0d for b, f in zip(drafts, flops_drafts, strict=True)) + t(verify, flops_verify) + t0
+    assert first["speedup"] == pytest.approx(en * plain / iteration, rel=1e-9)
     assert first["roofs"] == {p: {"matmul": "memory", "attention": "memory"} for p in ("decode", "verify", "draft")}
     # B = 64: the verify matmuls have 64·5 = 320 tokens per weight read > ridge 295: compute-bound; decode not
     row64 = next(r for r in done_when_json["rows"] if r["batch"] == 64)
@@ -79,11 +98,16 @@ def test_done_when_numbers_by_hand(done_when_json):
 
 def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_json):
     text, r = done_when_text, done_when_json
+    lines = text.splitlines()
+    header = [c.strip() for c in next(x for x in lines if x.startswith("| B ")).strip("|").split("|")]
+    assert header[:5] == ["B", "S (k = 4)", "S idealized", "best k", "S (best k)"] and header[-1] == "fits"
     for row in r["rows"]:
-        line = next(x for x in text.splitlines() if x.startswith(f"| {row['batch']} "))
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[1] == f"{row['speedup']:.2f}" and cells[2] == (str(row["best_k"]) if row["best_k"] else "0 (off)")
-        assert cells[3] == f"{row['best_speedup']:.2f}" and cells[9] == ("yes" if row["fits"] else "no")
+        line = next(x for x in lines if x.startswith(f"| {row['batch']} "))
+        cells = dict(zip(header, [c.strip() for c in line.strip("|").split("|")], strict=True))
+        assert cells["S (k = 4)"] == f"{row['speedup']:.2f}"
+        assert cells["S idealized"] == f"{row['idealized_speedup']:.2f}"
+        assert cells["best k"] == (str(row["best_k"]) if row["best_k"] else "0 (off)")
+        assert cells["S (best k)"] == f"{row['best_speedup']:.2f}" and cells["fits"] == ("yes" if row["fits"] else "no")
     assert f"at most B = {r['max_batch']} sequences fit" in text
     assert r["recommendation"] in text and r["quote"] in text
     for item, value in r["checklist"]:
@@ -117,20 +141,30 @@ def test_report_matches_direct_calls_with_best_k_tp_and_calibration():
     assert r2["deployment"]["model"]["overhead"] == 1e-3 and r2["deployment"]["model"]["overlap"] == "none"
 
 
-def test_calibration_without_calibrations_says_so(capsys):
-    if hasattr(cost, "calibration"):
-        pytest.skip("cost.calibration exists: the real calibrations are tested with it")
+def test_calibrations_auto_none_named_and_listed(capsys):
     assert advise.main(["--calibration", "list"]) == 0
-    assert "No calibration exists" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert "H100-SXM" in listed and "specdecode_bench" in listed and "Fig. 1(c)" in listed
+    none = advise.run(DONE_WHEN + ["--calibration", "none"])
+    named = advise.run(DONE_WHEN + ["--calibration", "specdecode_bench"])
+    assert none["deployment"]["calibration"] is None and none["deployment"]["model"] == {"tp": 1}
+    assert named["rows"] == advise.run(DONE_WHEN)["rows"]  # auto picks the H100's one calibration
+    b_star = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"])
+    assert b_star["recommendation"].startswith(f"Turn it on below B = {b_star['crossover_batch']}, off above")
+    assert "Calibrated with 'specdecode_bench' (below); the idealized roofline would have S > 1 for B in 1–159." \
+        in b_star["recommendation"]  # Chapter 4's B* = 160
+    t4 = advise.run(["--target", "Llama-3.2-1B", "--drafter", "ngram", "--gpu", "T4", "--alpha", "0.5"])
+    assert t4["deployment"]["calibration"] is None  # no calibration for a T4: the idealized model
     with pytest.raises(SystemExit) as exit_:
         advise.main(DONE_WHEN + ["--calibration", "specdecode-bench"])
     assert exit_.value.code == 2
-    assert "--calibration: this version of specnotes has no calibrations" in capsys.readouterr().err
+    assert ("--calibration 'specdecode-bench' does not exist for H100-SXM; calibrated: H100-SXM: specdecode_bench"
+            in capsys.readouterr().err)
 
 
 def test_best_k_mode_turns_speculation_off_where_no_k_pays():
     r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.6",
-                    "--k", "best", "--batch", "1-4096"])
+                    "--k", "best", "--batch", "1-4096", "--calibration", "none"])
     off = [row for row in r["rows"] if row["best_k"] == 0]
     assert off and all(row["k"] == 0 and row["speedup"] == 1.0 and row["c"] > 0 for row in off)
     assert all(row["iteration_ms"] == pytest.approx(row["plain_ms"]) for row in off)
@@ -151,7 +185,7 @@ def test_unknown_calibration_is_named():
 
 
 def test_drafter_kinds_map_to_the_cost_models():
-    base = ["--target", "Llama-3-8B", "--gpu", H100, "--batch", "8", "--alpha", "0.6"]
+    base = ["--target", "Llama-3-8B", "--gpu", H100, "--batch", "8", "--alpha", "0.6", "--calibration", "none"]
     eagle = advise.from_args(advise.parser().parse_args(base + ["--drafter", "eagle"]))
     head = eagle.draft
     assert (head.n_layers, head.d_model, head.n_kv_heads, head.d_ff, head.vocab) == (1, 4096, 8, 14336, 128256)
@@ -203,11 +237,12 @@ def test_shapes_from_hugging_face_config_and_text(tmp_path):
     assert shape.name == "Meta-Llama-3-8B"
     assert advise.shape_from_text("32,4096,32,8,14336,128256").params == LLAMA_3_8B.params
     by_shape = advise.run(["--target-shape", "32,4096,32,8,14336,128256", "--draft-shape", "16,2048,32,8,8192,128256",
-                           "--gpu", H100, "--alpha", "0.7"])
+                           "--gpu", H100, "--alpha", "0.7", "--calibration", "none"])
     assert by_shape["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7)
     with pytest.raises(ValueError, match="--target-shape: shape must be six positive integers"):
         advise.run(["--target-shape", "32,4096", "--drafter", "ngram", "--gpu", H100, "--alpha", "0.7"])
-    r = advise.run(["--target", str(path), "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"])
+    r = advise.run(["--target", str(path), "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7",
+                    "--calibration", "none"])
     assert r["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7)
     (tmp_path / "moe.json").write_text(json.dumps({**config, "num_local_experts": 8}))
     with pytest.raises(ValueError, match="mixture-of-experts"):
@@ -221,7 +256,7 @@ def test_a_gpu_not_in_the_table():
     r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989",
                     "--memory", "80", "--alpha", "0.8", "--batch", "1-64"])
     same = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
-                       "--batch", "1-64"])
+                       "--batch", "1-64", "--calibration", "none"])
     assert [x["speedup"] for x in r["rows"]] == [x["speedup"] for x in same["rows"]]
     assert r["max_batch"] == same["max_batch"] and r["deployment"]["gpu"]["name"] == "custom GPU"
     nomem = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989",
@@ -282,7 +317,7 @@ def test_missing_or_inconsistent_input_is_named(argv, says, capsys):
 
 
 @pytest.mark.parametrize("argv,starts", [
-    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"],
+    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8", "--calibration", "none"],
      "Turn it on below B = 160, off above"),
     (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.0"], "Leave it off"),
     (["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"], "It does not fit"),
@@ -293,7 +328,7 @@ def test_missing_or_inconsistent_input_is_named(argv, says, capsys):
       "--draft-context", "512", "--k", "3", "--alpha", "0.8", "--batch", "1-256"], "Turn it on above B = "),
 ])
 def test_recommendation_is_chosen_by_the_numbers(argv, starts):
-    r = advise.run(argv)
+    r = advise.run(argv + ["--calibration", "none"] if "--calibration" not in argv else argv)
     assert r["recommendation"].startswith(starts), r["recommendation"]
     if starts.startswith("Turn it on below"):
         assert r["crossover_batch"] == cost.crossover_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8) == 160
@@ -310,7 +345,7 @@ def test_plot_shades_the_paying_range(tmp_path):
 
     matplotlib.use("Agg")
     r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--batch", "1-512",
-                    "--context", "8192", "--alpha", "0.8"])
+                    "--context", "8192", "--alpha", "0.8", "--calibration", "none"])
     ax = advise.plot(r)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "speculation pays (S > 1)" in labels and "does not fit in memory" in labels
@@ -328,10 +363,10 @@ def test_progress_bar_goes_to_stderr(capsys):
 
 def test_json_schema_keys_are_the_documented_ones(done_when_json):
     r = done_when_json
-    assert set(r) == {"schema", "deployment", "max_batch", "limit", "rows", "paying_batches", "crossover_batch",
-                      "curve", "recommendation", "checklist", "quote"}
-    assert set(r["rows"][0]) == {"batch", "fits", "k", "speedup", "best_k", "best_speedup", "c", "plain_ms",
-                                 "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s", "roofs"}
+    assert set(r) == {"schema", "deployment", "max_batch", "limit", "rows", "paying_batches",
+                      "idealized_paying_batches", "crossover_batch", "curve", "recommendation", "checklist", "quote"}
+    assert set(r["rows"][0]) == {"batch", "fits", "k", "speedup", "best_k", "best_speedup", "idealized_speedup", "c",
+                                 "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s", "roofs"}
     for key in r["deployment"]:
         assert f'"{key}"' in advise.__doc__, key  # every key is in the documented schema
     assert [item for item, _ in r["checklist"]][:3] == ["k", "α, and how it was measured", "B"]
@@ -353,7 +388,9 @@ def test_form_runs_the_same_command_line():
     matplotlib.use("Agg")
     box = advise.form()
     assert box.last == advise.run(advise.form_argv({n: c.value for n, c in box.controls.items()}))
-    assert box.last["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7, 2048)
+    knobs = cost.calibration(H100, "specdecode_bench")  # "auto": the H100's calibration
+    assert box.last["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7, 2048,
+                                                                **knobs)
     before = box.last["rows"][0]["speedup"]
     box.controls["alpha"].value = 0.5
     assert box.last["rows"][0]["speedup"] < before

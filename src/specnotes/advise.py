@@ -27,9 +27,11 @@ GPU: ``--gpu`` (a row of ``hardware.ACCELERATORS``), or ``--bandwidth GB/s --pea
 [--memory GB] [--link GB/s]`` for one that is not in the table (these also override a row's values).
 Acceptance: ``--alpha``, or ``--mean-accepted M`` (tokens per iteration including the bonus token, as
 Spec-Bench reports it) measured at ``--k``, or ``M@K`` when ``--k best``; converted by
-``cost.alpha_from_tokens``. ``--calibration NAME`` adds the keyword arguments of
-``cost.calibration(gpu, NAME)`` (``--calibration list`` lists them); ``--overhead``,
-``--draft-overhead`` (ms per pass) and ``--overlap`` set or override them.
+``cost.alpha_from_tokens``. A calibration is one more set of keyword arguments for the time functions,
+``cost.calibration(gpu, NAME)``, fitted to published measurements (Chapter 6): ``--calibration auto``
+(the default) uses the GPU's stored calibration where it has one, ``none`` the idealized roofline,
+``list`` lists them. With a calibration the report also shows the idealized model beside it.
+``--overhead``, ``--draft-overhead`` (ms per pass) and ``--overlap`` set or override its values.
 
 ``--json`` prints the report as JSON (schema ``specnotes.advise/1``)::
 
@@ -39,13 +41,15 @@ Spec-Bench reports it) measured at ``--k``, or ``M@K`` when ``--k best``; conver
                     "gpu": {"name", "bandwidth" (B/s), "peak" (FLOP/s), "memory" (B), "ridge", "source"},
                     "dtype", "math_dtype", "weight_bits", "tp", "batch": [lo, hi], "context", "draft_context",
                     "alpha", "alpha_from", "k": int | "best", "expected_tokens" (at k, or null),
-                    "calibration": name | null, "model": {keyword arguments of the time functions}},
+                    "calibration": name | null, "calibration_about": what it was fitted to | null,
+                    "model": {keyword arguments of the time functions}},
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
-     "rows": [{"batch", "fits", "k", "speedup", "best_k", "best_speedup", "c", "plain_ms", "iteration_ms",
-               "plain_tokens_per_s", "spec_tokens_per_s",
+     "rows": [{"batch", "fits", "k", "speedup", "best_k", "best_speedup", "idealized_speedup", "c",
+               "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
                "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads": "memory"|"compute"}}}],
      "paying_batches": [[first, last], ...],   # cost.paying_batches (union over k = 1..16 for "best")
+     "idealized_paying_batches": [[first, last], ...],  # the same without the calibration
      "crossover_batch": int | null,    # first B past the last paying range; null: pays up to the limit
      "curve": [[B, S], ...],           # S(B) up to the memory limit, for the plot
      "recommendation": str, "checklist": [[item, value], ...], "quote": str}
@@ -95,6 +99,7 @@ class Deployment:
     tp: int = 1
     draft_context: int | None = None
     calibration: str | None = None
+    calibration_about: str | None = None
     model: dict = field(default_factory=dict)
 
 
@@ -242,33 +247,49 @@ def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer)
     return head, head.name
 
 
-def known_calibrations() -> list[str]:
-    """What ``--calibration`` accepts: ``cost.calibrations()`` where the model has calibrations, else []."""
-    listing = getattr(cost, "calibrations", None)
-    return [str(name) for name in listing()] if callable(listing) else []
+def known_calibrations() -> dict[str, dict[str, str]]:
+    """{accelerator: {source: what it was fitted to}} for every stored calibration (``specnotes.calibrate``)."""
+    from specnotes import calibrate
+
+    return {accel: {source: f"{record['fitted_to']['why']}; rms error of log S {record['rms_log']:.3g}"
+                    for source, record in sources.items()}
+            for accel, sources in calibrate.calibrations().items()}
 
 
-def calibration_kwargs(accel_name: str, name: str, lookup=None) -> dict:
-    """The keyword arguments a calibration adds to the time functions: ``lookup(accel_name, name)``,
-    ``cost.calibration`` by default. Says clearly when the model has no calibration at all."""
-    lookup = lookup if lookup is not None else getattr(cost, "calibration", None)
-    if lookup is None:
-        raise validate.BadArgument(f"calibration: this version of specnotes has no calibrations (no "
-                                   f"cost.calibration); {name!r} cannot be applied. Leave it out for the idealized "
-                                   "model, or set --overhead/--draft-overhead/--overlap yourself")
+def _listing(known: dict) -> str:
+    return "; ".join(f"{accel}: {', '.join(sources)}" for accel, sources in known.items()) or "none"
+
+
+def resolve_calibration(accel_name: str | None, name: str | None = "auto",
+                        lookup=None) -> tuple[str | None, dict, str | None]:
+    """(name, keyword arguments for the time functions, what it was fitted to) for a calibration name.
+
+    "auto": the GPU's stored calibration if it has exactly one, else none; "none": the idealized model;
+    a name: ``lookup(accel_name, name)`` (``cost.calibration`` by default; a test passes its own).
+    """
+    name = "auto" if name is None else name
+    if name == "none":
+        return None, {}, None
+    known = known_calibrations()
+    if name == "auto":
+        if lookup is not None or accel_name not in known:
+            return None, {}, None
+        if len(known[accel_name]) > 1:
+            raise validate.BadArgument(f"calibration: {accel_name} has several ({', '.join(known[accel_name])}): "
+                                       "choose one, or none for the idealized model")
+        name = next(iter(known[accel_name]))
     try:
-        kwargs = dict(lookup(accel_name, name))
-    except (KeyError, ValueError) as err:
-        known = known_calibrations()
-        listed = f"known: {', '.join(known)}" if known else str(err).strip("'\"")
-        raise validate.BadArgument(f"calibration {name!r} does not exist for {accel_name}; {listed}") from None
-    return kwargs
+        kwargs = dict((lookup or cost.calibration)(accel_name, name))
+    except (KeyError, ValueError):
+        raise validate.BadArgument(f"calibration {name!r} does not exist for {accel_name}; calibrated: "
+                                   f"{_listing(known)} (or auto, none)") from None
+    return name, kwargs, known.get(accel_name, {}).get(name)
 
 
 def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, drafter_kind: str = "model",
                exit_layer=None, gpu_name=None, bandwidth=None, peak=None, memory=None, link=None,
                dtype: str = "bf16", weight_bits=None, tp=1, batch="1", context=0, draft_context=None,
-               alpha=None, mean_accepted=None, k="4", calibration=None, overhead=None, draft_overhead=None,
+               alpha=None, mean_accepted=None, k="4", calibration="auto", overhead=None, draft_overhead=None,
                overlap=None, calibration_lookup=None) -> Deployment:
     """Check every input once and build the Deployment. Errors name the argument (the CLI's flag with
     dashes for underscores): a ``validate.BadArgument``."""
@@ -298,9 +319,7 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
         draft_context = validate.integer("draft_context", draft_context, low=0)
     k = k_value(k)
     alpha, alpha_from = alpha_value(alpha, mean_accepted, k)
-    model = {}
-    if calibration is not None:
-        model.update(calibration_kwargs(gpu_name or accel.name, calibration, calibration_lookup))
+    calibration, model, about = resolve_calibration(gpu_name, calibration, calibration_lookup)
     if overhead is not None:
         model["overhead"] = validate.number("overhead", overhead, low=0) / 1e3
     if draft_overhead is not None:
@@ -308,7 +327,7 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     if overlap is not None:
         model["overlap"] = validate.choice("overlap", overlap, OVERLAPS)
     return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
-                      alpha, alpha_from, k, weight_bits, tp, draft_context, calibration, model)
+                      alpha, alpha_from, k, weight_bits, tp, draft_context, calibration, about, model)
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -429,20 +448,26 @@ def _progress(items, progress, desc):
 
 def advise(dep: Deployment, progress: bool | None = False) -> dict:
     """The report as a JSON-ready dict (schema in the module docstring). ``progress``: a tqdm bar on
-    stderr (None: only where stderr is a terminal)."""
+    stderr (None: only where stderr is a terminal). With a calibration, the idealized model (no overheads,
+    per-kernel overlap) is evaluated beside it: ``idealized_speedup`` per row, ``idealized_paying_batches``."""
     fits = memory_limit(dep)
     limit = NO_MEMORY_LIMIT if fits is None else fits
     ranges = paying(dep, limit) if limit >= 1 else []
+    ideal = replace(dep, calibration=None, calibration_about=None, model={}) if dep.calibration else dep
+    ideal_ranges = paying(ideal, limit) if dep.calibration and limit >= 1 else ranges
     crossover = None if ranges and ranges[-1][1] >= limit else (ranges[-1][1] + 1 if ranges else 1)
     lo, hi = dep.batch
     edges = [r[0] for r in ranges] + [r[1] for r in ranges] + [crossover, fits]
     rows = [row(dep, b, fits) for b in _progress(report_batches(lo, hi, edges), progress, "batches")]
+    for r in rows:
+        r["idealized_speedup"] = speedup(ideal, r["batch"], r["k"]) if dep.calibration else r["speedup"]
     top = min(hi, limit) if lo < hi else min(limit, max(4 * hi, 1024))
     curve_lo = lo if lo < hi else 1
     curve = [[b, speedup(dep, b, dep.k or best_k(dep, b))]
              for b in _progress(curve_batches(curve_lo, top) if top >= curve_lo else [], progress, "S(B) curve")]
     report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit, "rows": rows,
-              "paying_batches": [list(r) for r in ranges], "crossover_batch": crossover, "curve": curve}
+              "paying_batches": [list(r) for r in ranges], "idealized_paying_batches": [list(r) for r in ideal_ranges],
+              "crossover_batch": crossover, "curve": curve}
     report["recommendation"] = recommendation(report)
     report["checklist"] = checklist(report)
     report["quote"] = quote(report)
@@ -468,7 +493,7 @@ def describe(dep: Deployment) -> dict:
         "batch": list(dep.batch), "context": dep.context, "draft_context": dep.draft_context,
         "alpha": dep.alpha, "alpha_from": dep.alpha_from, "k": dep.k if dep.k else "best",
         "expected_tokens": cost.expected_tokens(dep.alpha, dep.k) if dep.k else None,
-        "calibration": dep.calibration, "model": _model(dep),
+        "calibration": dep.calibration, "calibration_about": dep.calibration_about, "model": _model(dep),
     }
 
 
@@ -531,6 +556,11 @@ def recommendation(report: dict) -> str:
                    f"(B = {rows[-1]['batch']}): choose k by the batch (`--k best`).")
     if _idealized(dep):
         advice += " Idealized model (no per-pass overhead): real engines sit lower, most at small batch."
+    if dep["calibration"]:
+        ideal = report["idealized_paying_batches"]
+        advice += f" Calibrated with {dep['calibration']!r} (below); the idealized roofline " + (
+            "agrees on where it pays." if ideal == ranges else
+            f"would have S > 1 for B in {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 at every batch.")
     return advice
 
 
@@ -568,7 +598,8 @@ def checklist(report: dict) -> list[list[str]]:
         ["temperature", "not modelled: it enters through α (measure α at the temperature you serve)"],
         ["what was timed", "nothing: a modelled TPOT ratio at a fixed batch (= its throughput ratio); no prefill"],
         ["baseline", "the same deployment decoding without speculation (modelled)"],
-        ["t0 (overheads, CUDA graphs)", (f"calibration {dep['calibration']!r}: " if dep["calibration"] else "")
+        ["t0 (overheads, CUDA graphs)", (f"calibration {dep['calibration']!r} (fitted to published measurements; "
+                                         "see the recommendation): " if dep["calibration"] else "")
          + f"{1e3 * overhead:.3g} ms per target pass, {1e3 * draft_overhead:.3g} ms per draft pass, "
            f"overlap {model.get('overlap', 'kernel')!r}" + (" (idealized roofline)" if _idealized(dep) else "")],
     ]
@@ -604,15 +635,21 @@ def render(report: dict) -> str:
     """The report as Markdown that reads as plain text: the CLI prints it, the book's page displays it."""
     dep, rows = report["deployment"], report["rows"]
     t, d, g = dep["target"], dep["draft"], dep["gpu"]
-    best = dep["k"] == "best"
-    speedups = ["best k", "S"] if best else [f"S (k = {dep['k']})", "best k", "S (best k)"]
-    table = _table(
-        ["B", *speedups, "tokens/s off", "tokens/s on", "decode", "verify", "draft", "fits"],
-        [[r["batch"], *([_k_cell(r["best_k"]), f"{r['best_speedup']:.2f}"] if best else
-                        [f"{r['speedup']:.2f}", _k_cell(r["best_k"]), f"{r['best_speedup']:.2f}"]),
-          f"{r['plain_tokens_per_s']:,.0f}", f"{r['spec_tokens_per_s']:,.0f}",
-          _roof_text(r["roofs"]["decode"]), _roof_text(r["roofs"]["verify"]), _roof_text(r["roofs"]["draft"]),
-          "yes" if r["fits"] else "no"] for r in rows])
+    best, calibrated = dep["k"] == "best", bool(dep["calibration"])
+    columns = [("B", lambda r: r["batch"])]
+    if best:
+        columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S", lambda r: f"{r['best_speedup']:.2f}")]
+    else:
+        columns += [(f"S (k = {dep['k']})", lambda r: f"{r['speedup']:.2f}")]
+    if calibrated:
+        columns += [("S idealized", lambda r: f"{r['idealized_speedup']:.2f}")]
+    if not best:
+        columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S (best k)", lambda r: f"{r['best_speedup']:.2f}")]
+    columns += [("tokens/s off → on", lambda r: f"{r['plain_tokens_per_s']:,.0f} → {r['spec_tokens_per_s']:,.0f}"),
+                ("roofs: decode · verify · draft", lambda r: " · ".join(_roof_text(r["roofs"][name])
+                                                                       for name in ("decode", "verify", "draft"))),
+                ("fits", lambda r: "yes" if r["fits"] else "no")]
+    table = _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in rows])
     fits = report["max_batch"]
     memory = ("the GPU has no memory size: batches are not limited" if fits is None
               else "the weights alone do not fit" if fits == 0
@@ -628,14 +665,16 @@ def render(report: dict) -> str:
         f"({d['kind']}: {d['maps_to']})",
         f"- **GPU**: {g['name']} × {dep['tp']}, {dep['math_dtype']}, ridge {g['ridge']:.0f} FLOP/byte; "
         f"**L** = {dep['context']}; **α** = {dep['alpha']:.3f} ({dep['alpha_from']}); **k**: {dep['k']}"
-        + (f"; **calibration**: {dep['calibration']}" if dep["calibration"] else ""),
+        + (f"; **calibration**: {dep['calibration']} ({dep['calibration_about'] or 'given'})"
+           if dep["calibration"] else ""),
         f"- **Where it pays**: {pays}.",
         f"- **Memory**: {memory}.",
         "",
         table,
         "",
         "Roofs: matmul/attention kernels of each pass, M = memory-bound, C = compute-bound (draft: one draft "
-        "pass; — = no weights). Tokens/s are for the whole batch, with speculation off and on.",
+        "pass; — = no weights). Tokens/s: the whole batch, speculation off → on"
+        + ("; S idealized: the same k without the calibration's overheads." if calibrated else "."),
         "",
         "**How to quote this speedup**",
         "",
@@ -687,7 +726,7 @@ def form_argv(values: dict) -> list[str]:
         argv += ["--draft", values["draft"]]
     if values["drafter"] == "early-exit":
         argv += ["--exit-layer", str(values["exit_layer"])]
-    if values.get("calibration") not in (None, "none"):
+    if values.get("calibration") not in (None, "auto"):
         argv += ["--calibration", values["calibration"]]
     return argv
 
@@ -702,7 +741,7 @@ def form(initial: dict | None = None):
 
     values = {"target": "Llama-3-8B", "drafter": "model", "draft": "Llama-3.2-1B", "exit_layer": 8,
               "gpu": "H100-SXM", "dtype": "bf16", "tp": 1, "batch": "1-512", "context": 2048, "alpha": 0.7,
-              "k": "4", "calibration": "none", **(initial or {})}
+              "k": "4", "calibration": "auto", **(initial or {})}
     style, wide = {"description_width": "initial"}, w.Layout(width="260px")
     controls = {
         "target": w.Dropdown(options=list(cost.PRESETS), description="target"),
@@ -716,7 +755,8 @@ def form(initial: dict | None = None):
         "context": w.BoundedIntText(min=0, max=1 << 20, step=1024, description="context L"),
         "alpha": w.FloatSlider(min=0.0, max=1.0, step=0.01, description="α"),
         "k": w.Dropdown(options=["best"] + [str(k) for k in range(1, K_MAX + 1)], description="k"),
-        "calibration": w.Dropdown(options=["none"] + known_calibrations(), description="calibration"),
+        "calibration": w.Dropdown(options=["auto", "none"] + sorted({s for c in known_calibrations().values()
+                                                                     for s in c}), description="calibration"),
     }
     for name, control in controls.items():
         control.value = values[name]
@@ -812,7 +852,9 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     w.add_argument("--mean-accepted", help="mean tokens per iteration (bonus included) at --k, or M@K")
     w.add_argument("--k", default="4", help="draft tokens per iteration, or 'best' (default 4)")
     c = p.add_argument_group("model of the engine")
-    c.add_argument("--calibration", help="a calibration's name ('list' lists them)")
+    c.add_argument("--calibration", default="auto",
+                   help="auto (the GPU's calibration, if it has one; default), none (the idealized model), a "
+                        "calibration's name, or list")
     c.add_argument("--overhead", type=float, help="ms added to every target pass")
     c.add_argument("--draft-overhead", type=float, help="ms added to every draft pass (n-gram: per lookup)")
     c.add_argument("--overlap", help=f"one of {', '.join(OVERLAPS)} (default kernel)")
@@ -846,10 +888,9 @@ def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.calibration == "list":
-        known = known_calibrations()
-        print("calibrations: " + ", ".join(known) if known else
-              "No calibration exists in this version of specnotes (cost has no calibrations): the report uses the "
-              "idealized roofline, plus any --overhead/--draft-overhead/--overlap you give.")
+        for accel, sources in known_calibrations().items():
+            for source, about in sources.items():
+                print(f"{accel:10} {source:18} {about}")
         return 0
     if args.target is None and args.target_shape is None:
         p.error(f"--target is required: one of {', '.join(cost.PRESETS)}, a config.json path, or --target-shape")
