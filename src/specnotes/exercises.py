@@ -215,6 +215,76 @@ def memory_bound_speedup(target: cost.ModelShape, draft: cost.ModelShape, k: int
     return cost.speedup(alpha, k, param_ratio(draft, target))
 
 
+def overhead_only_speedup(source: str, series: str, accel: str, k: int, draft_overhead: bool = True) -> float:
+    """S when the calibration's per-pass overheads dominate every pass: E[N]·t0 / (t0 + k·t0_draft)
+    (Chapter 6, Problem 1); ``draft_overhead=False`` charges each draft pass the target's t0."""
+    from specnotes import published
+
+    tokens = published.load(source)[series].setup["tokens_per_iteration"]
+    knobs = cost.calibration(accel, source)
+    t0, t0_draft = knobs["overhead"], knobs["draft_overhead"] if draft_overhead else knobs["overhead"]
+    return tokens * t0 / (t0 + k * t0_draft)
+
+
+def published_tokens(source: str, series: str) -> float:
+    from specnotes import published
+
+    return published.load(source)[series].setup["tokens_per_iteration"]
+
+
+def calibrated_speedup_at(source: str, series: str, accel: str, batch: int, calibrated: bool = True) -> float:
+    """S at ``batch`` for the data set's first case, with the stored calibration (or idealized)."""
+    from specnotes import calibrate
+
+    case = calibrate.cases(source, series)[0]
+    return calibrate.curve(case, [batch], **(cost.calibration(accel, source) if calibrated else {}))[0]
+
+
+def magicdec_window_speedup(window: int, context: int = 32000, batch: int = 64) -> float:
+    """The idealized S of MagicDec's case at (context, batch) with a draft KV window (Chapter 6, Problem 2)."""
+    from specnotes import calibrate
+
+    cases = calibrate.cases("magicdec", "fig6c_llama31_selfspec_a100", alpha=calibrate.magicdec_alpha)
+    case = next(c for c in cases if (c.context, c.batch) == (context, batch))
+    return calibrate.vary([case], draft_context=window)[0].speedup()
+
+
+# Chapter 6, Problem 3: a hypothetical engine's measurements, given in the problem
+YOUR_ENGINE = {"tokens": 2.4, "k": 3, "context": 1000, "batches": (1, 16, 64, 128),
+               "speedups": (1.90, 1.80, 1.52, 1.20)}
+
+
+def your_engine_fit():
+    """``calibrate.fit`` of Chapter 6, Problem 3's measurements (Llama-3.1-8B + EAGLE-3 on an H100)."""
+    from specnotes import calibrate
+
+    e = YOUR_ENGINE
+    head = calibrate.cases("specdecode_bench", "fig1c_eagle3")[0]
+    alpha = calibrate.alpha_for_tokens(e["tokens"], e["k"])
+    return calibrate.fit([calibrate.Case(f"batch={b}", head.target, head.draft, "H100-SXM", b, e["k"], alpha,
+                                         e["context"], None, 1, s)
+                          for b, s in zip(e["batches"], e["speedups"], strict=True)])
+
+
+def your_engine_knob(name: str, overlap: str | None = None, scale: float = 1e3) -> float:
+    """A knob of the best fit (or of the best fit with one ``overlap`` mode), ms by default."""
+    fit = your_engine_fit()
+    knobs = fit.knobs if overlap is None else fit.by_overlap[overlap]["knobs"]
+    return scale * knobs[name]
+
+
+def your_engine_overlap() -> str:
+    return your_engine_fit().knobs["overlap"]
+
+
+def your_engine_worst_error() -> float:
+    return max(abs(r) for r in your_engine_fit().residuals)
+
+
+def your_engine_rms_log() -> float:
+    return your_engine_fit().rms_log
+
+
 def constant(value):
     """A multiple-choice letter (the answer of a question about a statement, not a number)."""
     return lambda: value
@@ -378,6 +448,43 @@ for _problem in [
                     "weight read, past the H200's ridge, so it costs compute"),
                  _M(partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H100, 96, 3, 0.7), "that is on an H100: the "
                     "H200's lower ridge (more bandwidth, same compute) leaves less headroom"))),
+    # Chapter 6: the model against the published record
+    _P("ch6.p1a", "06_published_record", "S if the H100 calibration's overheads dominated every pass (k = 3)",
+       partial(overhead_only_speedup, "specdecode_bench", "fig1c_eagle3", H100, 3),
+       mistakes=(_M(partial(overhead_only_speedup, "specdecode_bench", "fig1c_eagle3", H100, 3, False),
+                    "that charges each draft pass the target's overhead, E[N]/(k + 1): the calibration gives the "
+                    "draft its own, smaller t0 (draft_overhead)"),
+                 _M(partial(published_tokens, "specdecode_bench", "fig1c_eagle3"), "that is E[N] alone: an "
+                    "iteration also pays k draft overheads"))),
+    _P("ch6.p1b", "06_published_record", "the calibrated S(1) for the same setup",
+       partial(calibrated_speedup_at, "specdecode_bench", "fig1c_eagle3", H100, 1),
+       mistakes=(_M(partial(calibrated_speedup_at, "specdecode_bench", "fig1c_eagle3", H100, 1, False),
+                    "that is the idealized S(1), with no overheads: apply cost.calibration(\"H100-SXM\", "
+                    "\"specdecode_bench\")"),)),
+    _P("ch6.p2a", "06_published_record", "MagicDec, L = 32k, B = 64, k = 3: idealized S with a 512-token draft window",
+       partial(magicdec_window_speedup, 512),
+       mistakes=(_M(partial(magicdec_window_speedup, 32000), "that is the draft reading the whole 32k cache: "
+                    "the window is 512 tokens"),)),
+    _P("ch6.p2b", "06_published_record", "the same with a 4,096-token window", partial(magicdec_window_speedup, 4096),
+       mistakes=(_M(partial(magicdec_window_speedup, 512), "that is the 512-token window"),)),
+    _P("ch6.p2c", "06_published_record", "the same with a 32,000-token window (the whole context)",
+       partial(magicdec_window_speedup, 32000),
+       mistakes=(_M(partial(magicdec_window_speedup, 512), "that is the 512-token window: with the whole context "
+                    "the self-speculating draft reads the full KV cache every step"),)),
+    _P("ch6.p3a", "06_published_record", "your engine's fit: which overlap mode wins?", your_engine_overlap,
+       choices={"kernel": "per-kernel roofline", "pass": "one max over the pass", "none": "memory + compute"},
+       mistakes=(_M(constant("kernel"), "compare the modes' fits (fit.by_overlap): per-kernel maxes leave a larger "
+                    "rms error of log S here"),
+                 _M(constant("pass"), "compare the modes' fits (fit.by_overlap): one max over the pass fits worst, "
+                    "and its overhead runs into the 20 ms bound"))),
+    _P("ch6.p3b", "06_published_record", "your engine's fitted draft overhead t0_draft (ms)",
+       partial(your_engine_knob, "draft_overhead"), "ms",
+       mistakes=(_M(partial(your_engine_knob, "draft_overhead", "kernel"), "that is the per-kernel fit's value: "
+                    "the best fit uses another overlap mode"),)),
+    _P("ch6.p3c", "06_published_record", "your engine's fit: the largest relative error (a fraction, 0.05 = 5%)",
+       your_engine_worst_error,
+       mistakes=(_M(your_engine_rms_log, "that is the rms error of log S over the four points: the question asks "
+                    "for the largest error at one point (fit.residuals)"),)),
 ]:
     register(_problem)
 
@@ -443,7 +550,7 @@ def check(problem_id: str, value) -> Verdict:
     p = problem(problem_id)
     if p.choices:
         given = str(value).strip().lower()
-        validate.choice("value", given, list(p.choices))
+        validate.choice("value", given, list(p.choices))  # letters, or the names the choices are
         if given == p.answer():
             return Verdict(True, f"right ({p.id}): {p.choices[given]}")
         hint = next((m.hint for m in p.mistakes if m.value() == given), "not that one")
