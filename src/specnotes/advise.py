@@ -153,7 +153,10 @@ def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
     if value is not None and str(value).endswith(".json"):
         if not Path(value).is_file():
             raise validate.BadArgument(f"{name} must be a preset or a config.json that exists; {value!r} does not")
-        return shape_from_config(value)
+        try:
+            return shape_from_config(value)
+        except (validate.BadArgument, json.JSONDecodeError) as err:
+            raise validate.BadArgument(f"{name}: {err}") from None
     raise validate.BadArgument(f"{name} must be one of {', '.join(map(repr, cost.PRESETS))} or the path of a "
                                f"Hugging Face config.json; got {value!r}")
 
@@ -797,7 +800,7 @@ FLAGS = {"target": "--target", "target_shape": "--target-shape", "draft": "--dra
          "peak": "--peak", "memory": "--memory", "link": "--link", "dtype": "--dtype", "weight_bits": "--weight-bits",
          "tp": "--tp", "batch": "--batch", "context": "--context", "draft_context": "--draft-context",
          "alpha": "--alpha", "mean_accepted": "--mean-accepted", "k": "--k", "calibration": "--calibration",
-         "overhead": "--overhead", "draft_overhead": "--draft-overhead", "overlap": "--overlap", "shape": "--*-shape",
+         "overhead": "--overhead", "draft_overhead": "--draft-overhead", "overlap": "--overlap",
          "layers": "--exit-layer", "mean_tokens": "--mean-accepted"}
 
 
