@@ -80,6 +80,16 @@ class KVCache:
         self.k[layer].scatter_(2, index, k)
         self.v[layer].scatter_(2, index, v)
 
+    def rows(self, n: int) -> KVCache:
+        """The first ``n`` sequences as a cache that shares this one's keys and values (continuous
+        batching runs a pass over the occupied rows only). Its ``lengths`` are a copy: a pass or a
+        rollback through the view rebinds them, so copy them back with ``self.lengths[:n] = view.lengths``."""
+        if not 0 < n <= self.batch:
+            raise ValueError(f"n must be in 1..{self.batch}, got {n}")
+        view = object.__new__(KVCache)
+        view.k, view.v, view.lengths = self.k[:, :n], self.v[:, :n], self.lengths[:n].clone()
+        return view
+
     def rollback(self, new_lengths: torch.Tensor):
         """Forget every position at or past ``new_lengths[b]`` in sequence b."""
         new_lengths = torch.as_tensor(new_lengths, dtype=torch.int64, device=self.lengths.device)
