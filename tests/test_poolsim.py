@@ -149,3 +149,18 @@ def test_arguments_are_checked():
         poolsim.simulate(1, linear_step, serving.FixedK(0), 1.5, 10)
     with pytest.raises(BadArgument, match="warmup"):
         poolsim.simulate(1, linear_step, serving.FixedK(0), 0.5, 10, requests=10, warmup=9)
+
+
+def test_sweep_rows_and_their_littles_law_check():
+    rows = poolsim.sweep((5.0, 20.0), linear_step, (serving.FixedK(0), serving.FixedK(2)), 0.7, 100,
+                         requests=600, warmup=100, seed=5)
+    assert [(r["rate"], r["policy"]) for r in rows] == [(5.0, "plain decoding (k = 0)"), (5.0, "fixed k = 2"),
+                                                       (20.0, "plain decoding (k = 0)"), (20.0, "fixed k = 2")]
+    assert all(r["little gap"] < 0.05 for r in rows)
+    assert rows[2]["mean batch"] > rows[0]["mean batch"]  # more load, a bigger batch
+
+
+def test_solve_finds_the_parameter_by_bisection():
+    assert poolsim.solve(lambda x: x**3, 27.0, 0.0, 10.0, iters=40) == pytest.approx(3.0)
+    with pytest.raises(BadArgument, match="outside"):
+        poolsim.solve(lambda x: x, 20.0, 0.0, 10.0)

@@ -141,3 +141,17 @@ def test_serve_needs_a_worker_per_policy(pair, handoffs):
         serving.serve([worker, worker], handoffs, [1] * 8, [serving.FixedK(0), serving.FixedK(1)])
     with pytest.raises(BadArgument, match="one limit per handoff"):
         serving.serve([worker], handoffs, [1], [serving.FixedK(0)])
+
+
+def test_batch_expansion_charges_every_expanded_sequence_of_a_speculative_step():
+    expanded = serving.batch_expansion(linear_step, per_sequence_s=0.001)
+    assert expanded(8, 0) == linear_step(8, 0)  # a plain step is not expanded
+    assert expanded(8, 3) == pytest.approx(linear_step(8, 3) + 0.001 * 8 * 4)  # 8 sequences scored as 32
+    with pytest.raises(BadArgument, match="per_sequence_s"):
+        serving.batch_expansion(linear_step, -1.0)
+
+
+def test_the_qwama_draft_shape():
+    # Qwen2-0.5B (24 x 896, 14 heads, 2 KV heads, 4864) with Llama-3's vocabulary: about half a billion weights
+    assert 0.45e9 < serving.QWAMA_0_5B.params < 0.65e9
+    assert serving.QWAMA_0_5B.vocab == cost.LLAMA_3_70B.vocab

@@ -213,3 +213,33 @@ def max_rate(step_time: Callable[[int, int], float], policy: Callable[[int], int
     max_batch = validate.integer("max_batch", max_batch, low=1)
     return max(b * cost.expected_tokens(alpha, policy(b)) / (output_tokens * step_time(b, policy(b)))
                for b in range(1, max_batch + 1))
+
+
+def sweep(rates, step_time: Callable[[int, int], float], policies, alpha: float, output_tokens,
+          progress: bool = False, **simulate_kwargs) -> list[dict]:
+    """One simulation per (rate, policy): a row with the mean batch, TPOT, latency and the Little's-law
+    check B = λ·W (``little gap``: |B − λ·W| / B over the steady-state window)."""
+    from tqdm.auto import tqdm
+
+    rows = []
+    for rate in tqdm(list(rates), desc="rates", disable=not progress):
+        for policy in policies:
+            result = simulate(rate, step_time, policy, alpha, output_tokens, **simulate_kwargs)
+            B = result.mean_batch()
+            rows.append({"rate": rate, "policy": getattr(policy, "name", str(policy)), "mean batch": B,
+                         "TPOT ms": 1e3 * float(result.tpot().mean()), "latency s": float(result.latency().mean()),
+                         "λ·W": result.admission_rate() * result.residence(),
+                         "little gap": abs(B - result.admission_rate() * result.residence()) / B})
+    return rows
+
+
+def solve(f: Callable[[float], float], target: float, lo: float, hi: float, iters: int = 12) -> float:
+    """The x in [lo, hi] where the increasing function f reaches ``target`` (bisection). Fitting one
+    parameter of the simulator to one published number, in the open."""
+    f_lo, f_hi = f(lo), f(hi)
+    if not f_lo <= target <= f_hi:
+        raise validate.BadArgument(f"target {target:g} is outside f([{lo:g}, {hi:g}]) = [{f_lo:g}, {f_hi:g}]")
+    for _ in range(validate.integer("iters", iters, low=1)):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+    return (lo + hi) / 2

@@ -33,6 +33,10 @@ from specnotes.decode_worker import DecodeWorker, Handoff
 
 StepTime = Callable[[int, int], float]  # (batch, k) -> seconds per step
 
+# turboderp/Qwama-0.5B-Instruct, the vLLM blog's draft for Llama-3-70B: Qwen2-0.5B-Instruct (config.json:
+# 24 layers, hidden 896, 14 heads, 2 KV heads, intermediate 4864) with Llama-3's 128,256-token vocabulary
+QWAMA_0_5B = cost.ModelShape(24, 896, 14, 2, 4864, 128256, name="Qwama-0.5B")
+
 
 # ---------------------------------------------------------------------------------------------- policies
 
@@ -239,6 +243,19 @@ def modelled_step_time(target: cost.ModelShape, draft: cost.Draft, accel, contex
         return cost.iteration_time(target, draft, accel, batch, k, context, **model)
 
     return step_time
+
+
+def batch_expansion(step_time: StepTime, per_sequence_s: float) -> StepTime:
+    """``step_time`` plus vLLM V0's batch-expansion scoring cost: a speculative step scores each of its B
+    sequences as k + 1 sequences of one token (V0's ``BatchExpansionTop1Scorer``), and pays
+    ``per_sequence_s`` of engine work for every one of those B·(k + 1); a plain step pays nothing extra."""
+    per_sequence_s = validate.number("per_sequence_s", per_sequence_s, low=0)
+
+    @functools.cache
+    def expanded(batch: int, k: int) -> float:
+        return step_time(batch, k) + (per_sequence_s * batch * (k + 1) if k else 0.0)
+
+    return expanded
 
 
 # ---------------------------------------------------------------------------------------------- serving
