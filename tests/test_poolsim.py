@@ -164,3 +164,10 @@ def test_solve_finds_the_parameter_by_bisection():
     assert poolsim.solve(lambda x: x**3, 27.0, 0.0, 10.0, iters=40) == pytest.approx(3.0)
     with pytest.raises(BadArgument, match="outside"):
         poolsim.solve(lambda x: x, 20.0, 0.0, 10.0)
+
+
+def test_sized_runs_every_rate_for_the_same_time():
+    assert poolsim.sized(10.0, 120.0) == {"requests": 1200, "warmup": 240}
+    assert poolsim.sized(0.5, 120.0) == {"requests": 100, "warmup": 20}  # never fewer than min_requests
+    rows = poolsim.sweep((5.0,), linear_step, (serving.FixedK(0),), 0.7, 50, seconds=60.0, seed=1)
+    assert rows[0]["little gap"] < 0.05

@@ -155,3 +155,17 @@ def test_the_qwama_draft_shape():
     # Qwen2-0.5B (24 x 896, 14 heads, 2 KV heads, 4864) with Llama-3's vocabulary: about half a billion weights
     assert 0.45e9 < serving.QWAMA_0_5B.params < 0.65e9
     assert serving.QWAMA_0_5B.vocab == cost.LLAMA_3_70B.vocab
+
+
+def test_fit_lines_recovers_a_line_and_smooths_noise():
+    exact = serving.StepTimes((1, 4, 16, 64), tuple(tuple(0.002 + 0.001 * k + (0.0001 + 0.00005 * k) * b
+                                                          for b in (1, 4, 16, 64)) for k in range(3)))
+    lines = serving.fit_lines(exact)
+    assert lines.intercepts == pytest.approx((0.002, 0.003, 0.004)) and lines.slopes == pytest.approx(
+        (0.0001, 0.00015, 0.0002))
+    assert lines(32, 2) == pytest.approx(0.004 + 0.0002 * 32) and lines.k_max == 2
+    # one slow outlier moves the line a little, not the policy read off it
+    noisy = serving.StepTimes(exact.batches, (exact.seconds[0], (0.0031, 0.0045, 0.0055, 0.0126), exact.seconds[2]))
+    assert serving.fit_lines(noisy)(8, 1) == pytest.approx(lines(8, 1), rel=0.1)
+    flat = serving.fit_lines(serving.StepTimes((1, 2), ((0.003, 0.002),)))
+    assert flat.slopes == (0.0,) and flat(100, 0) == pytest.approx(0.0025)

@@ -215,16 +215,27 @@ def max_rate(step_time: Callable[[int, int], float], policy: Callable[[int], int
                for b in range(1, max_batch + 1))
 
 
+def sized(rate: float, seconds: float, min_requests: int = 100) -> dict:
+    """``requests`` and ``warmup`` for about ``seconds`` of arrivals at ``rate`` (the first fifth is warm-up):
+    every rate simulated for the same time, so a high rate gets the long run its queue needs to settle."""
+    rate = validate.number("rate", rate, low=0, low_open=True)
+    seconds = validate.number("seconds", seconds, low=0, low_open=True)
+    requests = max(validate.integer("min_requests", min_requests, low=10), round(rate * seconds))
+    return {"requests": requests, "warmup": requests // 5}
+
+
 def sweep(rates, step_time: Callable[[int, int], float], policies, alpha: float, output_tokens,
-          progress: bool = False, **simulate_kwargs) -> list[dict]:
+          progress: bool = False, seconds: float | None = None, **simulate_kwargs) -> list[dict]:
     """One simulation per (rate, policy): a row with the mean batch, TPOT, latency and the Little's-law
-    check B = λ·W (``little gap``: |B − λ·W| / B over the steady-state window)."""
+    check B = λ·W (``little gap``: |B − λ·W| / B over the steady-state window). With ``seconds``, each
+    rate simulates that long (``sized``) instead of a fixed number of requests."""
     from tqdm.auto import tqdm
 
     rows = []
     for rate in tqdm(list(rates), desc="rates", disable=not progress):
+        size = sized(rate, seconds) if seconds is not None else {}
         for policy in policies:
-            result = simulate(rate, step_time, policy, alpha, output_tokens, **simulate_kwargs)
+            result = simulate(rate, step_time, policy, alpha, output_tokens, **simulate_kwargs, **size)
             B = result.mean_batch()
             rows.append({"rate": rate, "policy": getattr(policy, "name", str(policy)), "mean batch": B,
                          "TPOT ms": 1e3 * float(result.tpot().mean()), "latency s": float(result.latency().mean()),

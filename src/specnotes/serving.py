@@ -172,6 +172,41 @@ class StepTimes:
         return {"batches": list(self.batches), "seconds": [list(s) for s in self.seconds], "device": self.device}
 
 
+@dataclass(frozen=True)
+class LinearStepTimes:
+    """T_step(B, k) = intercepts[k] + slopes[k]·B: a fixed cost per step (launches, Python, the weights
+    while they dominate) plus a cost per sequence. ``fit_lines`` fits it to measured step times."""
+
+    intercepts: tuple[float, ...]
+    slopes: tuple[float, ...]
+
+    def __call__(self, batch: int, k: int) -> float:
+        return self.intercepts[k] + self.slopes[k] * batch
+
+    @property
+    def k_max(self) -> int:
+        return len(self.slopes) - 1
+
+
+def fit_lines(times: StepTimes) -> LinearStepTimes:
+    """A straight line in B through each k's measured step times, by least squares on the *relative* error
+    (a 1 ms step and a 40 ms step count alike), slope at least 0. A policy read off noisy points jumps
+    between ks from one batch size to the next; one read off the lines changes k only where the lines say so."""
+    batches = np.array(times.batches, dtype=float)
+    intercepts, slopes = [], []
+    for seconds in np.array(times.seconds, dtype=float):
+        if len(batches) == 1:
+            intercepts.append(float(seconds[0]))
+            slopes.append(0.0)
+            continue
+        a, b = np.linalg.lstsq(np.stack([1 / seconds, batches / seconds], 1), np.ones_like(seconds), rcond=None)[0]
+        if b < 0:  # time cannot fall with the batch: a flat line through the relative mean
+            a, b = float(np.mean(seconds)), 0.0
+        intercepts.append(float(a))
+        slopes.append(float(b))
+    return LinearStepTimes(tuple(intercepts), tuple(slopes))
+
+
 def _extrapolate(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
     if len(xs) == 1:
         return ys[0]
