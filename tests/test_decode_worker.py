@@ -116,6 +116,8 @@ def test_arguments_and_states_are_checked(pair64, prompts):
         DecodeWorker(target, draft, slots=1, capacity=32, on_missing="ignore")
     with pytest.raises(BadArgument, match="slots"):
         DecodeWorker(target, draft, slots=0, capacity=32)
+    with pytest.raises(BadArgument, match="load the draft with device='cpu'"):
+        DecodeWorker(target, model.load_draft().to("meta"), slots=1, capacity=32)
     worker = DecodeWorker(target, draft, slots=1, capacity=32, k_max=2)
     with pytest.raises(RuntimeError, match="no request is running"):
         worker.step(0)

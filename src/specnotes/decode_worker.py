@@ -139,6 +139,10 @@ class DecodeWorker:
         self.k_max = validate.integer("k_max", k_max, low=0)
         self.temperature = validate.number("temperature", temperature, low=0)
         self.on_missing = validate.choice("on_missing", on_missing, ON_MISSING)
+        for name, m in (("target", target), ("draft", draft)):
+            if m.lm_head.weight.device.type != "cpu":
+                raise validate.BadArgument(f"the decode worker keeps its bookkeeping on the CPU: load the {name} "
+                                           f"with device='cpu' (it is on {m.lm_head.weight.device})")
         self.target, self.generator = target, generator
         self.drafter = DraftModelDrafter(draft)
         room = capacity + k_max + 1  # the verify pass writes k + 1 positions past the tokens
