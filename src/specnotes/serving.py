@@ -159,7 +159,6 @@ class StepTimes:
 
     batches: tuple[int, ...]
     seconds: tuple[tuple[float, ...], ...]
-    device: str = ""
 
     def __call__(self, batch: int, k: int) -> float:
         return float(_extrapolate(batch, self.batches, self.seconds[k]))
@@ -167,9 +166,6 @@ class StepTimes:
     @property
     def k_max(self) -> int:
         return len(self.seconds) - 1
-
-    def to_dict(self) -> dict:
-        return {"batches": list(self.batches), "seconds": [list(s) for s in self.seconds], "device": self.device}
 
 
 @dataclass(frozen=True)
@@ -200,7 +196,7 @@ def fit_lines(times: StepTimes) -> LinearStepTimes:
             slopes.append(0.0)
             continue
         a, b = np.linalg.lstsq(np.stack([1 / seconds, batches / seconds], 1), np.ones_like(seconds), rcond=None)[0]
-        if b < 0:  # time cannot fall with the batch: a flat line through the relative mean
+        if b < 0:  # time cannot fall with the batch: a flat line at the mean
             a, b = float(np.mean(seconds)), 0.0
         intercepts.append(float(a))
         slopes.append(float(b))
