@@ -51,7 +51,8 @@ def test_the_two_level_inverse_cdf_picks_the_flat_cdf_token(V):
     logits = 3 * torch.randn(B, 1, V, generator=g, dtype=torch.float64)
     v = torch.rand(B, generator=g, dtype=torch.float64)
     stop = fused.Stop(B, -(-V // fused.BLOCK), torch.float64, "cpu")
-    stop.record(torch.arange(B), torch.softmax(logits[:, 0], -1), torch.logsumexp(logits[:, 0], -1), None, None)
+    p = torch.softmax(logits[:, 0], -1)
+    stop.record(torch.arange(B), None, fused.block_sums(p), torch.logsumexp(logits[:, 0], -1))
     ours = stop.sample(logits, None, 1.0, v)
     flat = inverse_cdf(torch.softmax(logits[:, 0], -1), v)
     assert (ours == flat).double().mean() > 0.999

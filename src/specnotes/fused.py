@@ -79,16 +79,16 @@ def sample_from_logits(
         survivors = []
         for c in range(0, alive.numel(), step):
             chunk = alive[c: c + step]
-            e_p, z_p, lse_p = exp_rows(target_logits, chunk, i, temperature, stop.dtype)
-            p = e_p.div_(z_p[:, None])
+            e_p, z_p, lse_p = exp_rows(target_logits, chunk, i, temperature, stop.dtype)  # p = e_p / z_p
             if i == k:  # all k drafts accepted: the bonus token comes from p here
-                stop.record(chunk, p, lse_p, None, None)
+                stop.record(chunk, None, block_sums(e_p) / z_p[:, None], lse_p)
                 continue
             e_q, z_q, lse_q = exp_rows(draft_logits, chunk, i, temperature, stop.dtype)
-            q = e_q.div_(z_q[:, None])
             x = draft_tokens[chunk, i][:, None]
-            accept = u[chunk, i] * q.gather(1, x)[:, 0] < p.gather(1, x)[:, 0]  # with probability min(1, p/q)
-            stop.record(chunk[~accept], p[~accept], lse_p[~accept], q[~accept], lse_q[~accept])
+            accept = u[chunk, i] * e_q.gather(1, x)[:, 0] * z_p < e_p.gather(1, x)[:, 0] * z_q  # u·q(x) < p(x)
+            if not accept.all():  # the rest stop here: block sums of max(0, p - q) = max(0, e_p - e_q z_p/z_q) / z_p
+                residual = torch.addcmul(e_p, e_q, (-z_p / z_q)[:, None]).clamp_(min=0)
+                stop.record(chunk, ~accept, block_sums(residual) / z_p[:, None], lse_p, lse_q, (e_p, z_p))
             survivors.append(chunk[accept])
         alive = torch.cat(survivors) if survivors else alive[:0]
         stop.n[alive] += 1
@@ -134,18 +134,22 @@ class Stop:
         self.lse_q = torch.zeros(batch, dtype=dtype, device=device)
         self.subtract = torch.zeros(batch, dtype=torch.bool, device=device)
 
-    def record(self, rows, p, lse_p, q, lse_q):
-        if rows.numel() == 0:
-            return
-        self.lse_p[rows] = lse_p
-        sums = block_sums(p)
-        if q is not None:
-            residual = block_sums((p - q).clamp_(min=0))
-            has_mass = residual.sum(1) > 0  # p == q up to rounding leaves nothing: then p itself is right
-            sums = torch.where(has_mass[:, None], residual, sums)
+    def record(self, rows, stopping, sums, lse_p, lse_q=None, p=None):
+        """The sequences ``rows[stopping]`` (all of ``rows`` if None) stop here, with these block sums: of
+        max(0, p - q) when ``lse_q`` is given (then ``p`` = (e_p, z_p) stands in where the residual has no
+        mass), of p otherwise."""
+        if stopping is not None:
+            rows, sums, lse_p = rows[stopping], sums[stopping], lse_p[stopping]
+            lse_q = lse_q[stopping]
+        if lse_q is not None:
+            has_mass = sums.sum(1) > 0  # p == q up to rounding leaves nothing: then p itself is right
+            if not has_mass.all():
+                fallback = block_sums(p[0]) / p[1][:, None]
+                sums = torch.where(has_mass[:, None], sums, fallback if stopping is None else fallback[stopping])
             self.lse_q[rows] = lse_q
             self.subtract[rows] = has_mass
         self.sums[rows] = sums
+        self.lse_p[rows] = lse_p
 
     def sample(self, target_logits, draft_logits, temperature, v):
         """Inverse CDF in two levels: the block that holds v · total, then the token inside it."""
