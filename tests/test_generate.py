@@ -226,5 +226,5 @@ def test_forward_timing_repeats_the_same_cached_pass(tiny_pair):
     ids = torch.arange(20) % 50
     t = forward_timing(target, ids, context=10, new_tokens=3, warmup=1, repeats=4)
     assert len(t.samples) == 4 and t.median > 0
-    with pytest.raises(ValueError, match="need context >= 1"):
+    with pytest.raises(ValueError, match="ids must hold at least context"):
         forward_timing(target, ids, context=19, new_tokens=3)
