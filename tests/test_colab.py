@@ -15,6 +15,7 @@ installs specnotes and every dependency it declares into an environment that lac
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import shutil
 import subprocess
@@ -52,6 +53,12 @@ def install_requirement(source: str) -> Requirement:
 
 def test_there_are_chapters():
     assert CHAPTERS, "no notebooks/*.ipynb"
+
+
+
+@functools.cache
+def distributions_providing() -> dict[str, list[str]]:
+    return metadata.packages_distributions()
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
@@ -104,7 +111,7 @@ def test_install_cell_declares_every_import_of_its_chapter(path):
     # the kernel's, torch (Colab has it), specnotes itself, or a requirement of the extra installed
     extras = install_requirement("".join(first_code_cell(path)["source"])).extras
     declared = declared_distributions(extras) | {"torch", "specnotes"}
-    providers = metadata.packages_distributions()
+    providers = distributions_providing()
     for module in sorted(imported_modules(path) - set(sys.stdlib_module_names) - KERNEL):
         dists = {d.lower().replace("_", "-") for d in providers.get(module, [module])}
         assert dists & declared, f"{path.name} imports {module}; specnotes{sorted(extras)} does not install it"

@@ -241,3 +241,22 @@ def test_draft_overhead_is_charged_per_draft_step():
     base = cost.iteration_time(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, overhead=1e-4)
     more = cost.iteration_time(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, overhead=1e-4, draft_overhead=3e-4)
     assert more - base == pytest.approx(4 * 2e-4)
+
+
+@pytest.mark.parametrize("en", [1.0, 1.2, 1.5, 1.99, 2.0])
+def test_implied_alpha_at_k_1_is_en_minus_one(en):
+    # E[N] = 1 + α at k = 1
+    assert cost.implied_alpha(en, 1) == pytest.approx(en - 1, abs=1e-12)
+
+
+@pytest.mark.parametrize("en", [1.0, 1.5, 2.28, 2.9, 3.0])
+def test_implied_alpha_at_k_2_solves_the_quadratic(en):
+    # E[N] = 1 + α + α² at k = 2: α = (√(4E − 3) − 1) / 2
+    assert cost.implied_alpha(en, 2) == pytest.approx((math.sqrt(4 * en - 3) - 1) / 2, abs=1e-9)
+
+
+def test_implied_alpha_bad_input():
+    with pytest.raises(ValueError, match=r"tokens_per_iteration must be a number in \[1, 5\]"):
+        cost.implied_alpha(5.5, 4)
+    with pytest.raises(ValueError, match=r"k must be an integer >= 1"):
+        cost.implied_alpha(1.5, 0)

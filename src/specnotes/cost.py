@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from specnotes import validate
 from specnotes.hardware import DTYPE_BYTES, Accelerator, accelerator
 
 
@@ -283,3 +284,17 @@ def crossover_batch(target: ModelShape, draft: ModelShape, accel, k: int, alpha:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if pays(mid) else (lo, mid)
     return hi
+
+
+def implied_alpha(tokens_per_iteration: float, k: int) -> float:
+    """The α at which ``expected_tokens(α, k)`` equals a measured E[N]: its inverse under i.i.d.
+    acceptance (E[N] rises with α), by bisection (to ~1e-8 near α = 1, where E[N] flattens)."""
+    k = validate.integer("k", k, low=1)
+    target = validate.number("tokens_per_iteration", tokens_per_iteration, 1, k + 1)
+    if target == k + 1:  # every draft accepted
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens(mid, k) < target else (lo, mid)
+    return (lo + hi) / 2
