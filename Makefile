@@ -62,12 +62,12 @@ colab: $(STAMP)
 bookcheck: $(STAMP)
 	rm -rf _build/html
 	$(MAKE) book
-	$(PY) -m pytest tests -m "built and not browser"
+	$(PY) -m pytest tests/test_built_book.py tests/test_site.py -m built
 
 # The built site in headless chromium, offline (apt-get install chromium). Builds first if needed.
 browser: $(STAMP)
 	test -f _build/html/book/intro.html || $(MAKE) book
-	$(PY) -m pytest tests -m browser
+	$(PY) -m pytest tests/test_browser.py -m browser
 
 # Internal links, anchors and assets of the built site (offline; Sphinx -n covers cross-references).
 # Also run by bookcheck, so make test includes it.
