@@ -162,3 +162,16 @@ def test_bars_measured_filled_model_hollow():
 def test_new_plots_reject_bad_series(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_house_style_keeps_interactive_mode_switched_on_inside():
+    # the inline backend switches interactive mode on with the kernel's first figure; rc_context alone
+    # would switch it off again on exit, and no later figure of the notebook would be shown
+    was = plt.isinteractive()
+    try:
+        plt.ioff()
+        with plots.house_style():
+            plt.ion()
+        assert plt.isinteractive()
+    finally:
+        plt.interactive(was)

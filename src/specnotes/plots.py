@@ -50,9 +50,15 @@ STYLE = {
 
 @contextlib.contextmanager
 def house_style():
-    """``with house_style(): ...``: the book's rcParams inside the block only."""
+    """``with house_style(): ...``: the book's rcParams inside the block only.
+
+    Whether pyplot is interactive is not style: a notebook's inline backend switches it on when the
+    kernel's first figure is made, and if that happens inside the block it must stay on after it,
+    or no later figure of the notebook is shown."""
     with plt.rc_context(STYLE):
         yield
+        interactive = plt.isinteractive()
+    plt.interactive(interactive)
 
 
 def _axes(ax):
