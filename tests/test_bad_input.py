@@ -16,7 +16,7 @@ import math
 import pytest
 import torch
 
-from specnotes import cost, drafters, generate, model, refresh, sampling, train
+from specnotes import cost, drafters, end_to_end, generate, model, refresh, sampling, train
 
 TINY = model.ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, exit_layer=1, max_seq_len=64)
 torch.manual_seed(0)
@@ -27,6 +27,13 @@ P = torch.tensor([[0.5, 0.25, 0.25, 0.0]])
 Q = torch.tensor([[0.25, 0.25, 0.25, 0.25]])
 DRAFTS = torch.tensor([[1, 2]])
 Q2, P3 = Q.expand(2, 4)[None], P.expand(3, 4)[None]
+
+
+def filled_cache():
+    """A cache of capacity 8 for 2 sequences, holding 5 tokens of each."""
+    cache = NET.new_cache(2, 8)
+    NET(torch.zeros(2, 5, dtype=torch.int64), cache)
+    return cache
 
 
 class CommandLineExit(Exception):
@@ -87,6 +94,20 @@ ROWS = [
         r"draft_probs must be probability distributions", id="speculative_sample: unnormalised q"),
     row(sampling.speculative_sample, dict(draft_tokens=[[1, 2]], draft_probs=Q2, target_probs=P3), TypeError,
         r"draft_tokens must be a tensor", id="speculative_sample: a list"),
+    *[row(sampler, dict(draft_tokens=drafts, draft_probs=q, target_probs=p), error, match,
+          id=f"{sampler.__name__}: {why}")
+      for sampler in (sampling.speculative_sample, sampling.speculative_sample_loop)
+      for drafts, q, p, error, match, why in [
+          (DRAFTS[:, :1], Q2, P3, ValueError, r"shape mismatch: draft_tokens \(1, 1\) needs draft_probs", "k mismatch"),
+          (DRAFTS, Q2, P3[:, :2], ValueError, r"needs draft_probs \(1, 2, 4\) and target_probs \(1, 3, 4\)",
+           "target without the bonus position"),
+          (DRAFTS, Q2[..., :3] / Q2[..., :3].sum(-1, keepdim=True), P3, ValueError, r"shape mismatch", "vocabularies"),
+          (DRAFTS.int(), Q2, P3, TypeError, r"draft_tokens must be int64 token ids, got torch.int32", "int32 drafts"),
+          (DRAFTS, Q2, -P3, ValueError, r"target_probs must hold finite weights >= 0", "negative p"),
+          (DRAFTS[0], Q2, P3, ValueError, r"expected draft_tokens \[B,k\], draft_probs \[B,k,V\]", "rank"),
+          (DRAFTS, torch.tensor([[[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0]]]), P3, ValueError,
+           r"a drafted token has zero draft probability", "draft never drawn from q"),
+      ]],
     # ------------------------------------------------------------------ generate
     row(generate.generate, dict(model=NET, prompts=[[1.7, 2.2]], max_new_tokens=4), TypeError,
         r"prompts\[0\] must be a text or a 1-D sequence of integer token ids",
@@ -154,6 +175,12 @@ ROWS = [
         id="eval_loss: block 0"),
     row(NET.new_cache, dict(batch=0, capacity=8), ValueError, r"batch must be an integer >= 1, got 0",
         id="new_cache: batch 0"),
+    row(lambda: NET(torch.zeros(2, 4, dtype=torch.int64), filled_cache()), {}, ValueError,
+        r"sequence would reach 9 tokens, past the cache capacity 8", id="Transformer: past the cache capacity"),
+    row(lambda: NET(torch.zeros(3, 1, dtype=torch.int64), filled_cache()), {}, ValueError,
+        r"cache holds 2 sequences, tokens have 3", id="Transformer: batch differs from the cache's"),
+    row(lambda: filled_cache().rollback(torch.tensor([6, 2])), {}, ValueError,
+        r"rollback can only shorten sequences", id="KVCache.rollback: growing a sequence"),
     # ------------------------------------------------------------------ drafters
     row(drafters.DraftModelDrafter, dict(model="draft"), TypeError, r"model must be a specnotes.model.Transformer",
         id="DraftModelDrafter: not a model"),
@@ -161,6 +188,13 @@ ROWS = [
         id="DraftModelDrafter: exit without a head"),
     row(drafters.EarlyExitDrafter, dict(target=NO_EXIT), ValueError,
         r"EarlyExitDrafter needs a target with an early-exit", id="EarlyExitDrafter: no head"),
+    # ------------------------------------------------------------------ end_to_end
+    row(end_to_end.wall_clock_runs, dict(target=NET, draft=NET, prompt="ab", new_tokens=4, ks=[0], repeats=2),
+        ValueError, r"ks\[0\] must be an integer >= 1, got 0", id="wall_clock_runs: k 0"),
+    row(end_to_end.wall_clock_runs, dict(target=NET, draft=NET, prompt="ab", new_tokens=4, ks=[1], repeats=0),
+        ValueError, r"repeats must be an integer >= 1, got 0", id="wall_clock_runs: repeats 0"),
+    row(end_to_end.pass_timings, dict(target=NET, draft=NET, ids=torch.arange(8), context=4, ks=[]), ValueError,
+        r"ks must hold at least one integer", id="pass_timings: no k"),
     # ------------------------------------------------------------------ command-line tools
     row(command_line(train.main), dict(argv=["--threads", "0"]), CommandLineExit,
         r"exit status 2: .*argument --threads: must be an integer >= 1, got 0", id="train: --threads 0"),

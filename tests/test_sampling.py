@@ -180,33 +180,6 @@ def test_logits_to_probs():
     logits = torch.tensor([[1.0, 3.0, 2.0]])
     assert logits_to_probs(logits, 0.0).tolist() == [[0.0, 1.0, 0.0]]
     assert torch.allclose(logits_to_probs(logits, 2.0), torch.softmax(logits / 2, -1))
-    with pytest.raises(ValueError):
-        logits_to_probs(logits, -1.0)
-
-
-def test_invalid_inputs_raise_value_error():
-    g = torch.Generator().manual_seed(5)
-    drafts, q, p = random_case(g, 2, 3, 5, dtype=torch.float32)
-    bad = [
-        (drafts[:, :2], q, p),  # k mismatch
-        (drafts, q, p[:, :3]),  # target needs k+1 positions
-        (drafts, q[..., :4], p),  # vocabulary mismatch
-        (drafts.int(), q, p),  # dtype
-        (drafts + 10, q, p),  # out of vocabulary
-        (drafts, q * 2, p),  # not normalized
-        (drafts, q, -p),  # negative
-        (drafts[0], q, p),  # rank
-    ]
-    for args in bad:
-        with pytest.raises(ValueError):
-            speculative_sample(*args)
-        with pytest.raises(ValueError):
-            speculative_sample_loop(*args)
-    zero_q = q.clone()
-    zero_q[0, 0] = 0.0
-    zero_q[0, 0, (drafts[0, 0] + 1) % 5] = 1.0
-    with pytest.raises(ValueError, match="zero draft probability"):
-        speculative_sample(drafts, zero_q, p)
 
 
 def test_rejection_with_no_residual_mass_falls_back_to_the_target():
@@ -225,5 +198,3 @@ def test_total_variation_by_hand():
     assert total_variation(p, p) == 0.0
     assert total_variation(p, torch.tensor([0.0, 0.0, 1.0])) == 1.0
     assert total_variation(p, torch.tensor([0.25, 0.5, 0.25])) == pytest.approx(0.25)
-    with pytest.raises(ValueError, match="same shape"):
-        total_variation(p, torch.ones(2) / 2)
