@@ -129,3 +129,49 @@ def test_time_vs_batch_accepts_pandas_series():
     ax = plots.time_vs_batch(None, frame.index, frame["measured"], frame["model"])
     assert any("model" in t.get_text() for t in ax.get_legend().get_texts())
     plt.close(ax.figure)
+
+
+def test_speedup_vs_k_model_lines_with_best_stars_and_measured_spread():
+    ax = plots.speedup_vs_k(curves=[("α = 0.8", [1, 2, 3], [1.5, 1.9, 1.7], "model"),
+                                    ("wall clock", [1, 2, 3], [1.1, 1.3, 1.2], "measured", ([1.0, 1.2, 1.0],
+                                                                                             [1.2, 1.5, 1.3]))],
+                            best=True, title="S vs k", source="CPU, fp32")
+    assert ax.get_title() == "S vs k" and "k" in ax.get_xlabel() and "×" in ax.get_ylabel()
+    labels = legend_texts(ax)
+    assert set(labels) == {"model: α = 0.8", "measured: wall clock", "S = 1 (no gain)"}
+    stars = [line for line in ax.lines if line.get_marker() == "*"]
+    assert len(stars) == 1 and list(stars[0].get_xdata()) == [2]  # the model's best k
+    (bars,) = [c for c in ax.collections if c.get_segments()]  # the error bars: the measured spread
+    assert [tuple(seg[:, 1]) for seg in bars.get_segments()] == [(1.0, 1.2), (1.2, 1.5), (1.0, 1.3)]
+
+
+def test_bars_measured_filled_model_hollow():
+    ax = plots.bars(categories=["a", "b"], series=[("p", [0.5, 0.5], "model"), ("draws", [0.4, 0.6], "measured")],
+                    xlabel="token", ylabel="probability", title="t")
+    assert legend_texts(ax) == ["model: p", "measured: draws"]
+    model, measured = ax.containers
+    assert all(r.get_facecolor()[3] == 0 for r in model) and all(r.get_facecolor()[3] == 1 for r in measured)
+    assert [r.get_height() for r in measured] == [0.4, 0.6]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: plots.speedup_vs_k(curves=[("x", [1, 2], [1.0], "model")]),
+    lambda: plots.speedup_vs_k(curves=[("x", [1], [1.0], "guess")]),
+    lambda: plots.bars(categories=["a"], series=[("x", [1, 2], "model")], xlabel="", ylabel="", title=""),
+])
+def test_new_plots_reject_bad_series(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_house_style_keeps_interactive_mode_switched_on_inside():
+    # the inline backend switches interactive mode on with the kernel's first figure; rc_context alone
+    # would switch it off again on exit, and no later figure of the notebook would be shown
+    was = plt.isinteractive()
+    try:
+        plt.ioff()
+        with plots.house_style():
+            plt.ion()
+        assert plt.isinteractive()
+    finally:
+        plt.interactive(was)

@@ -148,11 +148,6 @@ def one_pass_ms(shape: cost.ModelShape, accel: str, batch: int, new_tokens: int)
     return 1e3 * cost.roofline_time(cost.forward_cost(shape, batch, new_tokens), accel)
 
 
-def implied_alpha(mean_tokens: float, k: int) -> float:
-    """α whose E[N] at k is ``mean_tokens`` (Chapter 3, Problem 1): ``cost.alpha_from_tokens``."""
-    return cost.alpha_from_tokens(mean_tokens, k)
-
-
 def geometric_alpha(mean_tokens: float) -> float:
     """α from E[N] = 1/(1 − α), the k → ∞ limit (a wrong answer at finite k)."""
     return 1 - 1 / mean_tokens
@@ -260,7 +255,7 @@ def your_engine_fit():
 
     e = YOUR_ENGINE
     head = calibrate.cases("specdecode_bench", "fig1c_eagle3")[0]
-    alpha = calibrate.alpha_for_tokens(e["tokens"], e["k"])
+    alpha = cost.implied_alpha(e["tokens"], e["k"])
     return calibrate.fit([calibrate.Case(f"batch={b}", head.target, head.draft, "H100-SXM", b, e["k"], alpha,
                                          e["context"], None, 1, s)
                           for b, s in zip(e["batches"], e["speedups"], strict=True)])
@@ -386,15 +381,15 @@ for _problem in [
                     "stored"))),
     # Chapter 3: acceptance
     _P("ch3.p1a", "03_acceptance", "α implied by Spec-Bench's SpS mean accepted tokens at k = 4",
-       partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), rel=0.01,
+       partial(cost.implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), rel=0.01,
        mistakes=(_M(partial(geometric_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED), "that is the k → ∞ formula "
                     "E[N] = 1/(1 − α): with k drafts solve (1 − α^(k+1))/(1 − α) = E[N]"),
                  _M(partial(drafted_fraction, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "(E[N] − 1)/k is the fraction of "
                     "drafted tokens accepted, not the per-token α of the i.i.d. model: solve "
                     "(1 − α^(k+1))/(1 − α) = E[N]"))),
     _P("ch3.p1b", "03_acceptance", "the same at k = 8",
-       partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), rel=0.002,
-       mistakes=(_M(partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "that is the k = 4 answer: the same "
+       partial(cost.implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), rel=0.002,
+       mistakes=(_M(partial(cost.implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "that is the k = 4 answer: the same "
                     "E[N] implies a different α at each k"),
                  _M(partial(drafted_fraction, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), "(E[N] − 1)/k is the fraction of "
                     "drafted tokens accepted, not α: solve (1 − α^(k+1))/(1 − α) = E[N]"))),

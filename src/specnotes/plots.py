@@ -1,8 +1,9 @@
 """Plots in one house style: measured = markers, modelled = lines, units on every axis.
 
-Introduced in chapter 1 (``01_roofline_decode``). Every function takes an optional ``ax``, draws on it,
-and returns it (``ax.figure`` is the figure); none calls ``plt.show()``. Every plot has a title,
-units on both axes, and a legend whose entries start with ``measured:`` or ``model:``.
+Introduced in chapter 1 (``01_roofline_decode``); ``speedup_vs_k`` and ``bars`` in chapter 3. Every
+function takes an optional ``ax``, draws on it, and returns it (``ax.figure`` is the figure); none
+calls ``plt.show()``. Every plot has a title, units on both axes, and a legend whose entries start
+with ``measured:`` or ``model:``.
 
 Depends on matplotlib and numpy only; roofs can be :class:`specnotes.hardware.Accelerator` rows or
 measured ``(bandwidth, flops)`` pairs such as :func:`specnotes.measure.measured_roofline` returns.
@@ -49,9 +50,15 @@ STYLE = {
 
 @contextlib.contextmanager
 def house_style():
-    """``with house_style(): ...``: the book's rcParams inside the block only."""
+    """``with house_style(): ...``: the book's rcParams inside the block only.
+
+    Whether pyplot is interactive is not style: a notebook's inline backend switches it on when the
+    kernel's first figure is made, and if that happens inside the block it must stay on after it,
+    or no later figure of the notebook is shown."""
     with plt.rc_context(STYLE):
         yield
+        interactive = plt.isinteractive()
+    plt.interactive(interactive)
 
 
 def _axes(ax):
@@ -103,14 +110,6 @@ def _is_accelerator(obj) -> bool:
     return hasattr(obj, "peak_flops") and hasattr(obj, "mem_bandwidth")
 
 
-def _accel_peak(accel, dtype: str) -> float:
-    if hasattr(accel, "peak"):
-        return accel.peak(dtype)
-    if dtype not in accel.peak_flops:
-        raise ValueError(f"{accel.name} has no {dtype!r} peak; it has {sorted(accel.peak_flops)}")
-    return accel.peak_flops[dtype]
-
-
 def _pair(obj) -> tuple[float, float] | None:
     """A measured roof as (bandwidth, flops): a MeasuredRoof or a plain 2-sequence of numbers."""
     if hasattr(obj, "bandwidth") and hasattr(obj, "flops"):
@@ -128,14 +127,14 @@ def _roof(spec, dtype: str) -> tuple[str, float, float, bool]:
 
         spec = accelerator(spec)
     if _is_accelerator(spec):
-        return f"{spec.name} ({dtype}, datasheet)", _accel_peak(spec, dtype), spec.mem_bandwidth, False
+        return f"{spec.name} ({dtype}, datasheet)", spec.peak(dtype), spec.mem_bandwidth, False
     pair = _pair(spec) if not (isinstance(spec, tuple) and spec and isinstance(spec[0], str)) else None
     if pair is not None:
         return "this device (copy + GEMM)", pair[1], pair[0], True
     if isinstance(spec, Sequence) and not isinstance(spec, str) and spec and isinstance(spec[0], str):
         label, *rest = spec
         if len(rest) == 1 and _is_accelerator(rest[0]):
-            return label, _accel_peak(rest[0], dtype), rest[0].mem_bandwidth, False
+            return label, rest[0].peak(dtype), rest[0].mem_bandwidth, False
         if len(rest) == 1 and _pair(rest[0]) is not None:
             bw, flops = _pair(rest[0])
             return label, flops, bw, True
@@ -340,4 +339,91 @@ def shade_batches(ax, ranges: Sequence[tuple[float, float]], label: str, *, colo
                        label=label if i == 0 else None)
         if ranges:
             _legend(ax, source, loc="best")
+    return ax
+
+
+def _kind(kind: str) -> str:
+    if kind not in ("model", "measured"):
+        raise ValueError(f"a series' kind must be 'model' or 'measured', got {kind!r}")
+    return kind
+
+
+# ----------------------------------------------------------------------------------------------
+# speedup vs k
+
+
+def speedup_vs_k(ax=None, curves: Sequence = (), *, best: bool = False, title: str | None = None,
+                 source: str | None = None):
+    """Speedup of speculative decoding against k, the drafted tokens per iteration, with S = 1 marked.
+
+    curves: ``(label, ks, speedups, "model" | "measured")``, for a measured curve optionally a fifth
+        element ``(lows, highs)``, the spread of each point (drawn as error bars). Model curves are
+        lines, measured ones markers. best: mark each model curve's highest point with a star.
+    Returns the Axes.
+    """
+    if not curves:
+        raise ValueError("speedup_vs_k needs at least one curve")
+    with house_style():
+        ax = _axes(ax)
+        for i, (label, ks, speedups, kind, *spread) in enumerate(curves):
+            ks, speedups, color = list(ks), [float(v) for v in speedups], PALETTE[i % len(PALETTE)]
+            if len(ks) != len(speedups):
+                raise ValueError(f"{label}: {len(ks)} values of k but {len(speedups)} speedups")
+            if _kind(kind) == "model":
+                ax.plot(ks, speedups, color=color, label=f"model: {label}", **MODEL)
+                if best:
+                    top = int(np.argmax(speedups))
+                    ax.plot([ks[top]], [speedups[top]], color=color, marker="*", markersize=14, linestyle="none")
+            elif spread:
+                lows, highs = spread[0]
+                errors = [[s - lo for s, lo in zip(speedups, lows, strict=True)],
+                          [hi - s for s, hi in zip(speedups, highs, strict=True)]]
+                ax.errorbar(ks, speedups, yerr=errors, color=color, marker=MARKERS[i % len(MARKERS)], capsize=4,
+                            label=f"measured: {label}", **MEASURED)
+            else:
+                ax.plot(ks, speedups, color=color, marker=MARKERS[i % len(MARKERS)], label=f"measured: {label}",
+                        **MEASURED)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="S = 1 (no gain)")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Draft tokens per iteration, k")
+        ax.set_ylabel("Speedup S (× plain decoding)")
+        ax.set_title(title or "Speculative decoding speedup vs k")
+        _legend(ax, source, loc="best")
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# distributions as grouped bars
+
+
+def bars(ax=None, categories: Sequence = (), series: Sequence = (), *, xlabel: str, ylabel: str,
+         title: str, source: str | None = None):
+    """Grouped bars, one group per category: a histogram against the distributions a model predicts.
+
+    series: ``(label, values, "model" | "measured")``, one value per category; measured bars are
+        filled, modelled ones hollow (outlined in their colour). xlabel, ylabel: name the unit.
+    Returns the Axes.
+    """
+    categories = [str(c) for c in categories]
+    if not categories or not series:
+        raise ValueError("bars needs categories and at least one series")
+    width = 0.8 / len(series)
+    x = np.arange(len(categories))
+    with house_style():
+        ax = _axes(ax)
+        for j, (label, values, kind) in enumerate(series):
+            values = [float(v) for v in values]
+            if len(values) != len(categories):
+                raise ValueError(f"{label}: {len(values)} values for {len(categories)} categories")
+            color = PALETTE[j % len(PALETTE)]
+            style = {"color": color} if _kind(kind) == "measured" else {
+                "facecolor": "none", "edgecolor": color, "linewidth": 1.5, "hatch": "//"}
+            ax.bar(x + (j - (len(series) - 1) / 2) * width, values, width=width, label=f"{kind}: {label}", **style)
+        ax.set_xticks(x, categories)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(False, axis="x")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        _legend(ax, source, loc="best")
     return ax
