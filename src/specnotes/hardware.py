@@ -186,6 +186,8 @@ def reference_rows(dtype: str = "bf16") -> list[dict]:
             "ridge FLOP/byte": a.ridge(used),
             "critical batch": a.critical_batch(used),
             "fp8 critical batch": a.critical_batch("fp8") if "fp8" in a.peak_flops else None,
+            "link GB/s": a.link_bandwidth / G if a.link_bandwidth else None,
+            "link": a.link or None,
             "source": a.source,
         })
     return rows
