@@ -225,3 +225,55 @@ def test_throughput_at_memory_limit():
 def test_bad_input_names_the_argument(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# ---------------------------------------------------------------------------------------------- checks on measurements
+
+
+def test_excess_halved_and_verdicts():
+    assert cx.excess_halved(3.0, 2.0) and not cx.excess_halved(3.0, 2.01)
+    assert not cx.excess_halved(1.0, 0.9)  # nothing above 1 to fall from
+    assert cx.fall_verdict([3.0, 2.5, 1.9]) == "halved"
+    assert cx.fall_verdict([3.0, 2.5]) == "fell"
+    assert cx.fall_verdict([2.0, 2.2]) == "did not fall"
+    assert cx.fall_verdict([2.0]) == "did not fall"
+
+
+# three devices the checks must hold on: model and measured verify/decode ratios at growing L
+GPU_LIKE = ([3.6, 2.9, 1.9, 1.3], [3.4, 2.7, 1.9, 1.4])  # ridge ~300, memory-bound attention
+CPU_BF16 = ([2.6, 2.0, 1.5, 1.2], [2.7, 2.4, 1.9, 1.7])  # attention slower than the model says: falls less
+CPU_LOW_RIDGE = ([3.0, 3.6, 4.2, 4.6], [3.1, 3.9, 4.4, 4.8])  # ridge ~1: attention compute-bound, rises
+
+
+@pytest.mark.parametrize("model, measured", [GPU_LIKE, CPU_BF16, CPU_LOW_RIDGE])
+def test_check_fall_holds_on_every_device(model, measured):
+    cx.check_fall(measured, model)
+
+
+@pytest.mark.parametrize("model, measured", [
+    (GPU_LIKE[0], [3.4, 3.5, 3.6, 3.7]),  # the model says it falls, the measurement rises
+    (CPU_BF16[0], [2.7, 2.4, 2.6, 2.8]),
+])
+def test_check_fall_rejects_a_ratio_that_does_not_fall(model, measured):
+    with pytest.raises(AssertionError, match="the model"):
+        cx.check_fall(measured, model)
+
+
+def test_check_shared_kv():
+    cx.check_shared_kv(1.8, 1.1, 4)  # shared: well under 5 separate reads
+    cx.check_shared_kv(5.3, 4.9, 4)  # compute-bound attention (ridge ~1): nothing asserted
+    with pytest.raises(AssertionError, match="5 separate reads"):
+        cx.check_shared_kv(5.2, 1.1, 4)
+    with pytest.raises(ValueError, match="need matching"):
+        cx.check_fall([1.0], [1.0])
+
+
+def test_verify_batch_is_past_the_ridge():
+    # H100: B(k+1) tokens reach the ridge (295) at B = 59; verify costs twice decode near B = 118
+    b = cx.verify_batch(LLAMA_3_8B, H100, 4)
+    ratio = cost.pass_time(LLAMA_3_8B, H100, b, 5) / cost.pass_time(LLAMA_3_8B, H100, b, 1)
+    half = cost.pass_time(LLAMA_3_8B, H100, b // 2, 5) / cost.pass_time(LLAMA_3_8B, H100, b // 2, 1)
+    assert b == 128 and ratio >= 2 > half
+    assert cx.verify_batch(LLAMA_3_8B, H100, 4, limit=16) == 16
+    with pytest.raises(ValueError, match="ratio must be a number > 1"):
+        cx.verify_batch(LLAMA_3_8B, H100, 4, ratio=1)

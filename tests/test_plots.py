@@ -176,3 +176,23 @@ def test_speedup_vs_batch_shades_what_does_not_fit():
     assert span.get_x() == pytest.approx(3) and span.get_x() + span.get_width() == pytest.approx(8)
     ax = plots.speedup_vs_batch(None, [("m", [1, 2], [2.0, 1.8], "model")], max_batch=64)
     assert not ax.patches  # everything fits: nothing shaded
+
+
+def test_time_and_ratio_vs_context():
+    ctx = [256, 1024, 4096]
+    ax = plots.time_vs_context(None, [("B=1, n=1", ctx, [1e-3, 2e-3, 6e-3], "measured"),
+                                      ("B=1, n=1", ctx, [0.8e-3, 2.1e-3, 7e-3], "model")],
+                               title="t(L)", source="here")
+    assert ax.get_title() == "t(L)" and "(ms)" in ax.get_ylabel() and "Context length L" in ax.get_xlabel()
+    assert legend_texts(ax) == ["measured: B=1, n=1", "model: B=1, n=1"]
+    lines = ax.get_lines()
+    assert lines[0].get_color() == lines[1].get_color()  # same setting, same colour
+    assert ax.get_legend().get_title().get_text() == "here"
+    ax = plots.ratio_vs_context(None, [("stack", ctx, [2.5, 1.8, 1.2], "measured")])
+    assert "measured: stack" in legend_texts(ax) and ax.get_ylim()[0] == 0
+    with pytest.raises(ValueError, match="kind must be"):
+        plots.ratio_vs_context(None, [("x", ctx, [1, 2, 3], "guess")])
+    with pytest.raises(ValueError, match="3 contexts but 2 values"):
+        plots.time_vs_context(None, [("x", ctx, [1, 2], "model")])
+    with pytest.raises(ValueError, match="at least one curve"):
+        plots.time_vs_context(None, [])

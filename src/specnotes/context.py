@@ -310,3 +310,65 @@ def throughput_at_memory_limit(target: ModelShape, draft, accel, k: int, alpha: 
             if spec_b else 0.0)
     return {"plain batch": plain_b, "speculative batch": spec_b, "plain tokens/s": plain,
             "speculative tokens/s": spec, "ratio": spec / plain if plain else math.nan}
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def excess_halved(first: float, last: float) -> bool:
+    """A verify/decode ratio has fallen halfway to 1: last − 1 ≤ (first − 1)/2, from a first ratio above 1."""
+    first, last = validate.number("first", first, low=0), validate.number("last", last, low=0)
+    return first > 1 and last - 1 <= (first - 1) / 2
+
+
+def fall_verdict(ratios) -> str:
+    """How a verify/decode ratio measured at growing L moved: "halved" (its excess over 1 fell at least
+    halfway), "fell" (it ended lower than it started), or "did not fall"."""
+    ratios = [validate.number("ratios", r, low=0) for r in ratios]
+    if len(ratios) < 2:
+        return "did not fall"
+    if excess_halved(ratios[0], ratios[-1]):
+        return "halved"
+    return "fell" if ratios[-1] < ratios[0] else "did not fall"
+
+
+def check_fall(measured, model) -> None:
+    """Where this device's model says the ratio halves its excess over the contexts swept, the measured
+    ratio must at least end lower than it started (an ordering, of fastest samples). Where the model
+    says nothing falls (attention compute-bound, a low ridge), nothing is asserted."""
+    measured, model = list(measured), list(model)
+    if len(measured) != len(model) or len(model) < 2:
+        raise validate.BadArgument(f"need matching measured and model ratios at 2+ contexts, got {len(measured)} "
+                                   f"and {len(model)}")
+    if excess_halved(model[0], model[-1]) and not measured[-1] < measured[0]:
+        raise AssertionError(f"the model (this device's roofs) has verify/decode fall from {model[0]:.2f} to "
+                             f"{model[-1]:.2f}, but the measured ratio went from {measured[0]:.2f} "
+                             f"to {measured[-1]:.2f}")
+
+
+def check_shared_kv(measured: float, model: float, k: int) -> None:
+    """Verify attention reads each cache once for k + 1 queries: where this device's model puts its cost
+    at most (k + 1)/2 decode attentions, the measured ratio must be under k + 1 (the cost of reading the
+    cache k + 1 times). Where the model has attention compute-bound, nothing is asserted."""
+    k = validate.integer("k", k, low=1)
+    measured, model = validate.number("measured", measured, low=0), validate.number("model", model, low=0)
+    if model <= (k + 1) / 2 and not measured < k + 1:
+        raise AssertionError(f"verify attention cost {measured:.2f}× decode attention, as much as {k + 1} separate "
+                             f"reads of the cache; the model for this device says {model:.2f}×")
+
+
+def verify_batch(shape: ModelShape, accel, k: int, context: int = 0, overhead: float = 0.0, ratio: float = 2.0,
+                 limit: int = 4096) -> int:
+    """The smallest power-of-two batch at which this device's model puts a verify pass (k + 1 tokens per
+    sequence) at ``ratio``× a decode pass or more: past the ridge, so that a falling ratio can be seen.
+    ``limit`` if none up to it does."""
+    k = validate.integer("k", k, low=1)
+    ratio = validate.number("ratio", ratio, low=1, low_open=True)
+    limit = validate.integer("limit", limit, low=1)
+    b = 1
+    while b < limit:
+        verify = cost.pass_time(shape, accel, b, k + 1, context, overhead=overhead)
+        if verify >= ratio * cost.pass_time(shape, accel, b, 1, context, overhead=overhead):
+            return b
+        b *= 2
+    return limit

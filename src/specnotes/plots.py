@@ -417,3 +417,58 @@ def speedup_map(ax=None, batches: Sequence[int] = (), contexts: Sequence[int] = 
             _legend(ax, source, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
                     fontsize=8)
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# against context length (Chapter 5)
+
+
+def _context_curves(ax, curves, scale: float = 1.0):
+    """Draw (label, contexts, values, "measured" | "model") curves: model lines, measured markers; a
+    measured curve and a model curve with the same label share a colour."""
+    colors: dict[str, str] = {}
+    for label, contexts, values, kind in curves:
+        if kind not in ("model", "measured"):
+            raise ValueError(f"curve kind must be 'model' or 'measured', got {kind!r}")
+        if len(contexts) != len(values) or not len(contexts):
+            raise ValueError(f"{label}: {len(contexts)} contexts but {len(values)} values")
+        color = colors.setdefault(label, PALETTE[len(colors) % len(PALETTE)])
+        style = MODEL if kind == "model" else {**MEASURED, "marker": MARKERS[(len(colors) - 1) % len(MARKERS)]}
+        ax.plot(list(contexts), [v / scale for v in values], color=color, label=f"{kind}: {label}", **style)
+
+
+def time_vs_context(ax=None, curves: Sequence = (), *, title: str | None = None, source: str | None = None):
+    """Log-log time against context length L. curves: ``(label, contexts, seconds, "measured" | "model")``;
+    a measured and a model curve with the same label share a colour. Returns the Axes."""
+    if not curves:
+        raise ValueError("time_vs_context needs at least one curve")
+    scale, unit = _time_unit(max(max(c[2]) for c in curves))
+    with house_style():
+        ax = _axes(ax)
+        _context_curves(ax, curves, scale)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("Context length L (cached tokens per sequence)")
+        ax.set_ylabel(f"Time ({unit})")
+        ax.set_title(title or "Time against context length")
+        _legend(ax, source, loc="best", fontsize=8)
+    return ax
+
+
+def ratio_vs_context(ax=None, curves: Sequence = (), *, ylabel: str = "Verify / decode time (×)",
+                     title: str | None = None, source: str | None = None):
+    """A ratio (verify/decode time, say) against context length L, log2 x axis, 1 marked. curves:
+    ``(label, contexts, ratios, "measured" | "model")``. Returns the Axes."""
+    if not curves:
+        raise ValueError("ratio_vs_context needs at least one curve")
+    with house_style():
+        ax = _axes(ax)
+        _context_curves(ax, curves)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="1 (verify costs a decode)")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Context length L (cached tokens per sequence)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title or "Verify pass over decode pass against context length")
+        _legend(ax, source, loc="best", fontsize=8)
+    return ax

@@ -1,0 +1,206 @@
+"""Timing attention and layer-stack passes over a real KV cache at growing context (Chapter 5).
+
+- ``attention_time`` / ``attention_sweep``: PyTorch's ``scaled_dot_product_attention`` for n queries per
+  sequence over a cache of L + n keys, one layer of a shape: the attention call a stack's pass makes.
+- ``context_sweep``: a decode (1 token per sequence) and a verify (k + 1) pass of a layer stack
+  (``specnotes.stack``) over one shared cache, at L = start, 2·start, ... until the verify/decode ratio
+  has fallen halfway to 1 (``context.excess_halved``), the time budget is spent, or the cache would
+  outgrow its memory cap. It says which of the three stopped it.
+
+Timing is ``measure.time_fn`` (synchronized, warmed up, median and quartiles); every result is a
+``measure.Record`` with the cost model's FLOPs and bytes for the same work in ``extra``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from specnotes import context, cost, measure, stack, validate
+
+
+@dataclass(frozen=True)
+class ContextSizes:
+    """Sizes of Chapter 5's measurements for one device.
+
+    shape: the layer stack (``measure.stack_sizes``' target: Chapters 2 and 4 time the same layers);
+    k: draft tokens (verify passes have k + 1); start: the first context of the sweep;
+    attention_contexts: the contexts of the attention-only measurement;
+    budget_s: seconds the context sweep may take; max_kv_bytes: the largest cache it builds;
+    warmup, repeats: per timed point.
+    """
+
+    shape: cost.ModelShape
+    k: int
+    start: int
+    attention_contexts: tuple[int, ...]
+    budget_s: float
+    max_kv_bytes: float
+    warmup: int
+    repeats: int
+
+
+def context_sizes(device=None, dtype=None) -> ContextSizes:
+    dev = measure.pick_device() if device is None else torch.device(device)
+    dt = measure.default_dtype(dev) if dtype is None else measure.as_dtype(dtype)
+    shape = measure.stack_sizes(dev).target.in_dtype(measure.dtype_name(dt))
+    if dev.type == "cuda":
+        # 4 of Llama-3-8B's layers (the stack of Chapters 2 and 4); the weights and the KV cache read the same
+        # bytes at L_kv = 106k / B tokens, ~800 at the batches a GPU's ridge asks for (~128); caches up to 8 GB
+        # (half a T4)
+        return ContextSizes(shape, k=4, start=256, attention_contexts=(1024, 2048, 4096, 8192, 16384, 32768),
+                            budget_s=60.0, max_kv_bytes=8e9, warmup=5, repeats=15)
+    # One layer of Chapters 2 and 4's CPU stack (d = 2048, 16 heads sharing 4 KV heads, 94 MB in bf16: three
+    # times a 32 MB L3). Weights and cache read the same bytes at L_kv = 23k / B tokens, a few thousand at the
+    # batches a CPU's ridge asks for (8-32); a cache of a few hundred MB is several times the weights, and the
+    # sweep stays within ~15 s on two cores.
+    one = replace(shape, n_layers=1, name=f"one layer, d={shape.d_model}")
+    return ContextSizes(one, k=4, start=256, attention_contexts=(512, 1024, 2048, 4096, 8192),
+                        budget_s=15.0, max_kv_bytes=0.6e9, warmup=2, repeats=5)
+
+
+def layer_shape(shape: cost.ModelShape) -> cost.ModelShape:
+    """One layer of ``shape``, no LM head: what one attention call works on."""
+    return stack.stack_shape(1, shape.d_model, shape.n_heads, shape.n_kv_heads, shape.d_ff,
+                             name=f"{shape.name}, one layer").in_dtype(shape.compute)
+
+
+def _noise(size, dtype, device, gen) -> torch.Tensor:
+    return torch.empty(size, dtype=dtype).normal_(generator=gen).to(device)
+
+
+def attention_inputs(shape: cost.ModelShape, batch: int, new_tokens: int, context: int, dtype, device, seed=0):
+    """(q, keys, values, mask): n queries per sequence, a cache of L + n keys, the causal mask of the
+    n new tokens (None for one), in the layout ``stack.attention`` uses."""
+    gen = torch.Generator().manual_seed(seed)
+    q = _noise((batch, shape.n_heads, new_tokens, shape.d_head), dtype, device, gen)
+    kv_size = (batch, shape.n_kv_heads, context + new_tokens, shape.d_head)
+    return (q, _noise(kv_size, dtype, device, gen), _noise(kv_size, dtype, device, gen),
+            stack.causal_mask(new_tokens, context, device))
+
+
+def attention_time(shape: cost.ModelShape, batch: int, new_tokens: int, context: int, dtype=None, device=None, *,
+                   warmup: int = 2, repeats: int = 5, budget_s: float | None = 1.0) -> measure.Record:
+    """Time ``scaled_dot_product_attention`` of one layer of ``shape``: ``batch`` sequences, ``new_tokens``
+    queries each over ``context`` + ``new_tokens`` cached keys (GQA folded as ``stack.attention`` runs it:
+    ``stack.grouped_attention``).
+    ``extra``: the cost model's FLOPs and bytes of that attention (``cost.attention_cost`` of one layer),
+    and the achieved rates."""
+    batch = validate.integer("batch", batch, low=1)
+    new_tokens = validate.integer("new_tokens", new_tokens, low=1)
+    context = validate.integer("context", context, low=0)
+    dev = measure.pick_device() if device is None else torch.device(device)
+    dt = measure.default_dtype(dev) if dtype is None else measure.as_dtype(dtype)
+    one = layer_shape(shape.in_dtype(measure.dtype_name(dt)))
+    q, keys, values, mask = attention_inputs(one, batch, new_tokens, context, dt, dev)
+    with torch.inference_mode():
+        timing = measure.time_fn(lambda: stack.grouped_attention(q, keys, values, mask), warmup=warmup,
+                                 repeats=repeats, device=dev, budget_s=budget_s)
+    model = cost.attention_cost(one, batch, new_tokens, context)
+    t = timing.median
+    extra = {"flops": model.flops, "bytes": model.bytes, "intensity": model.intensity, "flops_per_s": model.flops / t,
+             "bytes_per_s": model.bytes / t, "gb_per_s": model.bytes / t / 1e9}
+    params = {"batch": batch, "new_tokens": new_tokens, "context": context, "heads": one.n_heads,
+              "kv_heads": one.n_kv_heads, "d_head": one.d_head}
+    return measure.Record.from_timing("attention", params, timing, dev, dt, extra)
+
+
+def attention_sweep(shape: cost.ModelShape, batches, new_tokens, contexts, dtype=None, device=None,
+                    max_kv_bytes: float | None = None, progress: bool = True, **timing) -> list[measure.Record]:
+    """``attention_time`` at every (batch, new_tokens, context) whose one-layer cache fits in
+    ``max_kv_bytes`` (None: all), with a progress bar."""
+    from tqdm.auto import tqdm
+
+    dt = None if dtype is None else measure.as_dtype(dtype)
+    one = layer_shape(shape if dt is None else shape.in_dtype(measure.dtype_name(dt)))
+    points = [(b, n, ell) for b in validate.integers("batches", batches, low=1)
+              for n in validate.integers("new_tokens", new_tokens, low=1)
+              for ell in validate.integers("contexts", contexts, low=0)
+              if max_kv_bytes is None or b * one.kv_bytes_per_token * (ell + n) <= max_kv_bytes]
+    bar = tqdm(points, desc="attention over a KV cache", disable=not progress)
+    records = []
+    for b, n, ell in bar:
+        bar.set_postfix(B=b, n=n, L=ell)
+        records.append(attention_time(shape, b, n, ell, dtype, device, **timing))
+    return records
+
+
+@dataclass
+class ContextSweep:
+    """Decode and verify records of one stack at growing context, and why the sweep stopped:
+    ``"seen"`` (the ratio fell halfway to 1), ``"budget"`` or ``"memory"``."""
+
+    batch: int
+    k: int
+    decode: list[measure.Record] = field(default_factory=list)
+    verify: list[measure.Record] = field(default_factory=list)
+    stopped: str = ""
+
+    @property
+    def contexts(self) -> list[int]:
+        return [r.params["context"] for r in self.decode]
+
+    def ratios(self, pick=min) -> list[float]:
+        """verify/decode at each context; ``pick`` reduces a record's samples (default: the fastest,
+        since contention only adds time)."""
+        return [pick(v.samples) / pick(d.samples) for d, v in zip(self.decode, self.verify, strict=True)]
+
+
+def _pass_record(st: stack.LayerStack, batch: int, new_tokens: int, ctx: int, caches, warmup: int,
+                 repeats: int) -> measure.Record:
+    x, _, groups = stack.pass_inputs(st, batch, new_tokens, 0)  # inputs only: the cache is shared
+    with torch.inference_mode():
+        timing = measure.time_fn(lambda: stack.forward(st, x, caches, ctx, groups), warmup=warmup, repeats=repeats,
+                                 device=st.device)
+    model = cost.forward_cost(st.shape, batch, new_tokens, ctx)
+    extra = {"flops": model.flops, "bytes": model.bytes, "tokens": model.tokens, "intensity": model.intensity,
+             "gb_per_s": model.bytes / timing.median / 1e9}
+    params = {"stack": st.shape.name, "batch": batch, "new_tokens": new_tokens, "context": ctx}
+    return measure.Record.from_timing("stack_pass", params, timing, st.device, st.dtype, extra)
+
+
+def _cache(st: stack.LayerStack, batch: int, length: int, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    s = st.shape
+    size = (batch, s.n_kv_heads, length, s.d_head)
+    return [tuple(_noise(size, st.dtype, st.device, gen) for _ in range(2)) for _ in range(s.n_layers)]
+
+
+def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budget_s: float, max_kv_bytes: float,
+                  warmup: int = 2, repeats: int = 5, progress: bool = True) -> ContextSweep:
+    """Decode and verify passes of ``st`` at L = start, 2·start, ... over one cache per L (both passes read
+    the same L cached tokens; verify writes k + 1 new entries, decode one). Stops after the first L at
+    which the fastest-sample ratio has fallen halfway to 1 (``context.excess_halved``), once ``budget_s``
+    seconds would be spent by the next L (about twice the last one's time), or before a cache larger than
+    ``max_kv_bytes``."""
+    from tqdm.auto import tqdm
+
+    batch, k = validate.integer("batch", batch, low=1), validate.integer("k", k, low=1)
+    ctx = validate.integer("start", start, low=1)
+    sweep = ContextSweep(batch, k)
+    began = time.perf_counter()
+    bar = tqdm(desc=f"{st.shape.name}: decode and verify vs L", unit="L", disable=not progress)
+    while True:
+        if batch * st.shape.kv_bytes_per_token * (ctx + k + 1) > max_kv_bytes:
+            sweep.stopped = "memory"
+            break
+        bar.set_postfix(B=batch, L=ctx)
+        point = time.perf_counter()
+        caches = _cache(st, batch, ctx + k + 1)
+        sweep.decode.append(_pass_record(st, batch, 1, ctx, caches, warmup, repeats))
+        sweep.verify.append(_pass_record(st, batch, k + 1, ctx, caches, warmup, repeats))
+        del caches
+        bar.update()
+        ratios = sweep.ratios()
+        if context.excess_halved(ratios[0], ratios[-1]):
+            sweep.stopped = "seen"
+            break
+        now = time.perf_counter()
+        if now - began + 2 * (now - point) > budget_s:  # the next L costs about twice this one
+            sweep.stopped = "budget"
+            break
+        ctx *= 2
+    bar.close()
+    return sweep
