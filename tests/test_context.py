@@ -259,13 +259,21 @@ def test_check_fall_rejects_a_ratio_that_does_not_fall(model, measured):
         cx.check_fall(measured, model)
 
 
+def test_check_grows():
+    cx.check_grows([1e-4, 3e-4, 2e-3], [1e-4, 4e-4, 1.6e-3])
+    cx.check_grows([1e-4, 0.9e-4], [1e-4, 1.5e-4])  # the model expects little growth: nothing asserted
+    with pytest.raises(AssertionError, match="did not grow"):
+        cx.check_grows([2e-3, 1e-3], [1e-4, 1.6e-3])
+
+
 def test_check_shared_kv():
     cx.check_shared_kv(1.8, 1.1, 4)  # shared: well under 5 separate reads
     cx.check_shared_kv(5.3, 4.9, 4)  # compute-bound attention (ridge ~1): nothing asserted
     with pytest.raises(AssertionError, match="5 separate reads"):
         cx.check_shared_kv(5.2, 1.1, 4)
-    with pytest.raises(ValueError, match="need matching"):
-        cx.check_fall([1.0], [1.0])
+    cx.check_fall([3.0], [3.0])  # one context: nothing to compare
+    with pytest.raises(ValueError, match="same contexts"):
+        cx.check_fall([1.0, 2.0], [1.0])
 
 
 def test_verify_batch_is_past_the_ridge():

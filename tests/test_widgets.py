@@ -131,6 +131,15 @@ def test_ipywidgets_explorer_recomputes_on_change():
     assert box.last is None and box.fits is None
 
 
+def test_ipywidgets_explorer_starts_where_asked():
+    box = widgets.ipywidgets_explorer({"context": 8192, "overlap": "none"})
+    assert box.controls["context"].value == 8192 and box.fits == 45
+    assert box.last[1][0] == pytest.approx(cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, "H100-SXM", 1, 4, 0.8, 8192,
+                                                              overlap="none"))
+    with pytest.raises(ValueError, match="initial control must be one of"):
+        widgets.ipywidgets_explorer({"batch": 3})
+
+
 def test_speedup_vs_batch_plot():
     import matplotlib
 

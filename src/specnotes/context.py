@@ -335,15 +335,28 @@ def fall_verdict(ratios) -> str:
 def check_fall(measured, model) -> None:
     """Where this device's model says the ratio halves its excess over the contexts swept, the measured
     ratio must at least end lower than it started (an ordering, of fastest samples). Where the model
-    says nothing falls (attention compute-bound, a low ridge), nothing is asserted."""
+    says nothing falls (attention compute-bound, a low ridge), or one context was measured, nothing is
+    asserted."""
     measured, model = list(measured), list(model)
-    if len(measured) != len(model) or len(model) < 2:
-        raise validate.BadArgument(f"need matching measured and model ratios at 2+ contexts, got {len(measured)} "
+    if len(measured) != len(model) or not model:
+        raise validate.BadArgument(f"need measured and model ratios at the same contexts, got {len(measured)} "
                                    f"and {len(model)}")
     if excess_halved(model[0], model[-1]) and not measured[-1] < measured[0]:
         raise AssertionError(f"the model (this device's roofs) has verify/decode fall from {model[0]:.2f} to "
                              f"{model[-1]:.2f}, but the measured ratio went from {measured[0]:.2f} "
                              f"to {measured[-1]:.2f}")
+
+
+def check_grows(measured, model) -> None:
+    """Times measured at growing L (fastest samples) against the model's: where the model has the last
+    at least twice the first, the measured last must exceed the measured first."""
+    measured, model = list(measured), list(model)
+    if len(measured) != len(model) or len(model) < 2:
+        raise validate.BadArgument(f"need matching measured and model times at 2+ contexts, got {len(measured)} "
+                                   f"and {len(model)}")
+    if model[-1] >= 2 * model[0] and not measured[-1] > measured[0]:
+        raise AssertionError(f"the model's time grows {model[-1] / model[0]:.1f}× over the contexts measured, "
+                             f"the measured time did not grow ({measured[0]:.3g} s -> {measured[-1]:.3g} s)")
 
 
 def check_shared_kv(measured: float, model: float, k: int) -> None:

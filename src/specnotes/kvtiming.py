@@ -29,7 +29,9 @@ class ContextSizes:
     k: draft tokens (verify passes have k + 1); start: the first context of the sweep;
     attention_contexts: the contexts of the attention-only measurement;
     budget_s: seconds the context sweep may take; max_kv_bytes: the largest cache it builds;
-    warmup, repeats: per timed point.
+    warmup, repeats, point_s: per timed point, at most ``repeats`` samples and about ``point_s`` seconds
+    (never fewer than 3 samples): cheap calls get many samples, so a quiet one is among them;
+    threads: CPU threads to measure with (``measure.num_threads``; None: leave as is).
     """
 
     shape: cost.ModelShape
@@ -40,6 +42,8 @@ class ContextSizes:
     max_kv_bytes: float
     warmup: int
     repeats: int
+    point_s: float
+    threads: int | None = None
 
 
 def context_sizes(device=None, dtype=None) -> ContextSizes:
@@ -51,14 +55,15 @@ def context_sizes(device=None, dtype=None) -> ContextSizes:
         # bytes at L_kv = 106k / B tokens, ~800 at the batches a GPU's ridge asks for (~128); caches up to 8 GB
         # (half a T4)
         return ContextSizes(shape, k=4, start=256, attention_contexts=(1024, 2048, 4096, 8192, 16384, 32768),
-                            budget_s=60.0, max_kv_bytes=8e9, warmup=5, repeats=15)
+                            budget_s=60.0, max_kv_bytes=8e9, warmup=5, repeats=20, point_s=1.0)
     # One layer of Chapters 2 and 4's CPU stack (d = 2048, 16 heads sharing 4 KV heads, 94 MB in bf16: three
     # times a 32 MB L3). Weights and cache read the same bytes at L_kv = 23k / B tokens, a few thousand at the
     # batches a CPU's ridge asks for (8-32); a cache of a few hundred MB is several times the weights, and the
-    # sweep stays within ~15 s on two cores.
+    # sweep stays within ~15 s. One thread: on a machine shared with other work, a second thread mostly waits
+    # for the first (a parallel region needs both cores at once), which turns sub-millisecond calls into 10 ms.
     one = replace(shape, n_layers=1, name=f"one layer, d={shape.d_model}")
     return ContextSizes(one, k=4, start=256, attention_contexts=(512, 1024, 2048, 4096, 8192),
-                        budget_s=15.0, max_kv_bytes=0.6e9, warmup=2, repeats=5)
+                        budget_s=15.0, max_kv_bytes=0.6e9, warmup=2, repeats=30, point_s=0.4, threads=1)
 
 
 def layer_shape(shape: cost.ModelShape) -> cost.ModelShape:
@@ -149,11 +154,11 @@ class ContextSweep:
 
 
 def _pass_record(st: stack.LayerStack, batch: int, new_tokens: int, ctx: int, caches, warmup: int,
-                 repeats: int) -> measure.Record:
+                 repeats: int, point_s: float | None) -> measure.Record:
     x, _, groups = stack.pass_inputs(st, batch, new_tokens, 0)  # inputs only: the cache is shared
     with torch.inference_mode():
         timing = measure.time_fn(lambda: stack.forward(st, x, caches, ctx, groups), warmup=warmup, repeats=repeats,
-                                 device=st.device)
+                                 device=st.device, budget_s=point_s)
     model = cost.forward_cost(st.shape, batch, new_tokens, ctx)
     extra = {"flops": model.flops, "bytes": model.bytes, "tokens": model.tokens, "intensity": model.intensity,
              "gb_per_s": model.bytes / timing.median / 1e9}
@@ -161,20 +166,30 @@ def _pass_record(st: stack.LayerStack, batch: int, new_tokens: int, ctx: int, ca
     return measure.Record.from_timing("stack_pass", params, timing, st.device, st.dtype, extra)
 
 
-def _cache(st: stack.LayerStack, batch: int, length: int, seed: int = 0):
+def _cache(st: stack.LayerStack, batch: int, length: int, seed: int = 0, block: int = 256):
+    """Per layer, K and V [batch, n_kv_heads, length, d_head]: noise in blocks of ``block`` tokens, tiled
+    along the length (the bytes are what a pass pays for; drawing a GB of noise would cost seconds)."""
     gen = torch.Generator().manual_seed(seed)
     s = st.shape
-    size = (batch, s.n_kv_heads, length, s.d_head)
-    return [tuple(_noise(size, st.dtype, st.device, gen) for _ in range(2)) for _ in range(s.n_layers)]
+    tiles = -(-length // block)
+
+    def tensor():
+        noise = _noise((batch, s.n_kv_heads, min(block, length), s.d_head), st.dtype, st.device, gen)
+        return noise.repeat(1, 1, tiles, 1)[:, :, :length].contiguous()
+
+    return [(tensor(), tensor()) for _ in range(s.n_layers)]
 
 
 def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budget_s: float, max_kv_bytes: float,
-                  warmup: int = 2, repeats: int = 5, progress: bool = True) -> ContextSweep:
+                  warmup: int = 2, repeats: int = 5, point_s: float | None = None,
+                  progress: bool = True) -> ContextSweep:
     """Decode and verify passes of ``st`` at L = start, 2·start, ... over one cache per L (both passes read
     the same L cached tokens; verify writes k + 1 new entries, decode one). Stops after the first L at
     which the fastest-sample ratio has fallen halfway to 1 (``context.excess_halved``), once ``budget_s``
-    seconds would be spent by the next L (about twice the last one's time), or before a cache larger than
-    ``max_kv_bytes``."""
+    seconds would be spent by the next L (the last one's time scaled by the growth of a pass's bytes), or
+    before a cache larger than ``max_kv_bytes``. It always measures two contexts if the memory cap allows:
+    one ratio says nothing about a fall. ``point_s``: about how long each pass's samples may take
+    (``measure.time_fn``'s budget; at least 3 samples)."""
     from tqdm.auto import tqdm
 
     batch, k = validate.integer("batch", batch, low=1), validate.integer("k", k, low=1)
@@ -189,8 +204,8 @@ def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budge
         bar.set_postfix(B=batch, L=ctx)
         point = time.perf_counter()
         caches = _cache(st, batch, ctx + k + 1)
-        sweep.decode.append(_pass_record(st, batch, 1, ctx, caches, warmup, repeats))
-        sweep.verify.append(_pass_record(st, batch, k + 1, ctx, caches, warmup, repeats))
+        sweep.decode.append(_pass_record(st, batch, 1, ctx, caches, warmup, repeats, point_s))
+        sweep.verify.append(_pass_record(st, batch, k + 1, ctx, caches, warmup, repeats, point_s))
         del caches
         bar.update()
         ratios = sweep.ratios()
@@ -198,7 +213,8 @@ def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budge
             sweep.stopped = "seen"
             break
         now = time.perf_counter()
-        if now - began + 2 * (now - point) > budget_s:  # the next L costs about twice this one
+        grows = cost.forward_cost(st.shape, batch, 1, 2 * ctx).bytes / cost.forward_cost(st.shape, batch, 1, ctx).bytes
+        if len(ratios) > 1 and now - began + grows * (now - point) > budget_s:  # the next L costs ~ its bytes
             sweep.stopped = "budget"
             break
         ctx *= 2

@@ -191,8 +191,9 @@ def model_kwargs(values: dict) -> dict:
     return {"overlap": values["overlap"]}
 
 
-def ipywidgets_explorer():
+def ipywidgets_explorer(initial: dict | None = None):
     """Live explorer for a kernel: every control re-evaluates ``speedup_curve`` and ``fits_batch``.
+    ``initial``: starting values by control name (accel, dtype, target, overlap, k, alpha, context).
     Returns the widget box; ``box.redraw()`` redraws, ``box.last`` holds the last (batches, speedups,
     bstar) and ``box.fits`` the largest batch that fits for that setting."""
     import ipywidgets as w
@@ -212,6 +213,9 @@ def ipywidgets_explorer():
         "alpha": w.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.01, description="α", style=style),
         "context": w.IntSlider(value=0, min=0, max=131072, step=1024, description="context L", style=style),
     }
+    for name, value in (initial or {}).items():
+        validate.choice("initial control", name, controls)
+        controls[name].value = value
     out = w.Output()
     box = w.VBox([w.HBox(list(controls.values())[:4]), w.HBox(list(controls.values())[4:]), out])
 
