@@ -673,3 +673,10 @@ def max_batch(target: ModelShape, draft: Draft | None, accel, context: int, *, k
     per_seq = kv_token * (context + k + 1) + draft_kv * (draft_ctx + k + 1)
     free = accel.memory - target.memory_bytes / tp - draft_weights - reserve
     return max(0, math.floor(free / per_seq))
+
+
+def calibration(accelerator_name: str, source: str) -> dict:
+    """Engine knobs fitted to a published data set (``specnotes.calibrate.calibration``; Chapter 6)."""
+    from specnotes.calibrate import calibration as fitted  # calibrate imports cost: import on call
+
+    return fitted(accelerator_name, source)

@@ -1,0 +1,206 @@
+"""Calibrations: α from published tokens per iteration, the fit (recovers knobs it was given), the stored
+values (equal to a refit), and the chapter's done-when checks against the published record."""
+
+import dataclasses
+
+import pytest
+
+from specnotes import calibrate, cost, hardware, published, validate
+
+FIG1C = ("specdecode_bench", "fig1c_eagle3")
+
+
+@pytest.mark.parametrize("alpha,k,tokens", [
+    (0.5, 3, 1 + 0.5 + 0.25 + 0.125),      # E[N] = 1 + α + α² + α³ by hand
+    (0.8, 4, 1 + 0.8 + 0.64 + 0.512 + 0.4096),
+    (0.0, 2, 1.0), (1.0, 2, 3.0),
+])
+def test_alpha_for_tokens_inverts_the_geometric_sum(alpha, k, tokens):
+    assert calibrate.alpha_for_tokens(tokens, k) == pytest.approx(alpha, abs=1e-9)
+
+
+@pytest.mark.parametrize("tokens,k", [(0.9, 3), (4.5, 3), (2.0, 0)])
+def test_alpha_for_tokens_rejects_impossible_means(tokens, k):
+    with pytest.raises(validate.BadArgument):
+        calibrate.alpha_for_tokens(tokens, k)
+
+
+def test_cases_read_the_published_setup():
+    cases = calibrate.cases(*FIG1C)
+    assert [c.batch for c in cases] == [1, 16, 64, 128]
+    c = cases[0]
+    assert c.context == round((355 + 1083) / 2)  # middle of the decode: prompt to prompt + output
+    assert cost.expected_tokens(c.alpha, 3) == pytest.approx(2.2548, abs=1e-9)
+    assert c.draft is calibrate.EAGLE3_LLAMA31_8B and c.target is calibrate.LLAMA_31_8B
+    assert (c.accel, c.tp, c.k, c.measured) == ("H100-SXM", 1, 3, 1.712)
+    md = calibrate.cases("magicdec", "fig6c_llama31_selfspec_a100", alpha=calibrate.magicdec_alpha)
+    assert {(c.tp, c.draft_context, c.draft is c.target) for c in md} == {(8, 512, True)}
+    with pytest.raises(validate.BadArgument, match="alpha"):
+        calibrate.cases("magicdec", "fig6c_llama31_selfspec_a100")
+
+
+def test_magicdec_alpha_interpolates_the_table():
+    assert calibrate.magicdec_alpha(32000) == pytest.approx(0.81)
+    assert calibrate.magicdec_alpha(24000) == pytest.approx((0.82 + 0.81) / 2)  # no 24k column
+    with pytest.raises(validate.BadArgument):
+        calibrate.magicdec_alpha(200000)
+
+
+def _synthetic(cases, **truth):
+    """The same cases with the 'measured' speedup replaced by the model's at known knobs."""
+    return [dataclasses.replace(c, measured=c.speedup(**truth)) for c in cases]
+
+
+@pytest.mark.parametrize("truth", [
+    {"overlap": "none", "overhead": 2.0e-3, "draft_overhead": 0.7e-3},
+    {"overlap": "kernel", "overhead": 4.5e-3, "draft_overhead": 0.3e-3},
+    {"overlap": "pass", "overhead": 1.0e-3, "draft_overhead": 1.5e-3},
+])
+def test_fit_recovers_the_knobs_that_made_the_data(truth):
+    f = calibrate.fit(_synthetic(calibrate.cases(*FIG1C), **truth))
+    assert f.knobs["overlap"] == truth["overlap"]
+    assert f.knobs["overhead"] == pytest.approx(truth["overhead"], rel=0.01)
+    assert f.knobs["draft_overhead"] == pytest.approx(truth["draft_overhead"], rel=0.01)
+    assert f.rms_log < 1e-3
+    assert f.residuals == pytest.approx([0.0] * 4, abs=2e-3)
+
+
+def test_fit_with_tensor_parallelism_recovers_the_per_pass_sums():
+    # at tp = 8 every pass of the (self-speculating) model makes 2·32 all-reduces, so the data fix
+    # only overhead + 64·latency and draft_overhead + 64·latency: the fit must recover those sums
+    # (and reproduce the data), whatever split between the knobs it lands on
+    truth = {"overlap": "kernel", "overhead": 1.0e-3, "draft_overhead": 2.0e-3, "allreduce_latency": 15e-6}
+    cases = calibrate.cases("magicdec", "fig6c_llama31_selfspec_a100", alpha=calibrate.magicdec_alpha)
+    f = calibrate.fit(_synthetic(cases, **truth), free=("overhead", "draft_overhead", "allreduce_latency"))
+    calls = 2 * calibrate.LLAMA_31_8B.n_layers
+    for knob in ("overhead", "draft_overhead"):
+        got = f.knobs[knob] + calls * f.knobs["allreduce_latency"]
+        assert got == pytest.approx(truth[knob] + calls * truth["allreduce_latency"], rel=0.01), knob
+    assert f.knobs["overlap"] == "kernel" and f.rms_log < 1e-3
+    # with the latency fixed at its true value, the overheads themselves come back
+    f = calibrate.fit(_synthetic(cases, **truth), fixed={"allreduce_latency": 15e-6})
+    assert (f.knobs["overhead"], f.knobs["draft_overhead"]) == pytest.approx((1.0e-3, 2.0e-3), rel=0.01)
+
+
+def test_fit_reports_every_overlap_mode_and_keeps_the_best():
+    f = calibrate.fit(calibrate.cases(*FIG1C))
+    assert set(f.by_overlap) == set(cost.OVERLAPS)
+    assert f.rms_log == min(v["rms_log"] for v in f.by_overlap.values())
+    assert f.predicted == pytest.approx(calibrate.predict(list(f.cases), **f.knobs))
+    assert [r["model"] for r in f.rows()] == pytest.approx(list(f.predicted))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"free": ()}, {"free": ("overhead", "overhead")}, {"free": ("t0",)},
+    {"fixed": {"overhead": 1e-3}}, {"fixed": {"allreduce_latency": -1.0}, "free": ("overhead",)},
+    {"overlaps": ("perfect",)},
+])
+def test_fit_checks_its_arguments(kwargs):
+    with pytest.raises(validate.BadArgument):
+        calibrate.fit(calibrate.cases(*FIG1C), **kwargs)
+
+
+@pytest.mark.parametrize("key", sorted(calibrate.RECIPES))
+def test_stored_calibrations_are_what_the_fit_gives(key):
+    stored = calibrate.calibrations()[key[0]][key[1]]
+    f = calibrate.refit(*key)
+    assert stored["knobs"]["overlap"] == f.knobs["overlap"]
+    for knob, value in stored["knobs"].items():
+        if knob != "overlap":
+            assert value == pytest.approx(f.knobs[knob], rel=1e-3), knob
+    assert stored["rms_log"] == pytest.approx(f.rms_log, rel=1e-3)
+    assert stored["fitted_to"]["series"] in published.load(key[1]).ids()
+
+
+def test_calibration_is_reexported_by_cost_and_returns_a_copy():
+    knobs = cost.calibration("H100-SXM", "specdecode_bench")
+    assert knobs == calibrate.calibration("H100-SXM", "specdecode_bench")
+    knobs["overhead"] = 1.0
+    assert cost.calibration("H100-SXM", "specdecode_bench")["overhead"] != 1.0
+    assert set(knobs) <= {"overlap", *calibrate.KNOBS}
+
+
+@pytest.mark.parametrize("args,match", [
+    (("H100", "specdecode_bench"), "accelerator_name"),
+    (("T4", "specdecode_bench"), "no calibration for T4"),
+    (("H100-SXM", "magicdec"), "source"),
+])
+def test_calibration_checks_its_arguments(args, match):
+    with pytest.raises(validate.BadArgument, match=match):
+        cost.calibration(*args)
+
+
+# ---- done when (issue 12)
+
+def test_calibrated_model_within_10_percent_of_specdecode_bench_fig1c():
+    knobs = cost.calibration("H100-SXM", "specdecode_bench")
+    rows = calibrate.compare(calibrate.cases(*FIG1C), **knobs)
+    assert [r["point"] for r in rows] == ["batch=1", "batch=16", "batch=64", "batch=128"]
+    assert all(abs(r["residual"]) < 0.10 for r in rows), rows
+    # and the idealized model is not: flat near 2.0 where the measurement falls to 1.3
+    ideal = calibrate.compare(calibrate.cases(*FIG1C))
+    assert max(abs(r["residual"]) for r in ideal) > 0.10
+
+
+def test_magicdec_trend_needs_the_draft_window_and_is_reproduced_with_tp8():
+    cases = calibrate.cases("magicdec", "table_a100_llama31_selfspec", alpha=calibrate.magicdec_alpha)
+    assert [(c.batch, c.k, c.tp, c.draft_context) for c in cases] == [(32, 3, 8, 512), (64, 3, 8, 512),
+                                                                       (128, 4, 8, 512)]
+    measured = [c.measured for c in cases]
+    assert measured == sorted(measured)  # the published speedup rises with the batch
+    for knobs in ({}, cost.calibration("A100-80GB", "magicdec")):
+        s = calibrate.predict(cases, **knobs)
+        assert s == sorted(s) and s[0] > 1, knobs  # the model rises too, idealized and calibrated
+    full_kv = calibrate.vary(cases, draft_context=None)  # the draft reads the whole cache
+    s = calibrate.predict(full_kv)
+    assert max(s) < 1 and s[-1] < s[0]  # without the window self-speculation does not pay, and falls
+
+
+def test_tree_speedup_with_one_branch_is_the_chain():
+    alpha = calibrate.alpha_for_tokens(2.4, 3)
+    knobs = {"overlap": "none", "overhead": 3e-3, "draft_overhead": 5e-4}
+    for b in (1, 64):
+        chain = cost.batch_speedup(calibrate.QWEN3_8B, calibrate.EAGLE3_QWEN3_8B, "H100-SXM", b, 3, alpha, 200, **knobs)
+        tree = calibrate.tree_speedup(calibrate.QWEN3_8B, calibrate.EAGLE3_QWEN3_8B, "H100-SXM", b, 3, 1, 3, 2.4, 200,
+                                      **knobs)
+        assert tree == pytest.approx(chain, rel=1e-12)
+    # verifying 21 tree tokens for 2.92 accepted loses to the chain once the verify pass is compute-bound
+    wide = calibrate.tree_speedup(calibrate.QWEN3_8B, calibrate.EAGLE3_QWEN3_8B, "H100-SXM", 64, 3, 4, 21, 2.92, 200)
+    chain = calibrate.tree_speedup(calibrate.QWEN3_8B, calibrate.EAGLE3_QWEN3_8B, "H100-SXM", 64, 3, 1, 3, 2.25, 200)
+    assert wide < chain
+
+
+def test_derated_scales_only_the_peaks():
+    h100 = hardware.accelerator("H100-SXM")
+    half = calibrate.derated("H100-SXM", 0.5)
+    assert half.peak("bf16") == h100.peak("bf16") / 2 and half.mem_bandwidth == h100.mem_bandwidth
+    for bad in (0.0, 1.5):
+        with pytest.raises(validate.BadArgument):
+            calibrate.derated("H100-SXM", bad)
+    cases = calibrate.cases(*FIG1C)
+    rows = calibrate.efficiency_scan(cases, (1.0, 0.5))
+    assert [r["efficiency"] for r in rows] == [1.0, 0.5]
+    assert rows[0]["rms_log"] == pytest.approx(calibrate.fit(cases).rms_log)
+
+
+def test_curve_keeps_everything_but_the_batch():
+    case = calibrate.cases(*FIG1C)[2]
+    knobs = cost.calibration("H100-SXM", "specdecode_bench")
+    assert calibrate.curve(case, [64], **knobs) == [case.speedup(**knobs)]
+    assert calibrate.curve(case, [1, 128]) == pytest.approx([c.speedup() for c in calibrate.cases(*FIG1C)][::3])
+
+
+def test_predictor_pass_time_by_hand():
+    # B = 2, n = 4, L = 1000 with the published coefficients, added up by hand
+    by_hand = 3.92645679e-08 * 2 * 1000 + 2.10103129e-05 * 8 + 5.88590713e-03 + 1.20683946e-03
+    assert calibrate.predictor_pass_time(2, 4, 1000) == pytest.approx(by_hand, rel=1e-12)
+    with pytest.raises(validate.BadArgument):
+        calibrate.predictor_pass_time(0, 1, 0)
+
+
+def test_vary_changes_only_what_it_is_told():
+    cases = calibrate.cases(*FIG1C)
+    tp2 = calibrate.vary(cases, tp=2, context=100)
+    assert [(c.tp, c.context, c.batch, c.measured) for c in tp2] == [(2, 100, c.batch, c.measured) for c in cases]
+    with pytest.raises(validate.BadArgument, match="input to vary"):
+        calibrate.vary(cases, measured=2.0)

@@ -1,0 +1,185 @@
+"""The published record: every file loads, every number carries its provenance, broken records are
+rejected, and the values agree with what the sources' own text says (an independent reading)."""
+
+import copy
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from specnotes import cost, hardware, published, validate
+
+FOLDER = resources.files("specnotes").joinpath("data", "published")
+BIB = Path(__file__).resolve().parents[1] / "book" / "references.bib"
+
+
+def raw(name):
+    return json.loads(FOLDER.joinpath(f"{name}.json").read_text(encoding="utf-8"))
+
+
+def test_names_lists_the_shipped_files():
+    assert published.names() == sorted(p.name[:-5] for p in FOLDER.iterdir() if p.name.endswith(".json"))
+    assert {"specdecode_bench", "magicdec", "vllm_blog_2024", "interconnect"} <= set(published.names())
+
+
+@pytest.mark.parametrize("name", published.names())
+def test_every_series_carries_source_and_how_it_was_read(name):
+    # checked on the raw JSON, independently of the loader
+    doc = raw(name)
+    assert doc["name"] == name and doc["reference"] and doc["url"].startswith("http")
+    for s in doc["series"]:
+        src = s["source"]
+        assert src.get("url", "").startswith("http") or (
+            src["repo"].count("/") == 1 and src["path"] and re.fullmatch(r"[0-9a-f]{40}", src["commit"])), s["id"]
+        assert len(s["how_read"]) >= 20 and s["figure"] and "uncertainty" in s, s["id"]
+        assert ("points" in s) != ("values" in s), s["id"]
+        for key, value in s["setup"].items():
+            assert (value is None) == (key in s["missing"]), (s["id"], key)
+    assert published.load(name).name == name
+
+
+@pytest.mark.parametrize("name", published.names())
+def test_every_reference_is_in_the_bibliography(name):
+    keys = set(re.findall(r"^@\w+\{([^,]+),", BIB.read_text(encoding="utf-8"), flags=re.M))
+    assert set(published.load(name).reference) <= keys
+
+
+def test_unknown_source_names_the_known_ones():
+    with pytest.raises(validate.BadArgument, match="magicdec"):
+        published.load("nope")
+
+
+def _broken():
+    """Deliberately wrong records, each of which the loader must reject."""
+    def edit(fn):
+        doc = raw("magicdec")
+        fn(doc)
+        return doc
+    s0 = lambda d: d["series"][0]  # noqa: E731
+    return {
+        "no how_read": edit(lambda d: s0(d).pop("how_read")),
+        "how_read too short": edit(lambda d: s0(d).update(how_read="by eye")),
+        "no source": edit(lambda d: s0(d).update(source={})),
+        "short commit": edit(lambda d: s0(d)["source"].update(commit="09cd671")),
+        "repo without path": edit(lambda d: s0(d)["source"].pop("path")),
+        "null without a reason": edit(lambda d: s0(d)["setup"].update(dataset=None)),
+        "reason for a value that is given": edit(lambda d: s0(d)["missing"].update(dataset="?")),
+        "unknown accelerator": edit(lambda d: s0(d)["setup"].update(accelerator="A100")),
+        "reversed range": edit(lambda d: s0(d)["setup"].update(draft_context=[512, 256])),
+        "point with an extra key": edit(lambda d: s0(d)["points"][0].update(extra=1)),
+        "point that is not a number": edit(lambda d: s0(d)["points"][0].update(speedup="1.2")),
+        "points and values": edit(lambda d: s0(d).update(values={"a": 1.0}, units={"a": "s"})),
+        "values without units": edit(lambda d: d["series"].append(
+            {**{k: v for k, v in s0(d).items() if k not in ("points", "columns")}, "id": "x", "values": {"a": 1.0}})),
+        "duplicate ids": edit(lambda d: d["series"].append(copy.deepcopy(s0(d)))),
+        "unknown series key": edit(lambda d: s0(d).update(reed_by="eye")),
+        "negative uncertainty": edit(lambda d: s0(d).update(uncertainty=-0.1)),
+        "wrong name": edit(lambda d: d.update(name="magic")),
+        "empty series": edit(lambda d: d.update(series=[])),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_broken()))
+def test_broken_records_are_rejected(case):
+    with pytest.raises(validate.BadArgument, match="published record"):
+        published.parse(_broken()[case], "magicdec")
+
+
+def test_the_unbroken_record_parses():
+    # the control for the list above: the same record, unedited, is accepted
+    assert published.parse(raw("magicdec"), "magicdec").ids() == published.load("magicdec").ids()
+
+
+# ---- the values against the sources' own words (read independently of the figures)
+
+def test_specdecode_bench_figure_agrees_with_its_text():
+    sdb = published.load("specdecode_bench")
+    # "By batch size 128, this drops to 1.21x for Llama-3.1-8B on GSM8K" (EAGLE)
+    assert sdb["fig1a_eagle"].where(batch=128)[0]["speedup"] == pytest.approx(1.21, abs=0.006)
+    # "At batch size 1, EAGLE achieves up to 1.96x speedup on Llama-3-70B"
+    best = max(sdb[f"fig1{p}_eagle"].where(batch=1)[0]["speedup"] for p in "efgh" if p != "h")
+    assert best == pytest.approx(1.96, abs=0.01)
+    # "1.65x -> 1.85x for EAGLE on Qwen3-8B/GSM8K going from chain k=3 to tree k=21"
+    assert sdb["fig2a_eagle3_chain_k3"].where(batch=1)[0]["speedup"] == pytest.approx(1.65, abs=0.006)
+    assert sdb["fig2a_eagle3_tree_k21"].where(batch=1)[0]["speedup"] == pytest.approx(1.85, abs=0.006)
+    # "by batch size 64, the k=21 tree falls below 1x speedup on all workloads"
+    assert all(s.where(batch=64)[0]["speedup"] < 1 for s in sdb.series if s.id.endswith("tree_k21"))
+
+
+def test_specdecode_bench_headline_series():
+    s = published.load("specdecode_bench")["fig1c_eagle3"]
+    assert s.column("batch") == [1, 16, 64, 128]
+    # the issue's by-eye reading (1.70, 1.67, 1.54, 1.29) agrees within the eye's +-0.03
+    assert s.column("speedup") == pytest.approx([1.70, 1.67, 1.54, 1.29], abs=0.03)
+    assert s.setup["k"] == 3 and s.setup["accelerator"] == "H100-SXM" and s.setup["engine_version"] == "0.10.1"
+    # E[N] = 2.2548 at k = 3 is alpha ~ 0.62: (1 - a^4)/(1 - a) by hand at a = 0.62 is 2.2422
+    assert cost.expected_tokens(0.62, 3) == pytest.approx(1 + 0.62 + 0.62**2 + 0.62**3)
+    assert cost.expected_tokens(0.62, 3) < s.setup["tokens_per_iteration"] < cost.expected_tokens(0.63, 3)
+
+
+def test_predictor_kv_term_is_the_h100_bandwidth_roofline():
+    # the authors' fitted seconds per cached token vs Llama-3-8B's KV bytes (2·32·8·128·2) over the
+    # datasheet bandwidth: an independent check that the fit's KV term is memory-bound
+    values = published.load("specdecode_bench")["predictor_llama8b_h100"].values
+    roofline = (2 * 32 * 8 * 128 * 2) / hardware.accelerator("H100-SXM").mem_bandwidth
+    assert values["target_c_kv"] == pytest.approx(roofline, rel=0.005)
+
+
+def test_magicdec_figure_and_tables():
+    md = published.load("magicdec")
+    fig = md["fig6c_llama31_selfspec_a100"]
+    table = md["table_a100_llama31_selfspec"]
+    # at 32k and B = 32 the figure and the table agree (1.22), and at 100k (1.84)
+    assert fig.where(context=32000, batch=32)[0]["speedup"] == pytest.approx(1.22, abs=0.005)
+    assert fig.where(context=100000, batch=32)[0]["speedup"] == pytest.approx(
+        md["table2_a100_llama31_selfspec"].where(context=100000)[0]["speedup"], abs=0.005)
+    assert [p["speedup"] for p in table.where(context=32000)] == [1.22, 1.38, 1.47]
+    assert [p["k"] for p in table.where(context=32000)] == [3, 3, 4]
+    # the blog's claim: the speedup rises with batch size at long context (figure, 16k and up)
+    for context in (16000, 24000, 32000, 64000):
+        speedups = [p["speedup"] for p in sorted(fig.where(context=context), key=lambda p: p["batch"])]
+        assert speedups == sorted(speedups), context
+    assert md["acceptance_llama31_budget512"].where(context=32000)[0]["alpha"] == 0.81
+    assert fig.setup["tp"] == 8 and fig.bounds("draft_context") == (512, 512)
+    assert table.bounds("draft_context") == (256, 512)
+
+
+def test_vllm_blog_bars_agree_with_its_captions():
+    blog = published.load("vllm_blog_2024")
+    qps1 = blog["fig5_draft_model_sharegpt"].where(qps=1)[0]
+    assert qps1["latency_plain"] / qps1["latency_sd"] == pytest.approx(1.5, abs=0.1)  # "up to 1.5x"
+    qps1 = blog["fig6_ngram_cnn"].where(qps=1)[0]
+    assert qps1["latency_plain"] / qps1["latency_sd"] == pytest.approx(2.8, abs=0.15)  # "up to 2.8x"
+    draft, ngram = blog["fig7_high_qps"].points
+    assert draft["latency_sd"] / draft["latency_plain"] == pytest.approx(1.4, abs=0.05)  # "1.4x slowdown"
+    assert ngram["latency_sd"] / ngram["latency_plain"] == pytest.approx(1.8, abs=0.1)  # "1.8x slowdown"
+
+
+def test_interconnect_matches_the_accelerator_table():
+    inter = published.load("interconnect")
+    for sid, row in (("nvlink_a100", "A100-80GB"), ("nvlink_h100", "H100-SXM")):
+        values = inter[sid].values
+        assert values["link_bandwidth_total"] == hardware.accelerator(row).link_bandwidth
+        assert values["link_bandwidth_per_direction"] * 2 == values["link_bandwidth_total"]
+        assert values["link_bandwidth_total"] == values["links"] * 50e9  # 50 GB/s per NVLink 3/4 link
+
+
+def test_series_accessors_check_their_arguments():
+    s = published.load("magicdec")["fig6c_llama31_selfspec_a100"]
+    with pytest.raises(validate.BadArgument, match="column"):
+        s.column("latency")
+    with pytest.raises(validate.BadArgument, match="not a number"):
+        s.bounds("dataset")
+    with pytest.raises(validate.BadArgument, match="no series"):
+        published.load("magicdec")["nope"]
+
+
+def test_describe_lists_the_provenance_wrapped():
+    s = published.load("specdecode_bench")["fig1c_eagle3"]
+    text = s.describe(width=80)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for word in ("figure:", "source:", "how read:", "uncertainty:", "setup:", "missing:", "fb0e242", "0.10.1"):
+        assert word in text
+    assert "temperature: not stated" in " ".join(text.split())
