@@ -276,6 +276,21 @@ def test_check_shared_kv():
         cx.check_fall([1.0, 2.0], [1.0])
 
 
+def test_kv_anchored_ratios_by_hand():
+    # 8 sequences of a shape with 16 KiB of KV per token (32 KV heads of 128, K and V, bf16) on a 1 GB/s
+    # device: 131 µs per extra token of context, for both passes
+    shape = cost.ModelShape(1, 4096, 32, 32, 128, 100)
+    assert shape.kv_bytes_per_token == 2 * 32 * 128 * 2
+    per_token = 8 * shape.kv_bytes_per_token / 1e9
+    dev = cx.hardware.Accelerator("toy", {"bf16": 1e12}, 1e9, 0.0, "test")
+    got = cx.kv_anchored_ratios(0.010, 0.030, shape, dev, 8, 256, (256, 512, 1 << 20))
+    assert got[0] == pytest.approx(3.0)
+    assert got[1] == pytest.approx((0.030 + 256 * per_token) / (0.010 + 256 * per_token))
+    assert 1 < got[2] < got[1] and got[2] == pytest.approx(1, abs=1e-3)  # tends to 1: both read the same caches
+    with pytest.raises(ValueError, match=r"contexts\[0\] must be an integer >= 256"):
+        cx.kv_anchored_ratios(0.01, 0.03, shape, dev, 8, 256, (128,))
+
+
 def test_verify_batch_is_past_the_ridge():
     # H100: B(k+1) tokens reach the ridge (295) at B = 59; verify costs twice decode near B = 118
     b = cx.verify_batch(LLAMA_3_8B, H100, 4)

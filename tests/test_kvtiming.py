@@ -58,14 +58,51 @@ def test_context_sweep_says_why_it_stopped(one_thread, kwargs, stopped, contexts
 
 
 def test_context_sweep_stops_once_it_sees_the_fall(monkeypatch, one_thread):
-    # a fake clock-free check: pretend every verify/decode ratio after the first has halved
-    seen = iter([False, True])
-    monkeypatch.setattr(kvtiming.context, "excess_halved", lambda first, last: next(seen))
+    # pretend every ratio after the first has halved: the sweep still goes on until the caches (2 sequences ×
+    # 512 bytes per token) weigh what the weights do (2 layers of 36,864 fp32 parameters and a 64-parameter
+    # head): L = 512
+    monkeypatch.setattr(kvtiming.context, "excess_halved", lambda first, last: first != last)
+    weights = 4 * (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128) + 64)
+    assert TINY.weight_bytes_total == weights and TINY.kv_bytes_per_token == 512
     s = sweep(budget_s=60.0, max_kv_bytes=1e9)
-    assert s.stopped == "seen" and s.contexts == [8, 16]
+    assert s.stopped == "seen" and s.contexts == [8, 16, 32, 64, 128, 256, 512]
+    assert 2 * 512 * 512 >= weights > 2 * 512 * 256
 
 
 def test_context_sizes_on_a_cpu():
     sizes = kvtiming.context_sizes("cpu", "fp32")
     assert sizes.shape.n_layers == 1 and sizes.shape.compute == "fp32" and sizes.shape.weight_bytes == 4
     assert sizes.k == 4 and sizes.budget_s <= 20
+
+
+def test_verify_batch_doubles_until_verify_costs_twice_decode(monkeypatch, one_thread):
+    # fake pass times: decode 1 ms whatever B; verify (k+1 tokens) 1 ms up to B = 4, then grows with B
+    def fake(st, batch, k, ctx, caches, warmup, repeats, point_s):
+        verify = 1e-3 * max(1.0, batch / 4)
+        rec = lambda ts: type("R", (), {"samples": ts})()
+        return rec([1e-3, 2e-3, 1e-3]), rec([verify, 2 * verify, 9 * verify])
+
+    monkeypatch.setattr(kvtiming, "_pass_records", fake)
+    st = stack.build_stack(TINY, "cpu", torch.float32)
+    b, tried = kvtiming.verify_batch(st, 3, 8)
+    assert b == 8 and tried == [(1, 1.0), (2, 1.0), (4, 1.0), (8, 2.0)]  # median of pairwise ratios
+    assert kvtiming.verify_batch(st, 3, 8, limit=4)[0] == 4  # never twice: the limit
+    with pytest.raises(ValueError, match="ratio must be a number > 1"):
+        kvtiming.verify_batch(st, 3, 8, ratio=1.0)
+
+
+def test_paired_ratio_is_robust_to_a_slow_spell():
+    rec = lambda ts: type("R", (), {"samples": ts})()
+    # a slow spell hits pair 3 (both passes 5× slower): the pairs keep their ratio
+    assert kvtiming.paired_ratio(rec([1.0, 1.0, 5.0, 1.0]), rec([2.0, 2.0, 10.0, 2.0])) == 2.0
+    # and a spike in one pass of one pair is outvoted
+    assert kvtiming.paired_ratio(rec([1.0, 5.0, 1.0, 1.0, 1.0]), rec([2.0] * 5)) == 2.0
+
+
+def test_tiled_noise_repeats_one_block():
+    gen = torch.Generator().manual_seed(0)
+    t = kvtiming._tiled((2, 3, 600, 4), torch.float32, "cpu", gen, block=256)
+    assert t.shape == (2, 3, 600, 4) and t.is_contiguous()
+    torch.testing.assert_close(t[:, :, 256:512], t[:, :, :256])
+    torch.testing.assert_close(t[:, :, 512:], t[:, :, :88])
+    assert t[:, :, :256].std() > 0.5  # noise, not a constant

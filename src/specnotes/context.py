@@ -370,6 +370,21 @@ def check_shared_kv(measured: float, model: float, k: int) -> None:
                              f"reads of the cache; the model for this device says {model:.2f}×")
 
 
+def kv_anchored_ratios(t_decode: float, t_verify: float, shape: ModelShape, accel, batch: int, start: int,
+                       contexts) -> list[float]:
+    """verify/decode at each context if both passes cost what they measured at ``start`` plus the KV
+    bytes the extra context adds at the accelerator's bandwidth: B·(L − start)·KV(1) / BW, the same for
+    both passes (each reads every cached token once). The chapter's mechanism alone, anchored at one
+    measurement: matmuls as measured, no roofline peak involved."""
+    accel = hardware.accelerator(accel)
+    t_decode = validate.number("t_decode", t_decode, low=0, low_open=True)
+    t_verify = validate.number("t_verify", t_verify, low=0, low_open=True)
+    batch, start = validate.integer("batch", batch, low=1), validate.integer("start", start, low=0)
+    extra = [batch * (ell - start) * shape.kv_bytes_per_token / accel.mem_bandwidth
+             for ell in validate.integers("contexts", contexts, low=start)]
+    return [(t_verify + x) / (t_decode + x) for x in extra]
+
+
 def verify_batch(shape: ModelShape, accel, k: int, context: int = 0, overhead: float = 0.0, ratio: float = 2.0,
                  limit: int = 4096) -> int:
     """The smallest power-of-two batch at which this device's model puts a verify pass (k + 1 tokens per

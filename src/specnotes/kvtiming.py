@@ -13,6 +13,7 @@ Timing is ``measure.time_fn`` (synchronized, warmed up, median and quartiles); e
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 
@@ -27,7 +28,7 @@ class ContextSizes:
 
     shape: the layer stack (``measure.stack_sizes``' target: Chapters 2 and 4 time the same layers);
     k: draft tokens (verify passes have k + 1); start: the first context of the sweep;
-    attention_contexts: the contexts of the attention-only measurement;
+    attention_batches, attention_contexts: the attention-only measurement's grid;
     budget_s: seconds the context sweep may take; max_kv_bytes: the largest cache it builds;
     warmup, repeats, point_s: per timed point, at most ``repeats`` samples and about ``point_s`` seconds
     (never fewer than 3 samples): cheap calls get many samples, so a quiet one is among them;
@@ -37,6 +38,7 @@ class ContextSizes:
     shape: cost.ModelShape
     k: int
     start: int
+    attention_batches: tuple[int, ...]
     attention_contexts: tuple[int, ...]
     budget_s: float
     max_kv_bytes: float
@@ -54,22 +56,26 @@ def context_sizes(device=None, dtype=None) -> ContextSizes:
         # 4 of Llama-3-8B's layers (the stack of Chapters 2 and 4); the weights and the KV cache read the same
         # bytes at L_kv = 106k / B tokens, ~800 at the batches a GPU's ridge asks for (~128); caches up to 8 GB
         # (half a T4)
-        return ContextSizes(shape, k=4, start=256, attention_contexts=(1024, 2048, 4096, 8192, 16384, 32768),
+        return ContextSizes(shape, k=4, start=256, attention_batches=(1, 64),
+                            attention_contexts=(1024, 2048, 4096, 8192, 16384, 32768),
                             budget_s=60.0, max_kv_bytes=8e9, warmup=5, repeats=20, point_s=1.0)
     # One layer of Chapters 2 and 4's CPU stack (d = 2048, 16 heads sharing 4 KV heads, 94 MB in bf16: three
     # times a 32 MB L3). Weights and cache read the same bytes at L_kv = 23k / B tokens, a few thousand at the
     # batches a CPU's ridge asks for (8-32); a cache of a few hundred MB is several times the weights, and the
-    # sweep stays within ~15 s. One thread: on a machine shared with other work, a second thread mostly waits
+    # sweep stays within ~10 s. One thread: on a machine shared with other work, a second thread mostly waits
     # for the first (a parallel region needs both cores at once), which turns sub-millisecond calls into 10 ms.
     one = replace(shape, n_layers=1, name=f"one layer, d={shape.d_model}")
-    return ContextSizes(one, k=4, start=256, attention_contexts=(512, 1024, 2048, 4096, 8192),
-                        budget_s=15.0, max_kv_bytes=0.6e9, warmup=2, repeats=30, point_s=0.4, threads=1)
+    # Attention alone at B = 1 and 8: a CPU's attention kernel streams a cache several times slower than a copy,
+    # so a batch of 8 sequences of 8k tokens (134 MB) already takes tens of milliseconds.
+    return ContextSizes(one, k=4, start=256, attention_batches=(1, 8), attention_contexts=(512, 2048, 8192),
+                        budget_s=10.0, max_kv_bytes=0.6e9, warmup=2, repeats=30, point_s=0.25, threads=1)
 
 
 def layer_shape(shape: cost.ModelShape) -> cost.ModelShape:
     """One layer of ``shape``, no LM head: what one attention call works on."""
+    name = shape.name if shape.n_layers == 1 else f"{shape.name}, one layer"
     return stack.stack_shape(1, shape.d_model, shape.n_heads, shape.n_kv_heads, shape.d_ff,
-                             name=f"{shape.name}, one layer").in_dtype(shape.compute)
+                             name=name).in_dtype(shape.compute)
 
 
 def _noise(size, dtype, device, gen) -> torch.Tensor:
@@ -82,8 +88,16 @@ def attention_inputs(shape: cost.ModelShape, batch: int, new_tokens: int, contex
     gen = torch.Generator().manual_seed(seed)
     q = _noise((batch, shape.n_heads, new_tokens, shape.d_head), dtype, device, gen)
     kv_size = (batch, shape.n_kv_heads, context + new_tokens, shape.d_head)
-    return (q, _noise(kv_size, dtype, device, gen), _noise(kv_size, dtype, device, gen),
+    return (q, _tiled(kv_size, dtype, device, gen), _tiled(kv_size, dtype, device, gen),
             stack.causal_mask(new_tokens, context, device))
+
+
+def _tiled(size, dtype, device, gen, block: int = 256) -> torch.Tensor:
+    """Noise of ``size`` [..., length, d] drawn for ``block`` positions and tiled along the length: the bytes
+    are what a pass pays for, and drawing a GB of noise would cost seconds."""
+    *lead, length, d = size
+    noise = _noise((*lead, min(block, length), d), dtype, device, gen)
+    return noise.repeat(*([1] * len(lead)), -(-length // block), 1)[..., :length, :].contiguous()
 
 
 def attention_time(shape: cost.ModelShape, batch: int, new_tokens: int, context: int, dtype=None, device=None, *,
@@ -134,7 +148,8 @@ def attention_sweep(shape: cost.ModelShape, batches, new_tokens, contexts, dtype
 
 @dataclass
 class ContextSweep:
-    """Decode and verify records of one stack at growing context, and why the sweep stopped:
+    """Decode and verify records of one stack at growing context (samples taken in alternation), and why
+    the sweep stopped:
     ``"seen"`` (the ratio fell halfway to 1), ``"budget"`` or ``"memory"``."""
 
     batch: int
@@ -147,18 +162,39 @@ class ContextSweep:
     def contexts(self) -> list[int]:
         return [r.params["context"] for r in self.decode]
 
-    def ratios(self, pick=min) -> list[float]:
-        """verify/decode at each context; ``pick`` reduces a record's samples (default: the fastest,
-        since contention only adds time)."""
-        return [pick(v.samples) / pick(d.samples) for d, v in zip(self.decode, self.verify, strict=True)]
+    def ratios(self) -> list[float]:
+        """verify/decode at each context: the median over pairs of samples taken one after the other
+        (``paired_ratio``)."""
+        return [paired_ratio(d, v) for d, v in zip(self.decode, self.verify, strict=True)]
 
 
-def _pass_record(st: stack.LayerStack, batch: int, new_tokens: int, ctx: int, caches, warmup: int,
-                 repeats: int, point_s: float | None) -> measure.Record:
-    x, _, groups = stack.pass_inputs(st, batch, new_tokens, 0)  # inputs only: the cache is shared
+def paired_ratio(decode: measure.Record, verify: measure.Record) -> float:
+    """The median of verify/decode over samples taken in alternation (pair i: decode i, then verify i), so
+    that a slow spell of a shared machine slows both sides of a pair, not one pass's whole record."""
+    return statistics.median(v / d for d, v in zip(decode.samples, verify.samples, strict=True))
+
+
+def _pass_records(st: stack.LayerStack, batch: int, k: int, ctx: int, caches, warmup: int, repeats: int,
+                  point_s: float | None) -> tuple[measure.Record, measure.Record]:
+    """A decode and a verify pass over the same caches, warmed up, then timed in alternation: ``repeats``
+    pairs at most, at least 3, about ``point_s`` seconds of them."""
+    calls = []
+    for n in (1, k + 1):
+        x, _, groups = stack.pass_inputs(st, batch, n, 0)  # inputs only: the cache is shared
+        calls.append(lambda x=x, groups=groups: stack.forward(st, x, caches, ctx, groups))
+    samples: tuple[list[float], list[float]] = ([], [])
+    began = time.perf_counter()
     with torch.inference_mode():
-        timing = measure.time_fn(lambda: stack.forward(st, x, caches, ctx, groups), warmup=warmup, repeats=repeats,
-                                 device=st.device, budget_s=point_s)
+        for call in calls:
+            measure.time_fn(call, warmup=max(warmup - 1, 0), repeats=1, device=st.device)
+        while len(samples[0]) < repeats and (len(samples[0]) < 3 or point_s is None
+                                             or time.perf_counter() - began < 2 * point_s):
+            for call, out in zip(calls, samples, strict=True):
+                out.extend(measure.time_fn(call, warmup=0, repeats=1, device=st.device).samples)
+    return tuple(_record(st, batch, n, ctx, measure.Timing(out)) for n, out in zip((1, k + 1), samples, strict=True))
+
+
+def _record(st: stack.LayerStack, batch: int, new_tokens: int, ctx: int, timing: measure.Timing) -> measure.Record:
     model = cost.forward_cost(st.shape, batch, new_tokens, ctx)
     extra = {"flops": model.flops, "bytes": model.bytes, "tokens": model.tokens, "intensity": model.intensity,
              "gb_per_s": model.bytes / timing.median / 1e9}
@@ -166,30 +202,41 @@ def _pass_record(st: stack.LayerStack, batch: int, new_tokens: int, ctx: int, ca
     return measure.Record.from_timing("stack_pass", params, timing, st.device, st.dtype, extra)
 
 
-def _cache(st: stack.LayerStack, batch: int, length: int, seed: int = 0, block: int = 256):
-    """Per layer, K and V [batch, n_kv_heads, length, d_head]: noise in blocks of ``block`` tokens, tiled
-    along the length (the bytes are what a pass pays for; drawing a GB of noise would cost seconds)."""
+def _cache(st: stack.LayerStack, batch: int, length: int, seed: int = 0):
+    """Per layer, K and V [batch, n_kv_heads, length, d_head] (``_tiled`` noise)."""
     gen = torch.Generator().manual_seed(seed)
-    s = st.shape
-    tiles = -(-length // block)
+    size = (batch, st.shape.n_kv_heads, length, st.shape.d_head)
+    return [tuple(_tiled(size, st.dtype, st.device, gen) for _ in range(2)) for _ in range(st.shape.n_layers)]
 
-    def tensor():
-        noise = _noise((batch, s.n_kv_heads, min(block, length), s.d_head), st.dtype, st.device, gen)
-        return noise.repeat(1, 1, tiles, 1)[:, :, :length].contiguous()
 
-    return [(tensor(), tensor()) for _ in range(s.n_layers)]
+def verify_batch(st: stack.LayerStack, k: int, context: int, ratio: float = 2.0, limit: int = 256, *,
+                 warmup: int = 2, repeats: int = 5, point_s: float | None = None) -> tuple[int, list]:
+    """The smallest power-of-two batch at which a verify pass (k + 1 tokens per sequence) measured at least
+    ``ratio`` times a decode pass at ``context`` (``paired_ratio``), doubling B from 1; ``limit`` if none up
+    to it did. Returns (batch, [(B, measured ratio), ...])."""
+    k, ctx = validate.integer("k", k, low=1), validate.integer("context", context, low=0)
+    ratio = validate.number("ratio", ratio, low=1, low_open=True)
+    limit = validate.integer("limit", limit, low=1)
+    tried, b = [], 1
+    while True:
+        measured = paired_ratio(*_pass_records(st, b, k, ctx, _cache(st, b, ctx + k + 1), warmup, repeats, point_s))
+        tried.append((b, measured))
+        if measured >= ratio or b >= limit:
+            return b, tried
+        b = min(2 * b, limit)
 
 
 def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budget_s: float, max_kv_bytes: float,
                   warmup: int = 2, repeats: int = 5, point_s: float | None = None,
                   progress: bool = True) -> ContextSweep:
     """Decode and verify passes of ``st`` at L = start, 2·start, ... over one cache per L (both passes read
-    the same L cached tokens; verify writes k + 1 new entries, decode one). Stops after the first L at
-    which the fastest-sample ratio has fallen halfway to 1 (``context.excess_halved``), once ``budget_s``
-    seconds would be spent by the next L (the last one's time scaled by the growth of a pass's bytes), or
-    before a cache larger than ``max_kv_bytes``. It always measures two contexts if the memory cap allows:
-    one ratio says nothing about a fall. ``point_s``: about how long each pass's samples may take
-    (``measure.time_fn``'s budget; at least 3 samples)."""
+    the same L cached tokens; verify writes k + 1 new entries, decode one), timed in alternation. Stops after
+    the first L at which the ratio (``paired_ratio``) has fallen halfway to 1 (``context.excess_halved``) with
+    caches that weigh at least as much as the weights (L ≥ L_kv(B): before that the mechanism cannot have
+    acted, and a fall is noise), once ``budget_s`` seconds would be spent by the next L (the last one's time
+    scaled by the growth of a pass's bytes), or before a cache larger than ``max_kv_bytes``. It always
+    measures two contexts if the memory cap allows: one ratio says nothing about a fall. ``point_s``: about
+    how long each pass's samples may take (at least 3 pairs, at most ``repeats``)."""
     from tqdm.auto import tqdm
 
     batch, k = validate.integer("batch", batch, low=1), validate.integer("k", k, low=1)
@@ -204,12 +251,14 @@ def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budge
         bar.set_postfix(B=batch, L=ctx)
         point = time.perf_counter()
         caches = _cache(st, batch, ctx + k + 1)
-        sweep.decode.append(_pass_record(st, batch, 1, ctx, caches, warmup, repeats, point_s))
-        sweep.verify.append(_pass_record(st, batch, k + 1, ctx, caches, warmup, repeats, point_s))
+        decode, verify = _pass_records(st, batch, k, ctx, caches, warmup, repeats, point_s)
+        sweep.decode.append(decode)
+        sweep.verify.append(verify)
         del caches
         bar.update()
         ratios = sweep.ratios()
-        if context.excess_halved(ratios[0], ratios[-1]):
+        caches_weigh = batch * st.shape.kv_bytes_per_token * ctx >= st.shape.weight_bytes_total
+        if caches_weigh and context.excess_halved(ratios[0], ratios[-1]):
             sweep.stopped = "seen"
             break
         now = time.perf_counter()
