@@ -49,14 +49,19 @@ class DraftModelDrafter:
     def device(self):
         return self.model.lm_head.weight.device
 
-    def start(self, prompts: list[torch.Tensor], capacity: int):
-        padded, lengths = pad_prompts(prompts)
-        padded, lengths = padded.to(self.device), lengths.to(self.device)
+    def start(self, prompts: list[torch.Tensor], capacity: int, cache=None):
+        """``cache``: an empty cache of your own (default: a new ``KVCache``), or one that already
+        holds ``cache.lengths[b]`` leading tokens of prompt b (a prefix-cache hit, Chapter 9)."""
         B = len(prompts)
-        config = self.model.config
-        layers = self.model.check_exit_layer(self.exit_layer)  # an early exit caches only its layers
-        config = replace(config, n_layers=layers, exit_layer=None)
-        self.cache = KVCache(config, B, capacity, self.model.lm_head.weight.dtype, self.device)
+        if cache is None:
+            config = self.model.config
+            layers = self.model.check_exit_layer(self.exit_layer)  # an early exit caches only its layers
+            config = replace(config, n_layers=layers, exit_layer=None)
+            cache = KVCache(config, B, capacity, self.model.lm_head.weight.dtype, self.device)
+        self.cache = cache
+        done = cache.lengths.tolist()
+        rest, lengths = pad_prompts([p[n:] for p, n in zip(prompts, done, strict=True)])
+        padded, lengths = rest.to(self.device), lengths.to(self.device)
         if padded.shape[1] > 1:  # prefill every prompt but its last token (ragged: padding masked)
             self.forward(padded[:, :-1], n_valid=lengths - 1)
             self.passes += 1

@@ -80,6 +80,14 @@ class KVCache:
         self.k[layer].scatter_(2, index, k)
         self.v[layer].scatter_(2, index, v)
 
+    def reserve(self, positions: torch.Tensor, n_valid: torch.Tensor | None = None):
+        """Room for a pass that writes ``positions`` [B, n] (rows past ``n_valid[b]`` are padding).
+        A contiguous cache has it already; a paged one (``specnotes.kvcache``) allocates blocks here."""
+
+    def read(self, layer: int, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [B, H, context, D] of positions 0..context-1 of every sequence."""
+        return self.k[layer, :, :, :context], self.v[layer, :, :, :context]
+
     def rollback(self, new_lengths: torch.Tensor):
         """Forget every position at or past ``new_lengths[b]`` in sequence b."""
         new_lengths = torch.as_tensor(new_lengths, dtype=torch.int64, device=self.lengths.device)
@@ -136,10 +144,8 @@ class Block(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             cache.write(layer, k, v, positions)
-            context = mask.shape[-1]
-            y = F.scaled_dot_product_attention(
-                q, cache.k[layer, :, :, :context], cache.v[layer, :, :, :context], attn_mask=mask
-            )
+            keys, values = cache.read(layer, mask.shape[-1])
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
         return x + self.wo(y.transpose(1, 2).reshape(B, n, -1))
 
     def mlp(self, x):
@@ -179,6 +185,8 @@ class Transformer(nn.Module):
         """
         n_blocks = self.check_exit_layer(exit_layer)
         positions, mask = self.positions_and_mask(tokens, cache)
+        if cache is not None:
+            cache.reserve(positions, n_valid)
         cos, sin = self.rope_at(positions)
         x = self.tok_emb(tokens)
         for layer, block in enumerate(self.blocks[:n_blocks]):

@@ -472,3 +472,16 @@ def ratio_vs_context(ax=None, curves: Sequence = (), *, ylabel: str = "Verify / 
         ax.set_title(title or "Verify pass over decode pass against context length")
         _legend(ax, source, loc="best", fontsize=8)
     return ax
+
+
+def shade_batches(ax, ranges: Sequence[tuple[float, float]], label: str, *, color: str = "#009E73",
+                  alpha: float = 0.15, source: str | None = None):
+    """Shade batch ranges ``[(first, last), ...]`` of a speedup-vs-batch plot (where speculation pays, say,
+    or where the batch does not fit in memory), one legend entry for all of them. Returns the Axes."""
+    with house_style():
+        for i, (first, last) in enumerate(ranges):
+            ax.axvspan(first, max(last, first), color=color, alpha=alpha, linewidth=0,
+                       label=label if i == 0 else None)
+        if ranges:
+            _legend(ax, source, loc="best")
+    return ax

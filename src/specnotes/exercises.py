@@ -1,0 +1,586 @@
+"""Self-checking problems: ``exercises.check("ch4.p1a", your_answer)`` says "right", or what went wrong.
+
+Every problem's reference answer is computed by the book's own functions (``answer`` below calls the
+problem's answer function; the chapter's folded answer glues the same value), never typed in. A check
+compares your value with it within the problem's tolerance (relative, or exact for integers); if it is
+off, against the typical wrong answers listed for that problem (each computed from the model too, each
+with a hint); then against generic slips (units, a factor of 2, the reciprocal, off by one).
+
+    from specnotes import exercises
+    exercises.check("ch1.p1a", 29.0)      # right: ...
+    exercises.check("ch4.p1a", 971)       # off by a factor of k + 1: did you use B + k? ...
+    exercises.problems()                  # every problem: id, chapter, one-line summary
+    exercises.answer("ch2.p1a")           # the reference value (what the chapter glues)
+
+Ids are ``ch<chapter>.p<problem>`` with a letter per part (``ch1.p1a``, ``ch1.p1b``); a problem whose
+answer is a statement, not a number, is multiple choice (``check("ch2.p3", "b")``).
+
+Adding a problem (chapters 5–9)
+-------------------------------
+One entry in ``PROBLEMS`` (or ``register(Problem(...))`` from anywhere), with an answer function that
+the chapter's hidden answer cell calls too, so the glued answer and the checker cannot disagree::
+
+    Problem("ch5.p1", "05_context_length", "KV bytes read per sequence, Llama-3-8B at L = 8192 (GB)",
+            answer=partial(kv_read_gb, LLAMA_3_8B, 8192), unit="GB",
+            mistakes=(Mistake(partial(kv_read_gb, LLAMA_3_8B, 8192, heads=32), "that counts all 32 query "
+                              "heads: the cache holds n_kv_heads = 8"),))
+
+then, in the notebook, ``glue("p1_kv", exercises.answer("ch5.p1"))`` in the hidden answer cell and a
+check cell after the problem (a markdown line and ``# exercises.check("ch5.p1", your_answer)``, as in
+chapters 1–4). ``tests/test_exercises.py`` runs every entry against its reference answer and against
+each listed mistake (the hint must come back), so an entry with no mistake fails the test.
+``rel`` is the relative tolerance (default 2%: readers round datasheet constants); ``rel=0`` means
+exact (integers: a best k, a batch from a table).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from specnotes import cost, hardware, validate
+from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, LLAMA_3_70B
+
+# Spec-Bench (Xia et al. 2024, github.com/hemingkx/Spec-Bench), Vicuna-7B with a separate draft model
+# (SpS), A100, greedy: mean accepted tokens per iteration, as Chapter 3's table of published pairs
+# quotes it (its row 7; the chapter asserts the two agree).
+SPEC_BENCH_SPS_MEAN_ACCEPTED = 2.28
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A typical wrong answer, computed (``value()``), and what to say when a reader gives it."""
+
+    value: Callable[[], float | str]
+    hint: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    chapter: str  # the notebook's name, e.g. "04_batch_size"
+    summary: str  # the question in one line, with its unit
+    answer: Callable[[], float | str]
+    unit: str = ""
+    rel: float = 0.02  # relative tolerance; 0: exact
+    mistakes: tuple[Mistake, ...] = ()
+    choices: dict[str, str] = field(default_factory=dict)  # multiple choice: letter → statement
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What ``check`` returns: ``right`` and the message (shown as the value's repr in a notebook)."""
+
+    right: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.right
+
+    def __str__(self) -> str:
+        return self.message
+
+    __repr__ = __str__
+
+
+# ---------------------------------------------------------------------------------------------- answers
+# Each computes one quantity with the book's functions; problems bind their arguments with partial.
+
+
+def decode_step_ms(shape: cost.ModelShape, accel: str, dtype: str | None = None, batch: int = 1) -> float:
+    """Roofline time of one decode step, ms (Chapter 1)."""
+    return 1e3 * cost.roofline_time(cost.decode_cost(shape, batch), accel, dtype)
+
+
+def decode_tokens_per_s(shape: cost.ModelShape, accel: str, dtype: str | None = None) -> float:
+    """Tokens per second for one sequence: one token per decode step."""
+    return 1e3 / decode_step_ms(shape, accel, dtype)
+
+
+def compute_time_ms(shape: cost.ModelShape, accel: str, dtype: str, batch: int = 1) -> float:
+    """The FLOP side of the roofline alone, 2PB / peak, ms (a wrong answer at small B)."""
+    return 1e3 * 2 * shape.params * batch / hardware.accelerator(accel).peak(dtype)
+
+
+def weight_read_ms(params: float, weight_bytes: float, accel: str) -> float:
+    """w·P / BW, ms."""
+    return 1e3 * weight_bytes * params / hardware.accelerator(accel).mem_bandwidth
+
+
+def critical_batch(accel: str, dtype: str) -> float:
+    return hardware.accelerator(accel).critical_batch(dtype)
+
+
+def ridge(accel: str, dtype: str = "bf16") -> float:
+    return hardware.accelerator(accel).ridge(dtype)
+
+
+def peak_over_bandwidth(accel: str, dtype: str, times: float = 1.0) -> float:
+    """times · peak / BW: the ridge, or a multiple of it (wrong answers that drop or double w/2)."""
+    return times * hardware.accelerator(accel).ridge(dtype)
+
+
+def overhead_bound_params_b(overhead_s: float, accel: str, weight_bytes: float = 2) -> float:
+    """P at which w·P / BW equals the overhead t0: P = t0 · BW / w, in billions (Chapter 1, Problem 4)."""
+    return overhead_s * hardware.accelerator(accel).mem_bandwidth / weight_bytes / 1e9
+
+
+def free_verify_batch(accel: str, k: int, tokens_per_sequence: int | None = None) -> float:
+    """The largest B with B·(k + 1) tokens per weight read under the ridge: ridge / (k + 1) (Chapter 2).
+    ``tokens_per_sequence`` replaces k + 1 (wrong answers use k)."""
+    return ridge(accel) / (k + 1 if tokens_per_sequence is None else tokens_per_sequence)
+
+
+def b_plus_k_batch(accel: str, k: int) -> float:
+    """The source note's "B + k" rule: ridge − k (wrong when every sequence speculates)."""
+    return ridge(accel) - k
+
+
+def draft_ms(draft: cost.ModelShape, accel: str, batch: int, k: int) -> float:
+    """k autoregressive draft passes, ms."""
+    return 1e3 * cost.draft_time(draft, accel, batch, k)
+
+
+def one_pass_ms(shape: cost.ModelShape, accel: str, batch: int, new_tokens: int) -> float:
+    """One pass over ``new_tokens`` tokens per sequence, ms: a single-pass drafter, or one draft step."""
+    return 1e3 * cost.roofline_time(cost.forward_cost(shape, batch, new_tokens), accel)
+
+
+def implied_alpha(mean_tokens: float, k: int) -> float:
+    """α whose E[N] at k is ``mean_tokens`` (Chapter 3, Problem 1): ``cost.alpha_from_tokens``."""
+    return cost.alpha_from_tokens(mean_tokens, k)
+
+
+def geometric_alpha(mean_tokens: float) -> float:
+    """α from E[N] = 1/(1 − α), the k → ∞ limit (a wrong answer at finite k)."""
+    return 1 - 1 / mean_tokens
+
+
+def drafted_fraction(mean_tokens: float, k: int) -> float:
+    """(E[N] − 1)/k: the fraction of drafted tokens accepted (a different quantity from α)."""
+    return (mean_tokens - 1) / k
+
+
+def largest_paying_c(alpha: float, k: int = 1) -> float:
+    """The c at which ``cost.speedup(alpha, k, c)`` falls to 1, by bisection (k = 1: Corollary 3.9, c = α)."""
+    lo, hi = 0.0, 1.0
+    while cost.speedup(alpha, k, hi) > 1:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cost.speedup(alpha, k, mid) > 1 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def one_minus(x: float) -> float:
+    return 1 - x
+
+
+def optimal_k(alpha: float, c: float) -> int:
+    return cost.optimal_k(alpha, c)
+
+
+def param_ratio(draft: cost.ModelShape, target: cost.ModelShape) -> float:
+    """c in the memory-bound limit: the draft's parameters over the target's."""
+    return draft.params / target.params
+
+
+def derived_crossover(target: cost.ModelShape, draft: cost.ModelShape, accel: str, k: int, alpha: float,
+                      divisor: int | None = None) -> float:
+    """B* ≈ ridge · (E[N] − k·c) / (k + 1), c the parameter ratio (Chapter 4's regime-2 formula).
+    ``divisor`` replaces k + 1 (wrong answers)."""
+    c = param_ratio(draft, target)
+    return ridge(accel) * (cost.expected_tokens(alpha, k) - k * c) / (k + 1 if divisor is None else divisor)
+
+
+def crossover(target: cost.ModelShape, draft: cost.ModelShape, accel: str, k: int, alpha: float) -> int | None:
+    return cost.crossover_batch(target, draft, accel, k, alpha)
+
+
+def best_k_at(target: cost.ModelShape, draft: cost.ModelShape, accel: str, batch: int, alpha: float,
+              k_max: int = 10) -> int:
+    """The k in 1..k_max with the largest ``cost.batch_speedup`` at this batch (Chapter 4, Problem 2)."""
+    return max(range(1, k_max + 1), key=lambda k: cost.batch_speedup(target, draft, accel, batch, k, alpha))
+
+
+def speedup_at(target: cost.ModelShape, draft: cost.ModelShape, accel: str, batch: int, k: int,
+               alpha: float) -> float:
+    return cost.batch_speedup(target, draft, accel, batch, k, alpha)
+
+
+def memory_bound_speedup(target: cost.ModelShape, draft: cost.ModelShape, k: int, alpha: float) -> float:
+    """Leviathan's E[N] / (1 + k·c) with c the parameter ratio: S at small B (a wrong answer at large B)."""
+    return cost.speedup(alpha, k, param_ratio(draft, target))
+
+
+def overhead_only_speedup(source: str, series: str, accel: str, k: int, draft_overhead: bool = True) -> float:
+    """S when the calibration's per-pass overheads dominate every pass: E[N]·t0 / (t0 + k·t0_draft)
+    (Chapter 6, Problem 1); ``draft_overhead=False`` charges each draft pass the target's t0."""
+    from specnotes import published
+
+    tokens = published.load(source)[series].setup["tokens_per_iteration"]
+    knobs = cost.calibration(accel, source)
+    t0, t0_draft = knobs["overhead"], knobs["draft_overhead"] if draft_overhead else knobs["overhead"]
+    return tokens * t0 / (t0 + k * t0_draft)
+
+
+def published_tokens(source: str, series: str) -> float:
+    from specnotes import published
+
+    return published.load(source)[series].setup["tokens_per_iteration"]
+
+
+def calibrated_speedup_at(source: str, series: str, accel: str, batch: int, calibrated: bool = True) -> float:
+    """S at ``batch`` for the data set's first case, with the stored calibration (or idealized)."""
+    from specnotes import calibrate
+
+    case = calibrate.cases(source, series)[0]
+    return calibrate.curve(case, [batch], **(cost.calibration(accel, source) if calibrated else {}))[0]
+
+
+def magicdec_window_speedup(window: int, context: int = 32000, batch: int = 64) -> float:
+    """The idealized S of MagicDec's case at (context, batch) with a draft KV window (Chapter 6, Problem 2)."""
+    from specnotes import calibrate
+
+    cases = calibrate.cases("magicdec", "fig6c_llama31_selfspec_a100", alpha=calibrate.magicdec_alpha)
+    case = next(c for c in cases if (c.context, c.batch) == (context, batch))
+    return calibrate.vary([case], draft_context=window)[0].speedup()
+
+
+# Chapter 6, Problem 3: a hypothetical engine's measurements, given in the problem
+YOUR_ENGINE = {"tokens": 2.4, "k": 3, "context": 1000, "batches": (1, 16, 64, 128),
+               "speedups": (1.90, 1.80, 1.52, 1.20)}
+
+
+def your_engine_fit():
+    """``calibrate.fit`` of Chapter 6, Problem 3's measurements (Llama-3.1-8B + EAGLE-3 on an H100)."""
+    from specnotes import calibrate
+
+    e = YOUR_ENGINE
+    head = calibrate.cases("specdecode_bench", "fig1c_eagle3")[0]
+    alpha = calibrate.alpha_for_tokens(e["tokens"], e["k"])
+    return calibrate.fit([calibrate.Case(f"batch={b}", head.target, head.draft, "H100-SXM", b, e["k"], alpha,
+                                         e["context"], None, 1, s)
+                          for b, s in zip(e["batches"], e["speedups"], strict=True)])
+
+
+def your_engine_knob(name: str, overlap: str | None = None, scale: float = 1e3) -> float:
+    """A knob of the best fit (or of the best fit with one ``overlap`` mode), ms by default."""
+    fit = your_engine_fit()
+    knobs = fit.knobs if overlap is None else fit.by_overlap[overlap]["knobs"]
+    return scale * knobs[name]
+
+
+def your_engine_overlap() -> str:
+    return your_engine_fit().knobs["overlap"]
+
+
+def your_engine_worst_error() -> float:
+    return max(abs(r) for r in your_engine_fit().residuals)
+
+
+def your_engine_rms_log() -> float:
+    return your_engine_fit().rms_log
+
+
+def constant(value):
+    """A multiple-choice letter (the answer of a question about a statement, not a number)."""
+    return lambda: value
+
+
+# ---------------------------------------------------------------------------------------------- problems
+
+_P = Problem
+_M = Mistake
+H100, H200 = "H100-SXM", "H200"
+OFF_BY_K_PLUS_1 = ("off by a factor of k + 1: did you use B + k? With every sequence speculating, the verify "
+                   "pass has B(k + 1) tokens per weight read, so divide by k + 1")
+
+PROBLEMS: dict[str, Problem] = {}
+
+
+def register(problem: Problem) -> Problem:
+    """Add a problem to the registry (ids are unique; every problem lists at least one mistake)."""
+    if problem.id in PROBLEMS:
+        raise validate.BadArgument(f"problem id {problem.id!r} is already registered")
+    PROBLEMS[problem.id] = problem
+    return problem
+
+
+for _problem in [
+    # Chapter 1: the roofline of a decode step
+    _P("ch1.p1a", "01_roofline_decode", "Llama-3-70B decode step at B = 1 on one H200, bf16 (ms)",
+       partial(decode_step_ms, LLAMA_3_70B, H200, "bf16"), "ms",
+       mistakes=(_M(partial(weight_read_ms, LLAMA_3_70B.params, 1, H200),
+                    "off by a factor of 2: a bf16 weight is 2 bytes, so the step reads 2P bytes"),
+                 _M(partial(compute_time_ms, LLAMA_3_70B, H200, "bf16"),
+                    "that is the compute time 2P/peak: at B = 1 the step is memory-bound, so use bytes/bandwidth"))),
+    _P("ch1.p1b", "01_roofline_decode", "the same step with fp8 weights (ms)",
+       partial(decode_step_ms, LLAMA_3_70B.in_dtype("fp8"), H200, "fp8"), "ms",
+       mistakes=(_M(partial(decode_step_ms, LLAMA_3_70B, H200, "bf16"),
+                    "that is the bf16 step: fp8 weights are 1 byte each, so the step reads half the bytes"),
+                 _M(partial(compute_time_ms, LLAMA_3_70B, H200, "fp8"),
+                    "that is the compute time 2P/peak at the fp8 peak: the step is still memory-bound"))),
+    _P("ch1.p1c", "01_roofline_decode", "tokens per second for that one user, bf16 (tokens/s)",
+       partial(decode_tokens_per_s, LLAMA_3_70B, H200, "bf16"), "tokens/s",
+       mistakes=(_M(partial(decode_tokens_per_s, LLAMA_3_70B.in_dtype("fp8"), H200, "fp8"),
+                    "that is the fp8 rate: the question asks for bf16"),)),
+    _P("ch1.p2", "01_roofline_decode", "critical batch of an H100 SXM with fp8 weights and fp8 math (tokens)",
+       partial(critical_batch, H100, "fp8"), "tokens",
+       mistakes=(_M(partial(peak_over_bandwidth, H100, "fp8"),
+                    "that is the fp8 ridge, peak/BW: the critical batch is ridge · w/2, with w = 1 byte in fp8"),
+                 _M(partial(peak_over_bandwidth, H100, "bf16", 0.5),
+                    "that uses the bf16 peak with 1-byte weights: fp8 math runs at the fp8 peak, twice bf16's"))),
+    _P("ch1.p3a", "01_roofline_decode", "Llama-3.2-1B decode step at B = 1 on a T4, fp16 (ms)",
+       partial(decode_step_ms, LLAMA_3_2_1B, "T4", "fp16"), "ms",
+       mistakes=(_M(partial(weight_read_ms, LLAMA_3_2_1B.n_layers * LLAMA_3_2_1B.layer_params, 2, "T4"),
+                    "you left out the LM head: P counts every projection plus the d_model × vocab head, which a "
+                    "step reads even when it shares its weights with the embedding"),
+                 _M(partial(compute_time_ms, LLAMA_3_2_1B, "T4", "fp16"),
+                    "that is the compute time 2P/peak: at B = 1 the step is memory-bound"))),
+    _P("ch1.p3b", "01_roofline_decode", "batch at which that step stops being memory-bound, T4 fp16 (tokens)",
+       partial(critical_batch, "T4", "fp16"), "tokens",
+       mistakes=(_M(partial(critical_batch, "T4", "fp32"),
+                    "that uses the fp32 peak: the T4 runs fp16 on its tensor cores (65 TFLOP/s)"),
+                 _M(partial(peak_over_bandwidth, "T4", "fp16", 2),
+                    "off by a factor of 2: a decode GEMM does 2B/w FLOPs per byte, which is B for 2-byte weights"))),
+    _P("ch1.p4", "01_roofline_decode", "parameter count below which a 1 ms overhead exceeds an H100 bf16 weight read "
+       "(billions)", partial(overhead_bound_params_b, 1e-3, H100), "billion parameters",
+       mistakes=(_M(partial(overhead_bound_params_b, 1e-3, H100, 1),
+                    "off by a factor of 2: P = t0 · BW / w, and a bf16 weight is w = 2 bytes"),)),
+    # Chapter 2: what drafting and verifying cost
+    _P("ch2.p1a", "02_draft_and_verify", "largest batch at which verifying k = 7 drafts is free, H200 bf16 (sequences)",
+       partial(free_verify_batch, H200, 7), "sequences", rel=0.035,
+       mistakes=(_M(partial(free_verify_batch, H200, 7, 7), "you divided by k: the verify pass scores k drafts plus "
+                    "the bonus position, k + 1 tokens per sequence"),
+                 _M(partial(b_plus_k_batch, H200, 7), "that is the source note's B + k rule (ridge − k). With every "
+                    "sequence verifying k + 1 tokens the pass has B(k + 1) tokens per weight read"),
+                 _M(partial(ridge, H200), "that is the ridge itself: with k + 1 tokens per sequence, divide it by "
+                    "k + 1"))),
+    _P("ch2.p1b", "02_draft_and_verify", "the same on an A100-80GB (sequences)",
+       partial(free_verify_batch, "A100-80GB", 7), "sequences", rel=0.035,
+       mistakes=(_M(partial(free_verify_batch, "A100-80GB", 7, 7), "you divided by k: divide the ridge by k + 1"),
+                 _M(partial(b_plus_k_batch, "A100-80GB", 7), "that is the B + k rule: the pass has B(k + 1) tokens "
+                    "per weight read"))),
+    _P("ch2.p2a", "02_draft_and_verify", "k = 4 autoregressive Llama-3.2-1B draft steps at B = 1, H100 (ms)",
+       partial(draft_ms, LLAMA_3_2_1B, H100, 1, 4), "ms",
+       mistakes=(_M(partial(one_pass_ms, LLAMA_3_2_1B, H100, 1, 4), "that is one pass: an autoregressive draft "
+                    "runs k = 4 sequential passes and reads its weights in each"),)),
+    _P("ch2.p2b", "02_draft_and_verify", "one single-pass drafter pass, same weights, k = 4 positions (ms)",
+       partial(one_pass_ms, LLAMA_3_2_1B, H100, 1, 4), "ms",
+       mistakes=(_M(partial(draft_ms, LLAMA_3_2_1B, H100, 1, 4), "that is k passes: a single-pass drafter reads its "
+                    "weights once for all k positions"),)),
+    _P("ch2.p3", "02_draft_and_verify", "at L = 32768, which bytes dominate both passes and keep verify ≈ decode?",
+       constant("b"), choices={
+           "a": "the weights, w·P",
+           "b": "each sequence's KV cache, B·KV(L), read once per pass whatever n is",
+           "c": "the attention FLOPs of the k + 1 new tokens",
+           "d": "the KV entries the new tokens write"},
+       mistakes=(_M(constant("a"), "the weights are read once per pass at any L, but they do not grow with B or L: at "
+                    "L = 32768 the KV cache is the larger read, and it is what hides the extra verify FLOPs"),
+                 _M(constant("c"), "those are FLOPs, not bytes, and verify multiplies them by k + 1: they make verify "
+                    "costlier, not cheaper"),
+                 _M(constant("d"), "those grow with the k + 1 new tokens and are tiny next to the cache already "
+                    "stored"))),
+    # Chapter 3: acceptance
+    _P("ch3.p1a", "03_acceptance", "α implied by Spec-Bench's SpS mean accepted tokens at k = 4",
+       partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), rel=0.01,
+       mistakes=(_M(partial(geometric_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED), "that is the k → ∞ formula "
+                    "E[N] = 1/(1 − α): with k drafts solve (1 − α^(k+1))/(1 − α) = E[N]"),
+                 _M(partial(drafted_fraction, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "(E[N] − 1)/k is the fraction of "
+                    "drafted tokens accepted, not the per-token α of the i.i.d. model: solve "
+                    "(1 − α^(k+1))/(1 − α) = E[N]"))),
+    _P("ch3.p1b", "03_acceptance", "the same at k = 8",
+       partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), rel=0.002,
+       mistakes=(_M(partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "that is the k = 4 answer: the same "
+                    "E[N] implies a different α at each k"),
+                 _M(partial(drafted_fraction, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), "(E[N] − 1)/k is the fraction of "
+                    "drafted tokens accepted, not α: solve (1 − α^(k+1))/(1 − α) = E[N]"))),
+    _P("ch3.p2a", "03_acceptance", "largest draft cost c at which speculation can pay with α = 0.8",
+       partial(largest_paying_c, 0.8), rel=0.01,
+       mistakes=(_M(partial(one_minus, 0.8), "1 − α is the rejection rate: with k = 1, S = (1 + α)/(1 + c) > 1 "
+                    "exactly when c < α"),)),
+    _P("ch3.p2b", "03_acceptance", "the best k at α = 0.8 and c = 0.5", partial(optimal_k, 0.8, 0.5), rel=0,
+       mistakes=(_M(lambda: optimal_k(0.8, 0.5) + 1, "off by one: k counts drafted tokens; an iteration yields up "
+                    "to k + 1"),
+                 _M(partial(optimal_k, 0.8, 0.0), "that is the best k for a free draft (c = 0): at c = 0.5 each "
+                    "drafted token costs half a target step"))),
+    _P("ch3.p3", "03_acceptance", "why can α at temperature 1 exceed α at temperature 0?", constant("a"), choices={
+        "a": "Σ min(p, q) gives partial credit wherever the two distributions overlap, even when argmaxes differ",
+        "b": "temperature 1 makes the target's distribution sharper",
+        "c": "at temperature 0 the draft must match a randomly sampled target token",
+        "d": "at temperature 1 the acceptance test accepts every draft"},
+       mistakes=(_M(constant("b"), "temperature 1 leaves the distributions as trained; temperature 0 is the sharpest "
+                    "(all mass on the argmax)"),
+                 _M(constant("c"), "at temperature 0 nothing is random: a draft is accepted only when both argmaxes "
+                    "agree, which is all-or-nothing per position"),
+                 _M(constant("d"), "the test accepts with probability min(1, p/q) at every temperature: that is what "
+                    "keeps the output exactly the target's distribution"))),
+    # Chapter 4: batch size and the crossover batch
+    _P("ch4.p1a", "04_batch_size", "B* from the regime-2 formula, Llama-3-70B + 1B draft, H100, k = 4, α = 0.8",
+       partial(derived_crossover, LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8), "sequences",
+       mistakes=(_M(partial(derived_crossover, LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8, 1), OFF_BY_K_PLUS_1),
+                 _M(partial(derived_crossover, LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8, 4), "you divided by k: the "
+                    "verify pass scores k + 1 tokens per sequence"),
+                 _M(partial(derived_crossover, LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8), "that is the 8B target's B*: "
+                    "c for the 70B target is the 1B draft's parameters over the 70B's, about 0.02"))),
+    _P("ch4.p1b", "04_batch_size", "the exact B* from cost.crossover_batch (the chapter's table)",
+       partial(crossover, LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8), "sequences", rel=0,
+       mistakes=(_M(partial(crossover, LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8), "that is the 8B target's B*: read "
+                    "the 70B column"),
+                 _M(partial(crossover, LLAMA_3_70B, LLAMA_3_2_1B, H200, 4, 0.8), "that is the H200's row: the "
+                    "question is about the H100 SXM"))),
+    _P("ch4.p2a", "04_batch_size", "the best k at B = 64, H100, 8B target + 1B draft, α = 0.8",
+       partial(best_k_at, LLAMA_3_8B, LLAMA_3_2_1B, H100, 64, 0.8), rel=0,
+       mistakes=(_M(partial(best_k_at, LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 0.8), "that is the best k at B = 1 "
+                    "(memory-bound, Leviathan's optimum): at B = 64 each extra drafted token costs verify compute, "
+                    "so the best k is smaller"),)),
+    _P("ch4.p2b", "04_batch_size", "the best k at B = 1, same setting",
+       partial(best_k_at, LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 0.8), rel=0,
+       mistakes=(_M(lambda: best_k_at(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 0.8) + 1, "off by one: k counts drafted "
+                    "tokens, not the k + 1 tokens an iteration can yield"),)),
+    _P("ch4.p3", "04_batch_size", "S at B = 96, Llama-3-70B + 1B draft on an H200, α = 0.7, k = 3 (×)",
+       partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H200, 96, 3, 0.7),
+       mistakes=(_M(partial(memory_bound_speedup, LLAMA_3_70B, LLAMA_3_2_1B, 3, 0.7), "that is the memory-bound "
+                    "limit E[N]/(1 + kc), true at small B: at B = 96 the verify pass has 96 · 4 = 384 tokens per "
+                    "weight read, past the H200's ridge, so it costs compute"),
+                 _M(partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H100, 96, 3, 0.7), "that is on an H100: the "
+                    "H200's lower ridge (more bandwidth, same compute) leaves less headroom"))),
+    # Chapter 6: the model against the published record
+    _P("ch6.p1a", "06_published_record", "S if the H100 calibration's overheads dominated every pass (k = 3)",
+       partial(overhead_only_speedup, "specdecode_bench", "fig1c_eagle3", H100, 3),
+       mistakes=(_M(partial(overhead_only_speedup, "specdecode_bench", "fig1c_eagle3", H100, 3, False),
+                    "that charges each draft pass the target's overhead, E[N]/(k + 1): the calibration gives the "
+                    "draft its own, smaller t0 (draft_overhead)"),
+                 _M(partial(published_tokens, "specdecode_bench", "fig1c_eagle3"), "that is E[N] alone: an "
+                    "iteration also pays k draft overheads"))),
+    _P("ch6.p1b", "06_published_record", "the calibrated S(1) for the same setup",
+       partial(calibrated_speedup_at, "specdecode_bench", "fig1c_eagle3", H100, 1),
+       mistakes=(_M(partial(calibrated_speedup_at, "specdecode_bench", "fig1c_eagle3", H100, 1, False),
+                    "that is the idealized S(1), with no overheads: apply cost.calibration(\"H100-SXM\", "
+                    "\"specdecode_bench\")"),)),
+    _P("ch6.p2a", "06_published_record", "MagicDec, L = 32k, B = 64, k = 3: idealized S with a 512-token draft window",
+       partial(magicdec_window_speedup, 512),
+       mistakes=(_M(partial(magicdec_window_speedup, 32000), "that is the draft reading the whole 32k cache: "
+                    "the window is 512 tokens"),)),
+    _P("ch6.p2b", "06_published_record", "the same with a 4,096-token window", partial(magicdec_window_speedup, 4096),
+       mistakes=(_M(partial(magicdec_window_speedup, 512), "that is the 512-token window"),)),
+    _P("ch6.p2c", "06_published_record", "the same with a 32,000-token window (the whole context)",
+       partial(magicdec_window_speedup, 32000),
+       mistakes=(_M(partial(magicdec_window_speedup, 512), "that is the 512-token window: with the whole context "
+                    "the self-speculating draft reads the full KV cache every step"),)),
+    _P("ch6.p3a", "06_published_record", "your engine's fit: which overlap mode wins?", your_engine_overlap,
+       choices={"kernel": "per-kernel roofline", "pass": "one max over the pass", "none": "memory + compute"},
+       mistakes=(_M(constant("kernel"), "compare the modes' fits (fit.by_overlap): per-kernel maxes leave a larger "
+                    "rms error of log S here"),
+                 _M(constant("pass"), "compare the modes' fits (fit.by_overlap): one max over the pass fits worst, "
+                    "and its overhead runs into the 20 ms bound"))),
+    _P("ch6.p3b", "06_published_record", "your engine's fitted draft overhead t0_draft (ms)",
+       partial(your_engine_knob, "draft_overhead"), "ms",
+       mistakes=(_M(partial(your_engine_knob, "draft_overhead", "kernel"), "that is the per-kernel fit's value: "
+                    "the best fit uses another overlap mode"),)),
+    _P("ch6.p3c", "06_published_record", "your engine's fit: the largest relative error (a fraction, 0.05 = 5%)",
+       your_engine_worst_error,
+       mistakes=(_M(your_engine_rms_log, "that is the rms error of log S over the four points: the question asks "
+                    "for the largest error at one point (fit.residuals)"),)),
+]:
+    register(_problem)
+
+
+# ---------------------------------------------------------------------------------------------- checking
+
+
+def problem(problem_id: str) -> Problem:
+    """The registered problem; an unknown id raises, listing the parts of a multi-part problem or all ids."""
+    if problem_id in PROBLEMS:
+        return PROBLEMS[problem_id]
+    parts = [p for p in PROBLEMS if isinstance(problem_id, str) and p.startswith(problem_id) and p[len(problem_id):]
+             .isalpha()]
+    if parts:
+        listed = "; ".join(f"{p} ({PROBLEMS[p].summary})" for p in parts)
+        raise validate.BadArgument(f"{problem_id} has parts: check each one: {listed}")
+    raise validate.BadArgument(f"problem must be one of {', '.join(PROBLEMS)}; got {problem_id!r}")
+
+
+def problems(chapter: str | None = None) -> list[tuple[str, str, str]]:
+    """(id, chapter, summary) of every registered problem, or of one chapter's (e.g. "04_batch_size")."""
+    return [(p.id, p.chapter, p.summary) for p in PROBLEMS.values() if chapter is None or p.chapter == chapter]
+
+
+def answer(problem_id: str) -> float | str:
+    """The reference answer, computed now by the problem's answer function."""
+    return problem(problem_id).answer()
+
+
+def _close(value: float, target: float, rel: float) -> bool:
+    return value == target if rel == 0 else abs(value - target) <= rel * abs(target)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def _generic(value: float, ref: float, p: Problem) -> str:
+    """A diagnosis when no listed mistake matches: units, a factor of 2, the reciprocal, off by one."""
+    unit = f" (the answer is in {p.unit})" if p.unit else ""
+    if ref > 0 >= value:
+        return f"the answer is positive{unit}"
+    ratio = value / ref if ref else math.inf
+    for n in (3, 6, 9, 12):
+        for factor, side in ((10.0**n, "too large"), (10.0**-n, "too small")):
+            if _close(ratio, factor, max(p.rel, 0.02)):
+                return f"off by a factor of {10**n:,} ({side}): check the units{unit}"
+    if _close(ratio, 2, max(p.rel, 0.02)) or _close(ratio, 0.5, max(p.rel, 0.02)):
+        return (f"off by a factor of 2 ({'too high' if ratio > 1 else 'too low'}): the usual suspects are bytes "
+                "per weight (2 in bf16) and FLOPs per weight per token (2)")
+    if ref and _close(value * ref, 1, max(p.rel, 0.02)):
+        return "that is the reciprocal of the answer: check which way round the ratio goes"
+    if p.rel == 0 and abs(value - ref) == 1:
+        return f"off by one ({'too high' if value > ref else 'too low'})"
+    if _close(value, ref, max(0.1, 3 * p.rel)):
+        return (f"close, but outside the tolerance (±{100 * p.rel:g}%): use the table's constants and do not round "
+                "intermediate steps")
+    return f"yours is {ratio:.3g}× the answer ({'too high' if ratio > 1 else 'too low'}){unit}"
+
+
+def check(problem_id: str, value) -> Verdict:
+    """Compare a reader's ``value`` with problem ``problem_id``'s answer: "right", or a diagnosis."""
+    p = problem(problem_id)
+    if p.choices:
+        given = str(value).strip().lower()
+        validate.choice("value", given, list(p.choices))  # letters, or the names the choices are
+        if given == p.answer():
+            return Verdict(True, f"right ({p.id}): {p.choices[given]}")
+        hint = next((m.hint for m in p.mistakes if m.value() == given), "not that one")
+        return Verdict(False, f"not right ({p.id}): {hint}")
+    value = validate.number("value", value)
+    ref = p.answer()
+    if _close(value, ref, p.rel):
+        within = "exactly" if p.rel == 0 else f"within {100 * p.rel:g}% of {_fmt(ref)}"
+        return Verdict(True, f"right ({p.id}): {_fmt(value)} {p.unit}".rstrip() + f", {within}")
+    hint = next((m.hint for m in p.mistakes if _close(value, m.value(), p.rel)), None)
+    return Verdict(False, f"not right ({p.id}): {hint or _generic(value, ref, p)}")
+
+
+def check_all(answers: dict, show: bool = True) -> list[tuple[str, Verdict]]:
+    """Check several answers at once ({id: value}): one line per problem and the count right (printed
+    when ``show``). For a lead collecting an onboarding cohort's answers."""
+    verdicts = [(pid, check(pid, value)) for pid, value in answers.items()]
+    if show:
+        for _, verdict in verdicts:
+            print(f"{'✓' if verdict else '✗'} {verdict}")
+        print(f"{sum(bool(v) for _, v in verdicts)} of {len(verdicts)} right")
+    return verdicts
+
+
+def main() -> int:
+    """``python -m specnotes.exercises``: list the problems."""
+    for pid, chapter, summary in problems():
+        print(f"{pid:9} {chapter:22} {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

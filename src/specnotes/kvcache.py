@@ -1,0 +1,592 @@
+"""A paged KV cache with prefix caching, and the rule that keeps speculative decoding exact on it (Chapter 9).
+
+Storage is a pool of fixed-size blocks (``BlockPool``): keys and values of ``block_size`` consecutive
+positions, for every layer. A sequence owns a *block table*, the list of its blocks in position order, so
+its cache need not be contiguous and sequences can share blocks. ``PagedKVCache`` gives the model the
+interface of ``model.KVCache`` (``lengths``, ``reserve``, ``write``, ``read``, ``rollback``) and reads
+and writes through the block tables.
+
+Prefix caching. A full block is named by a content hash chained over the whole prefix,
+``h_j = H(h_{j-1}, tokens of block j)``, because its keys and values depend on every earlier token.
+*Publishing* a block registers it under its hash; a later request whose prompt starts with the same
+blocks *hits* them and skips their prefill. Blocks carry reference counts; a published block that no
+sequence holds stays cached until its space is needed, then the least recently used one is evicted. A
+write into a block that is published or shared first copies it (copy-on-write).
+
+What speculation adds, and what ``Policy`` chooses:
+
+- *Publication.* A verify pass writes k+1 slots and then rolls back the rejected ones, and the sequence's
+  token count runs one ahead of its verified keys (the pending token, whose slot may still hold a
+  rejected draft's keys). ``publish="verified"`` publishes a block only when every slot holds keys and
+  values of a verified token; ``"written"`` publishes it once all its slots have been written, by any
+  pass, and token ids exist for them — which publishes a rejected draft's keys under the committed
+  tokens' hash. Without speculation the two rules agree.
+- *Drafters whose state lags.* An EAGLE/MTP-style drafter's state at slot i depends on token i+1 (it runs
+  one token ahead; ``LookaheadDrafter`` reproduces that alignment with the shipped draft model). Block
+  j's hash does not cover token (j+1)·B, so a hit cannot vouch for the drafter's last slot of its last
+  block. ``on_hit="drop"`` drops the last hit block and recomputes it (vLLM's rule); ``"lookahead"``
+  keys the drafter's blocks by the following token as well (vLLM RFC #50438), so the hit is exact;
+  ``"keep"`` reuses the block anyway. A wrong drafter state changes the drafts, never the output: the
+  target verifies every token.
+
+``generate_cached`` and ``speculative_generate_cached`` are ``generate.generate`` and
+``generate.speculative_generate`` on a ``PrefixCache`` that lives across calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from specnotes import validate
+from specnotes.drafters import DraftModelDrafter, pad_prompts
+from specnotes.generate import Generation, GenerationStats, as_prompt_list, synchronize
+from specnotes.model import ModelConfig, Transformer
+from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
+
+ROOT = b"specnotes-kv"  # the parent of a sequence's first block
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a prefix cache publishes blocks and serves hits. The right policy is ``Policy()``.
+
+    publish: ``"verified"`` (every slot holds a verified token's keys) or ``"written"`` (every slot was
+        written by some pass: wrong under speculation).
+    on_hit: for a drafter whose state runs one token ahead: ``"drop"`` the last hit block,
+        ``"lookahead"`` (key its blocks by the following token too) or ``"keep"`` it (wrong).
+    chain: hash each block together with its whole prefix (right) or alone (wrong: a block of equal
+        tokens after a different prefix would be reused).
+    """
+
+    publish: str = "verified"
+    on_hit: str = "drop"
+    chain: bool = True
+
+    def __post_init__(self):
+        validate.choice("publish", self.publish, ("verified", "written"))
+        validate.choice("on_hit", self.on_hit, ("drop", "lookahead", "keep"))
+        validate.choice("chain", self.chain, (True, False))
+
+    @property
+    def name(self) -> str:
+        wrong = [w for w, on in (("publishes written slots", self.publish == "written"),
+                                 ("keeps a lagging drafter's last block", self.on_hit == "keep"),
+                                 ("unchained hashes", not self.chain)) if on]
+        return "wrong: " + ", ".join(wrong) if wrong else f"right ({self.on_hit})"
+
+
+RIGHT = Policy()
+POLICIES = {
+    "verified + drop": RIGHT,
+    "verified + lookahead hash": Policy(on_hit="lookahead"),
+    "written (eager publication)": Policy(publish="written"),
+    "keep the lagging last block": Policy(on_hit="keep"),
+    "unchained hashes": Policy(chain=False),
+}
+
+
+def block_hash(parent: bytes, tokens) -> bytes:
+    """Content hash of one block: its tokens and its parent's hash (the whole prefix, by induction)."""
+    return hashlib.blake2b(parent + array("q", tokens).tobytes(), digest_size=16).digest()
+
+
+def block_hashes(tokens, block_size: int, n_blocks: int, chain: bool = True) -> list[bytes]:
+    """Hashes of the first ``n_blocks`` full blocks of ``tokens``, chained over the prefix."""
+    hashes, parent = [], ROOT
+    for j in range(n_blocks):
+        h = block_hash(parent if chain else ROOT, tokens[j * block_size:(j + 1) * block_size])
+        hashes.append(h)
+        parent = h
+    return hashes
+
+
+def lookahead_key(h: bytes, next_token: int) -> bytes:
+    """Key of a lagging drafter's block: the block's hash and the token after the block (RFC #50438)."""
+    return block_hash(h, [next_token])
+
+
+class BlockPool:
+    """``num_blocks`` blocks of keys and values for every layer, reference counts, and the prefix cache.
+
+    ``k``, ``v``: [n_layers, num_blocks + 1, block_size, n_heads, d_head]; the extra block (``null``)
+    pads block tables and absorbs writes of padding rows.
+    """
+
+    def __init__(self, config: ModelConfig, num_blocks: int, block_size: int, dtype=torch.float32, device="cpu"):
+        self.block_size = validate.integer("block_size", block_size, low=1)
+        self.num_blocks = validate.integer("num_blocks", num_blocks, low=1)
+        shape = (config.n_layers, num_blocks + 1, block_size, config.n_heads, config.d_head)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.null = num_blocks
+        self.refs = [0] * num_blocks
+        self.hash_of: list[bytes | None] = [None] * num_blocks
+        self.by_hash: dict[bytes, int] = {}
+        self.free = list(range(num_blocks - 1, -1, -1))  # never published (or evicted); pop() takes block 0 first
+        self.evictable: OrderedDict[int, None] = OrderedDict()  # published, held by nobody; least recent first
+        self.evictions = self.copies = self.published = 0
+
+    def allocate(self) -> int:
+        """A block for one holder: a free one, else the least recently used cached block (evicted)."""
+        if self.free:
+            b = self.free.pop()
+        elif self.evictable:
+            b, _ = self.evictable.popitem(last=False)
+            del self.by_hash[self.hash_of[b]]
+            self.hash_of[b] = None
+            self.evictions += 1
+        else:
+            raise RuntimeError(f"out of KV blocks: all {self.num_blocks} are held by running sequences")
+        self.refs[b] = 1
+        return b
+
+    def hold(self, b: int):
+        if self.refs[b] == 0:
+            del self.evictable[b]
+        self.refs[b] += 1
+
+    def release(self, b: int):
+        self.refs[b] -= 1
+        if self.refs[b] == 0:
+            if self.hash_of[b] is None:
+                self.free.append(b)
+            else:
+                self.evictable[b] = None  # most recently used: evicted last
+
+    def lookup(self, h: bytes) -> int | None:
+        """The cached block with hash ``h``, now held once more by the caller; None on a miss."""
+        b = self.by_hash.get(h)
+        if b is not None:
+            self.hold(b)
+        return b
+
+    def publish(self, b: int, h: bytes):
+        """Register block ``b`` under ``h``. If another block already has that hash, keep that one."""
+        if self.hash_of[b] is None and h not in self.by_hash:
+            self.hash_of[b] = h
+            self.by_hash[h] = b
+            self.published += 1
+
+    def copy(self, b: int) -> int:
+        """Copy-on-write: a private copy of ``b`` for its writer, who gives up ``b``."""
+        new = self.allocate()
+        self.k[:, new] = self.k[:, b]
+        self.v[:, new] = self.v[:, b]
+        self.copies += 1
+        self.release(b)
+        return new
+
+    @property
+    def cached_blocks(self) -> int:
+        return len(self.by_hash)
+
+
+class PagedKVCache:
+    """The model's view of a batch of sequences on a ``BlockPool``: one block table and one length each.
+
+    ``written[b]`` is the high-water mark of slots any pass has written (verify passes write drafts past
+    the length); ``lengths[b]`` counts the slots that hold verified tokens.
+    """
+
+    def __init__(self, pool: BlockPool, tables: list[list[int]], lengths: list[int]):
+        self.pool = pool
+        self.tables = tables
+        self.lengths = torch.tensor(lengths, dtype=torch.int64, device=pool.k.device)
+        self.written = list(lengths)
+        self.capacity = pool.num_blocks * pool.block_size
+        self.slots = self.table = None
+
+    @property
+    def batch(self) -> int:
+        return len(self.tables)
+
+    def reserve(self, positions: torch.Tensor, n_valid: torch.Tensor | None = None):
+        """Allocate (or copy on write) the blocks this pass writes, and map its rows to slots."""
+        bs, device = self.pool.block_size, positions.device
+        valid = torch.ones_like(positions, dtype=torch.bool)
+        if n_valid is not None:  # padding rows of a ragged pass write nowhere (into the null block)
+            valid = torch.arange(positions.shape[1], device=device) < torch.as_tensor(n_valid, device=device)[:, None]
+        tops = torch.where(valid, positions + 1, 0).amax(1).tolist()
+        firsts = positions[:, 0].tolist()
+        for b, (first, top) in enumerate(zip(firsts, tops, strict=True)):
+            table = self.tables[b]
+            for j in range(first // bs, -(-top // bs)):
+                if j == len(table):
+                    table.append(self.pool.allocate())
+                elif self.pool.refs[table[j]] > 1 or self.pool.hash_of[table[j]] is not None:
+                    table[j] = self.pool.copy(table[j])
+            self.written[b] = max(self.written[b], top)
+        width = max(-(-int(positions.max() + 1) // bs), max(len(t) for t in self.tables))
+        self.table = torch.tensor([t + [self.pool.null] * (width - len(t)) for t in self.tables],
+                                  dtype=torch.int64, device=positions.device)
+        blocks = self.table.gather(1, (positions // bs).clamp(max=width - 1))
+        self.slots = torch.where(valid, blocks * bs + positions % bs, self.pool.null * bs + positions % bs)
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+        # k, v: [B, H, n, D] land in the slots ``reserve`` mapped for this pass
+        H, D = k.shape[1], k.shape[3]
+        index = self.slots.flatten()
+        self.pool.k[layer].view(-1, H, D)[index] = k.transpose(1, 2).reshape(-1, H, D)
+        self.pool.v[layer].view(-1, H, D)[index] = v.transpose(1, 2).reshape(-1, H, D)
+
+    def read(self, layer: int, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+        blocks = self.table[:, : -(-context // self.pool.block_size)]
+        k = self.pool.k[layer][blocks].flatten(1, 2)[:, :context].transpose(1, 2)
+        v = self.pool.v[layer][blocks].flatten(1, 2)[:, :context].transpose(1, 2)
+        return k, v
+
+    def rollback(self, new_lengths: torch.Tensor):
+        """Forget every position at or past ``new_lengths[b]``; the blocks stay with the sequence."""
+        new_lengths = torch.as_tensor(new_lengths, dtype=torch.int64, device=self.lengths.device)
+        if new_lengths.shape != self.lengths.shape:
+            raise ValueError(f"new_lengths must have shape {tuple(self.lengths.shape)}")
+        if (new_lengths < 0).any() or (new_lengths > self.lengths).any():
+            raise ValueError("rollback can only shorten sequences (0 <= new_lengths <= lengths)")
+        self.lengths = new_lengths.clone()
+
+    def release(self):
+        for table in self.tables:
+            for b in table:
+                self.pool.release(b)
+        self.tables = [[] for _ in self.tables]
+
+
+class LookaheadDrafter(DraftModelDrafter):
+    """The shipped draft model with an EAGLE/MTP-style cache alignment: slot i holds the state computed
+    from token i+1 (an EAGLE head's input at i is the target's feature at i *and* token i+1). We get it
+    by feeding the draft model the sequence shifted by one token; rotary positions are relative, so the
+    drafts are those of the draft model on the sequence without its first token."""
+
+    lag = 1
+
+    def start(self, prompts: list[torch.Tensor], capacity: int, cache=None):
+        if any(len(p) < 2 for p in prompts):
+            raise ValueError("a LookaheadDrafter needs prompts of at least 2 tokens")
+        super().start([p[1:] for p in prompts], capacity, cache)
+
+
+@dataclass
+class ReuseStats:
+    """What the prefix cache did for the requests admitted so far."""
+
+    requests: int = 0
+    hits: int = 0  # requests that reused at least one block
+    hit_tokens: int = 0  # prompt tokens served from the prefix cache
+    recomputed_tokens: int = 0  # tokens of hit blocks dropped by the drop-last-block rule
+    prefill_tokens: int = 0  # prompt tokens the target computed
+    last_hits: list[int] = field(default_factory=list)  # tokens reused by each request of the last call
+
+
+class PrefixCache:
+    """Block pools for a target (and, for speculative decoding, its drafter) sharing one set of block
+    hashes, a ``Policy``, and statistics. It lives across calls: that is what lets a later request hit
+    an earlier one's blocks. ``enabled=False`` runs the same paged code with no lookups or publication.
+    """
+
+    def __init__(self, target: Transformer, draft: Transformer | None = None, *, block_size: int = 16,
+                 num_blocks: int = 1024, policy: Policy = RIGHT, enabled: bool = True):
+        if not isinstance(policy, Policy):
+            raise validate.BadArgumentType(f"policy must be a specnotes.kvcache.Policy, got {policy!r}")
+        w = target.lm_head.weight
+        self.target = BlockPool(target.config, num_blocks, block_size, w.dtype, w.device)
+        self.draft = None
+        if draft is not None:
+            d = draft.lm_head.weight
+            self.draft = BlockPool(draft.config, num_blocks, block_size, d.dtype, d.device)
+        self.block_size, self.policy, self.enabled = block_size, policy, bool(enabled)
+        self.stats = ReuseStats()
+
+    # ------------------------------------------------------------ keys
+
+    def hashes(self, tokens, n_blocks: int) -> list[bytes]:
+        return block_hashes(tokens, self.block_size, n_blocks, self.policy.chain)
+
+    def draft_key(self, h: bytes, tokens, j: int, lag: int) -> bytes:
+        if lag and self.policy.on_hit == "lookahead":
+            return lookahead_key(h, tokens[(j + 1) * self.block_size])
+        return h
+
+    # ------------------------------------------------------------ admission
+
+    def hit_blocks(self, tokens: list[int], lag: int | None) -> int:
+        """How many leading blocks of ``tokens`` a request reuses (in both pools when it speculates).
+        The last prompt token is always computed, and a lagging drafter holds one token fewer."""
+        usable = len(tokens) - 1 - (lag or 0)
+        if not self.enabled or usable < self.block_size:
+            return 0
+        n = 0
+        for j, h in enumerate(self.hashes(tokens, usable // self.block_size)):
+            if h not in self.target.by_hash:
+                break
+            if lag is not None and self.draft_key(h, tokens, j, lag) not in self.draft.by_hash:
+                break
+            n += 1
+        if n and lag and self.policy.on_hit == "drop":
+            n -= 1
+            self.stats.recomputed_tokens += self.block_size
+        return n
+
+    def admit(self, prompts: list[list[int]], lag: int | None = None):
+        """Paged caches for a batch of prompts, holding their prefix-cache hits: (target cache, drafter
+        cache or None). ``lag``: None for plain decoding, else the drafter's alignment (0 or 1)."""
+        if lag is not None and self.draft is None:
+            raise ValueError("this PrefixCache has no draft pool: pass draft= to speculate on it")
+        bs, tables, drafts, hits = self.block_size, [], [], []
+        for tokens in prompts:
+            n = self.hit_blocks(tokens, lag)
+            hashes = self.hashes(tokens, n)
+            tables.append([self.target.lookup(h) for h in hashes])
+            if lag is not None:
+                drafts.append([self.draft.lookup(self.draft_key(h, tokens, j, lag)) for j, h in enumerate(hashes)])
+            hits.append(n * bs)
+        st = self.stats
+        st.requests += len(prompts)
+        st.hits += sum(h > 0 for h in hits)
+        st.hit_tokens += sum(hits)
+        st.prefill_tokens += sum(len(t) - 1 - h for t, h in zip(prompts, hits, strict=True))
+        st.last_hits = hits
+        target = PagedKVCache(self.target, tables, hits)
+        return target, (PagedKVCache(self.draft, drafts, hits) if lag is not None else None)
+
+    # ------------------------------------------------------------ publication
+
+    def publishable(self, cache: PagedKVCache, b: int, n_tokens: int, offset: int) -> int:
+        """How many leading blocks of sequence b the policy lets us publish. Slot i of this cache holds
+        token i + offset; ``n_tokens`` token ids are known (committed, the pending one included)."""
+        if self.policy.publish == "verified":
+            slots = int(cache.lengths[b])
+        else:  # every slot written by some pass, and token ids exist for them (hashable)
+            slots = min(cache.written[b], n_tokens - offset)
+        return slots // self.block_size
+
+    def publish(self, cache: PagedKVCache, tokens: list[list[int]], done: list[int], offset: int | None,
+                active=None):
+        """Publish each active sequence's newly publishable blocks; ``done[b]`` counts those already
+        published. ``offset``: None for the target, else the drafter's alignment."""
+        if not self.enabled:
+            return
+        pool = self.target if offset is None else self.draft
+        for b, seq in enumerate(tokens):
+            if active is not None and not active[b]:
+                continue
+            n = self.publishable(cache, b, len(seq), offset or 0)
+            if offset and self.policy.on_hit == "lookahead":
+                n = min(n, (len(seq) - 1) // self.block_size)  # the following token must exist
+            if n <= done[b]:
+                continue
+            hashes = self.hashes(seq, n)
+            for j in range(done[b], n):
+                key = hashes[j] if offset is None else self.draft_key(hashes[j], seq, j, offset)
+                pool.publish(cache.tables[b][j], key)
+            done[b] = n
+
+
+# ---------------------------------------------------------------- decoders on a prefix cache
+
+
+def _prefill_rest(model: Transformer, cache: PagedKVCache, prompts: list[torch.Tensor]):
+    """Prefill every prompt from its cached length to its last token; return the last tokens and passes."""
+    device = model.lm_head.weight.device
+    done = cache.lengths.tolist()
+    rest, lengths = pad_prompts([p[n:] for p, n in zip(prompts, done, strict=True)])
+    rest, lengths = rest.to(device), lengths.to(device)
+    passes = 0
+    if rest.shape[1] > 1:
+        model(rest[:, :-1], cache, n_valid=lengths - 1)
+        passes = 1
+    return rest[torch.arange(len(prompts), device=device), lengths - 1], passes
+
+
+def _check_common(prompts, max_new_tokens, temperature, cache):
+    prompts = as_prompt_list(prompts)
+    validate.integer("max_new_tokens", max_new_tokens, low=0)
+    validate.number("temperature", temperature, low=0)
+    if not isinstance(cache, PrefixCache):
+        raise validate.BadArgumentType(f"cache must be a specnotes.kvcache.PrefixCache, got {cache!r}")
+    return prompts
+
+
+@torch.inference_mode()
+def generate_cached(model: Transformer, prompts, max_new_tokens: int, cache: PrefixCache,
+                    temperature: float = 0.0, generator: torch.Generator | None = None) -> Generation:
+    """``generate.generate`` on a paged prefix cache: reuse what earlier requests published, publish
+    each block as the policy allows, release the blocks at the end (published ones stay cached)."""
+    prompts = _check_common(prompts, max_new_tokens, temperature, cache)
+    device = model.lm_head.weight.device
+    synchronize(device)
+    start = time.perf_counter()
+    tokens = [p.tolist() for p in prompts]
+    kv, _ = cache.admit(tokens)
+    last, passes = _prefill_rest(model, kv, prompts)
+    published = [0] * len(prompts)
+    out = []
+    for _ in range(max_new_tokens):
+        logits = model(last[:, None], kv)[:, 0]
+        last = sample_from(logits_to_probs(logits, temperature), generator)
+        out.append(last)
+        for seq, t in zip(tokens, last.tolist(), strict=True):
+            seq.append(t)
+        cache.publish(kv, tokens, published, None)
+    kv.release()
+    B = len(prompts)
+    new = torch.stack(out, 1) if out else torch.zeros(B, 0, dtype=torch.int64, device=device)
+    synchronize(device)
+    stats = GenerationStats(k=0, temperature=temperature, batch=B,
+                            accepted=torch.zeros(max_new_tokens, B, dtype=torch.int64),
+                            target_passes=passes + max_new_tokens, wall_time_s=time.perf_counter() - start,
+                            new_tokens=B * max_new_tokens)
+    return Generation(new.cpu(), stats)
+
+
+@torch.inference_mode()
+def speculative_generate_cached(target: Transformer, drafter: DraftModelDrafter, prompts, max_new_tokens: int,
+                                cache: PrefixCache, k: int = 4, temperature: float = 0.0,
+                                generator: torch.Generator | None = None, sampler=speculative_sample) -> Generation:
+    """``generate.speculative_generate`` on a paged prefix cache shared by the target and the drafter
+    (a ``DraftModelDrafter`` or a ``LookaheadDrafter``). After every iteration both caches publish the
+    blocks the policy allows; at the end the sequences release their blocks."""
+    prompts = _check_common(prompts, max_new_tokens, temperature, cache)
+    k = validate.integer("k", k, low=1)
+    if not isinstance(drafter, DraftModelDrafter):
+        raise validate.BadArgumentType(f"drafter must be a DraftModelDrafter, got {type(drafter).__name__}")
+    lag = getattr(drafter, "lag", 0)
+    if lag and min(len(p) for p in prompts) < 2:
+        raise ValueError("a LookaheadDrafter needs prompts of at least 2 tokens")
+    device = target.lm_head.weight.device
+    B = len(prompts)
+    rows = torch.arange(B, device=device)
+    synchronize(device)
+    start = time.perf_counter()
+    tokens = [p.tolist() for p in prompts]
+    kv, draft_kv = cache.admit(tokens, lag)
+    last, target_passes = _prefill_rest(target, kv, prompts)
+    draft_passes_before = drafter.passes
+    drafter.start(prompts, kv.capacity, cache=draft_kv)
+    published, draft_published = [0] * B, [0] * B
+    out = torch.full((B, max_new_tokens + k + 1), -1, dtype=torch.int64, device=device)
+    produced = torch.zeros(B, dtype=torch.int64, device=device)
+    accepted_log = []
+    while (produced < max_new_tokens).any():
+        active = produced < max_new_tokens
+        draft_tokens, draft_probs = drafter.propose(k, temperature, generator)
+        before = kv.lengths.clone()
+        target_probs = logits_to_probs(target(torch.cat([last[:, None], draft_tokens], 1), kv), temperature)
+        target_passes += 1
+        new, num_accepted = sampler(draft_tokens, draft_probs.float(), target_probs, generator=generator)
+        kv.rollback(torch.where(active, before + 1 + num_accepted, before))
+        drafter.commit(new, num_accepted, active)
+        gained = torch.where(active, num_accepted + 1, 0)
+        for b in torch.nonzero(active).flatten().tolist():
+            tokens[b].extend(new[b, : int(gained[b])].tolist())
+        slots = produced[:, None] + torch.arange(k + 1, device=device)
+        keep = torch.arange(k + 1, device=device) < gained[:, None]
+        out[rows[:, None].expand_as(slots)[keep], slots[keep]] = new[keep]
+        last = torch.where(active, new[rows, num_accepted], last)
+        produced += gained
+        accepted_log.append(torch.where(active, num_accepted, -1).cpu())
+        flags = active.tolist()
+        cache.publish(kv, tokens, published, None, flags)
+        cache.publish(drafter.cache, tokens, draft_published, lag, flags)
+    kv.release()
+    drafter.cache.release()
+    synchronize(device)
+    stats = GenerationStats(
+        k=k, temperature=temperature, batch=B,
+        accepted=torch.stack(accepted_log) if accepted_log else torch.zeros(0, B, dtype=torch.int64),
+        target_passes=target_passes, draft_passes=drafter.passes - draft_passes_before,
+        wall_time_s=time.perf_counter() - start, new_tokens=B * max_new_tokens,
+    )
+    return Generation(out[:, :max_new_tokens].cpu(), stats)
+
+
+@torch.inference_mode()
+def first_draft_probs(target: Transformer, drafter: DraftModelDrafter, prompts, cache: PrefixCache,
+                      temperature: float = 1.0) -> torch.Tensor:
+    """The drafter's distribution for its first draft token of each prompt [B, V], computed on what the
+    prefix cache serves (admit, prefill the drafter's rest, propose one token): the drafter's state
+    after a hit, laid bare. Nothing is published; the blocks are released."""
+    prompts = _check_common(prompts, 0, temperature, cache)
+    kv, draft_kv = cache.admit([p.tolist() for p in prompts], getattr(drafter, "lag", 0))
+    drafter.start(prompts, kv.capacity, cache=draft_kv)
+    q = drafter.propose(1, temperature)[1][:, 0]
+    kv.release()
+    draft_kv.release()
+    return q
+
+
+def time_admission(target: Transformer, drafter: DraftModelDrafter, prompts, cache: PrefixCache, *,
+                   warmup: int = 2, repeats: int = 10):
+    """``measure.Timing`` of admitting a batch of requests to speculative decoding: the prefix-cache
+    lookups, the target's and the drafter's prefill of whatever the cache does not serve (a block the
+    drop rule gives back included), then releasing the blocks. The cache and its statistics are left
+    as they were."""
+    from specnotes.measure import time_fn
+
+    prompts = _check_common(prompts, 0, 0.0, cache)
+    tokens, lag, saved = [p.tolist() for p in prompts], getattr(drafter, "lag", 0), replace(cache.stats)
+
+    @torch.inference_mode()
+    def admit_once():
+        kv, draft_kv = cache.admit(tokens, lag)
+        _prefill_rest(target, kv, prompts)
+        drafter.start(prompts, kv.capacity, cache=draft_kv)
+        kv.release()
+        draft_kv.release()
+
+    timing = time_fn(admit_once, warmup=warmup, repeats=repeats, device=target.lm_head.weight.device)
+    cache.stats = saved
+    return timing
+
+
+# ---------------------------------------------------------------- where the slots stand
+
+
+def verify_trace(prompt_length: int, accepted, k: int, block_size: int) -> list[dict]:
+    """What each speculative iteration of one sequence leaves in its target cache, from its accepted
+    counts (a column of ``GenerationStats.accepted``; -1 once done). Per iteration: the verified length
+    before, the slots the verify pass wrote (``written``: verified + k + 1), the verified length after
+    (+ 1 + accepted), the token ids known (verified + 1: the pending token has no keys yet), and whether
+    the pending token's slot holds a rejected draft's keys (``stale``) at the last slot of a block: the
+    block a "written" policy publishes with a rejected draft inside."""
+    validate.integer("prompt_length", prompt_length, low=1)
+    validate.integer("k", k, low=1)
+    validate.integer("block_size", block_size, low=1)
+    rows, verified = [], prompt_length - 1
+    for i, a in enumerate(int(a) for a in accepted):
+        if a < 0:
+            break
+        written, after = verified + k + 1, verified + 1 + a
+        rows.append({"iteration": i, "verified before": verified, "accepted": a, "written": written,
+                     "verified after": after, "tokens known": after + 1, "stale": a < k,
+                     "stale at a block end": a < k and after % block_size == block_size - 1})
+        verified = after
+    return rows
+
+
+# ---------------------------------------------------------------- comparing outputs
+
+
+def first_divergence(reference: torch.Tensor, other: torch.Tensor) -> tuple[int, int] | None:
+    """(row, position) of the first token where ``other`` differs from ``reference`` [B, n]; None if equal."""
+    if reference.shape != other.shape:
+        raise ValueError(f"shapes differ: {tuple(reference.shape)} vs {tuple(other.shape)}")
+    diff = (reference != other).nonzero()
+    if not len(diff):
+        return None
+    row, pos = diff[(diff[:, 1] * reference.shape[0] + diff[:, 0]).argmin()].tolist()
+    return row, pos
+
+
+def assert_same_tokens(reference: torch.Tensor, other: torch.Tensor, label: str = "with caching"):
+    """AssertionError naming the request and position of the first differing token, if any."""
+    where = first_divergence(reference, other)
+    if where is not None:
+        row, pos = where
+        raise AssertionError(f"{label}: request {row} diverges at new token {pos}: "
+                             f"{int(reference[row, pos])} without caching, {int(other[row, pos])} with")

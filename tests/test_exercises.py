@@ -1,0 +1,214 @@
+"""Every checker against its reference answer and its typical wrong answers; the reference answers
+against values derived by hand (each comment says how)."""
+
+import json
+import math
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specnotes import cost, exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+GB, TB, T = 1e9, 1e12, 1e12
+
+# matmul parameters by hand: layers · (q,o 2d² + k,v 2·d·d_kv + gated MLP 3·d·d_ff) + LM head d·V
+P_70B = 80 * (2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 8192 * 128256
+P_8B = 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 4096 * 128256
+P_1B = 16 * (2 * 2048**2 + 2 * 2048 * 512 + 3 * 2048 * 8192) + 2048 * 128256
+H100_BW, H100_PEAK, H200_BW = 3.35 * TB, 989 * T, 4.8 * TB  # datasheets (hardware.py cites them)
+
+
+def en(alpha, k):  # 1 + α + ... + α^k
+    return sum(alpha**i for i in range(k + 1))
+
+
+def memory_bound_best_k(alpha, c, k_max=10):
+    return max(range(1, k_max + 1), key=lambda k: en(alpha, k) / (1 + k * c))
+
+
+def roofline_best_k(batch, alpha, bw, peak, k_max=10):
+    # L = 0: each pass is max(weight read, matmul FLOPs); attention over a few new tokens is negligible
+    t = lambda p, n: max(2 * p / bw, 2 * p * batch * n / peak)
+    return max(range(1, k_max + 1), key=lambda k: en(alpha, k) * t(P_8B, 1) / (k * t(P_1B, 1) + t(P_8B, k + 1)))
+
+
+def alpha_by_roots(mean, k):
+    coeffs = [1.0] * (k + 1)
+    coeffs[-1] -= mean  # α^k + ... + α + (1 − E[N]) = 0
+    roots = np.roots(coeffs)
+    return next(r.real for r in roots if abs(r.imag) < 1e-12 and 0 <= r.real <= 1)
+
+
+HAND = {
+    "ch1.p1a": 1e3 * 2 * P_70B / H200_BW,  # w·P/BW, KV write at L = 0 negligible
+    "ch1.p1b": 1e3 * P_70B / H200_BW,
+    "ch1.p1c": H200_BW / (2 * P_70B),
+    "ch1.p2": 1979 * T / H100_BW * 1 / 2,  # ridge · w/2
+    "ch1.p3a": 1e3 * 2 * P_1B / (320 * GB),
+    "ch1.p3b": 65 * T / (320 * GB),
+    "ch1.p4": 1e-3 * H100_BW / 2 / 1e9,
+    "ch2.p1a": 989 * T / H200_BW / 8,
+    "ch2.p1b": 312 * T / (2039 * GB) / 8,
+    "ch2.p2a": 1e3 * 4 * 2 * P_1B / H100_BW,
+    "ch2.p2b": 1e3 * 2 * P_1B / H100_BW,
+    "ch3.p1a": alpha_by_roots(2.28, 4),
+    "ch3.p1b": alpha_by_roots(2.28, 8),
+    "ch3.p2a": 0.8,  # Leviathan Cor. 3.9: k = 1 pays iff c < α
+    "ch3.p2b": max(range(1, 65), key=lambda k: en(0.8, k) / (1 + 0.5 * k)),
+    "ch4.p1a": 989 / 3.35 * (en(0.8, 4) - 4 * P_1B / P_70B) / 5,
+    "ch4.p2a": roofline_best_k(64, 0.8, H100_BW, H100_PEAK),
+    "ch4.p2b": memory_bound_best_k(0.8, P_1B / P_8B),
+    "ch4.p3": en(0.7, 3) * max(2 * P_70B / H200_BW, 2 * P_70B * 96 / H100_PEAK) / (
+        3 * max(2 * P_1B / H200_BW, 2 * P_1B * 96 / H100_PEAK) + max(2 * P_70B / H200_BW, 2 * P_70B * 384 / H100_PEAK)),
+}
+CHOICES = {"ch2.p3": "b", "ch3.p3": "a"}
+
+
+def test_every_problem_of_chapters_1_to_4_has_a_checker():
+    chapters = {p.chapter for p in exercises.PROBLEMS.values()}
+    assert {"01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size"} <= chapters
+    by_hand = set(HAND) | set(CHOICES) | {"ch4.p1b"}
+    assert by_hand == {p for p in exercises.PROBLEMS if p[2] in "1234"}
+
+
+def test_chapter_6_answers_from_the_data_files_and_the_hints_facts():
+    # Problem 1 from the stored calibration and the published setup, read as plain JSON
+    data = ROOT / "src" / "specnotes" / "data"
+    knobs = json.loads((data / "calibrations.json").read_text())["H100-SXM"]["specdecode_bench"]["knobs"]
+    series = json.loads((data / "published" / "specdecode_bench.json").read_text())["series"]
+    tokens = next(x for x in series if x["id"] == "fig1c_eagle3")["setup"]["tokens_per_iteration"]
+    t0, td = knobs["overhead"], knobs["draft_overhead"]
+    assert exercises.answer("ch6.p1a") == pytest.approx(tokens * t0 / (t0 + 3 * td), rel=1e-12)
+    # Problem 2: a shorter draft window can only make the draft cheaper
+    assert exercises.answer("ch6.p2a") > exercises.answer("ch6.p2b") > exercises.answer("ch6.p2c")
+    # Problem 3's hints state facts about the fit: "none" wins, "pass" fits worst and sits at the 20 ms bound
+    fit = exercises.your_engine_fit()
+    rms = {mode: v["rms_log"] for mode, v in fit.by_overlap.items()}
+    assert fit.knobs["overlap"] == "none" and max(rms, key=rms.get) == "pass"
+    assert fit.by_overlap["pass"]["knobs"]["overhead"] == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("pid", sorted(HAND))
+def test_reference_answers_match_hand_derivations(pid):
+    assert exercises.answer(pid) == pytest.approx(HAND[pid], rel=2e-3)
+
+
+def test_crossover_answer_matches_a_full_scan():
+    # the first B with S ≤ 1 (S falls with B at L = 0), scanned batch by batch
+    first = next(b for b in range(1, 1000) if cost.batch_speedup(cost.LLAMA_3_70B, cost.LLAMA_3_2_1B, "H100-SXM", b,
+                                                                 4, 0.8) <= 1)
+    assert exercises.answer("ch4.p1b") == first
+
+
+@pytest.mark.parametrize("pid", sorted(exercises.PROBLEMS))
+def test_checker_says_right_for_the_reference_and_names_each_mistake(pid):
+    p = exercises.PROBLEMS[pid]
+    ref = p.answer()
+    assert exercises.check(pid, ref).right
+    assert p.mistakes, f"{pid} lists no typical mistake"
+    for mistake in p.mistakes:
+        wrong = mistake.value()
+        verdict = exercises.check(pid, wrong)
+        assert not verdict.right and mistake.hint in verdict.message, (pid, wrong, verdict)
+
+
+@pytest.mark.parametrize("pid", sorted(CHOICES))
+def test_multiple_choice(pid):
+    assert exercises.answer(pid) == CHOICES[pid]
+    assert exercises.check(pid, CHOICES[pid].upper())  # case does not matter
+    with pytest.raises(ValueError, match="value must be one of 'a', 'b', 'c', 'd'"):
+        exercises.check(pid, "e")
+
+
+def test_rounded_answers_pass_and_tolerances_hold():
+    assert exercises.check("ch1.p1a", 29.0)  # the folded answer rounds to 29.0 ms
+    assert exercises.check("ch2.p1a", 25) and exercises.check("ch2.p1a", 26)  # "up to B = 25", or ridge/8 rounded
+    assert not exercises.check("ch4.p1b", 194)  # exact: one less than the table
+    assert exercises.check("ch4.p2a", 3.0)  # an integral float is the integer
+
+
+@pytest.mark.parametrize("pid,value,says", [
+    ("ch4.p1a", 971, "off by a factor of k + 1: did you use B + k?"),  # the issue's example
+    ("ch1.p1a", 0.02896, "off by a factor of 1,000 (too small): check the units (the answer is in ms)"),
+    ("ch1.p4", 1.675e9, "off by a factor of 1,000,000,000 (too large)"),
+    ("ch4.p3", 1 / 1.3209, "reciprocal"),
+    ("ch3.p2a", 1.6, "off by a factor of 2 (too high)"),
+    ("ch4.p1b", 196, "off by one (too high)"),
+    ("ch4.p3", 1.25, "close, but outside the tolerance (±2%)"),
+    ("ch1.p1a", -29, "the answer is positive"),
+    ("ch1.p3b", 1000, "too high"),
+])
+def test_generic_diagnoses(pid, value, says):
+    verdict = exercises.check(pid, value)
+    assert not verdict and says in str(verdict)
+
+
+def test_bad_ids_and_values_are_named():
+    with pytest.raises(ValueError, match=r"ch4\.p1 has parts: .*ch4\.p1a .*ch4\.p1b"):
+        exercises.check("ch4.p1", 195)
+    with pytest.raises(ValueError, match="problem must be one of ch1.p1a"):
+        exercises.check("ch99.p1", 1)
+    with pytest.raises(TypeError, match="value must be a finite number"):
+        exercises.check("ch1.p1a", "29 ms")
+
+
+def test_registry_lists_id_chapter_summary_and_takes_one_entry():
+    listed = exercises.problems("04_batch_size")
+    assert [pid for pid, _, _ in listed] == ["ch4.p1a", "ch4.p1b", "ch4.p2a", "ch4.p2b", "ch4.p3"]
+    assert all(summary for _, _, summary in exercises.problems())
+    extra = exercises.Problem("ch5.p1", "05_context_length", "a new chapter's problem (GB)", partial(float, 2.0),
+                              "GB", mistakes=(exercises.Mistake(partial(float, 4.0), "K and V are two tensors"),))
+    try:
+        exercises.register(extra)
+        assert exercises.check("ch5.p1", 2.0) and "two tensors" in str(exercises.check("ch5.p1", 4.0))
+        with pytest.raises(ValueError, match="already registered"):
+            exercises.register(extra)
+    finally:
+        exercises.PROBLEMS.pop("ch5.p1", None)
+
+
+@pytest.mark.parametrize("chapter", ["01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size",
+                                     "06_published_record"])
+def test_every_problem_has_a_check_cell_in_its_chapter(chapter):
+    cells = json.loads((ROOT / "notebooks" / f"{chapter}.ipynb").read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    for pid, _, _ in exercises.problems(chapter):
+        assert f'exercises.check("{pid}"' in code, pid  # the reader's example call
+        assert f"`{pid}`" in text, pid  # and the line that tells them how
+        if not exercises.PROBLEMS[pid].choices:  # the hidden cell that ties the glued answer to it
+            assert f'exercises.answer("{pid}")' in code, pid
+
+
+def test_spec_bench_value_is_chapter_3s():
+    cells = json.loads((ROOT / "notebooks" / "03_acceptance.ipynb").read_text())["cells"]
+    source = "\n".join("".join(c["source"]) for c in cells)
+    assert f'"Vicuna-7B, SpS (draft model), A100, greedy", "mean accepted tokens", ' \
+           f'{exercises.SPEC_BENCH_SPS_MEAN_ACCEPTED})' in source
+    assert math.isclose(cost.expected_tokens(exercises.answer("ch3.p1a"), 4), exercises.SPEC_BENCH_SPS_MEAN_ACCEPTED)
+
+
+def test_check_all_counts_and_explains(capsys):
+    verdicts = exercises.check_all({"ch4.p1a": 194, "ch4.p1b": 160, "ch2.p3": "b"})
+    assert [bool(v) for _, v in verdicts] == [True, False, True]
+    out = capsys.readouterr().out
+    assert "2 of 3 right" in out and "✗ not right (ch4.p1b): that is the 8B target's B*" in out
+
+
+def test_onboarding_page_uses_real_ids_and_shows_real_checker_output():
+    import re
+
+    text = (ROOT / "book" / "onboarding.md").read_text()
+    ids = set(re.findall(r"`(ch\d\.p\d[a-z]?)`", text))
+    assert ids <= set(exercises.PROBLEMS)
+    chapters_1_to_4 = {p for p in exercises.PROBLEMS if p[2] in "1234"}
+    assert ids == chapters_1_to_4  # every problem is on the route or named as a second pass
+    shown = re.findall(r'exercises\.check\("([^"]+)", ([^)]+)\)\s+# (.+?)(?: \.\.\.)?\n', text)
+    assert shown
+    for pid, value, message in shown:
+        assert str(exercises.check(pid, float(value))).startswith(message), (pid, value)
+    for pid, value in re.findall(r'"(ch\d\.p\d[a-z]?)": ([\d.]+)', text):  # the lead's example parses
+        exercises.check(pid, float(value))
