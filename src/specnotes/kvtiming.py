@@ -29,6 +29,7 @@ class ContextSizes:
     shape: the layer stack (``measure.stack_sizes``' target: Chapters 2 and 4 time the same layers);
     k: draft tokens (verify passes have k + 1); start: the first context of the sweep;
     attention_batches, attention_contexts: the attention-only measurement's grid;
+    max_batch: the largest batch the batch search (``verify_batch``) tries;
     budget_s: seconds the context sweep may take; max_kv_bytes: the largest cache it builds;
     warmup, repeats, point_s: per timed point, at most ``repeats`` samples and about ``point_s`` seconds
     (never fewer than 3 samples): cheap calls get many samples, so a quiet one is among them;
@@ -40,6 +41,7 @@ class ContextSizes:
     start: int
     attention_batches: tuple[int, ...]
     attention_contexts: tuple[int, ...]
+    max_batch: int
     budget_s: float
     max_kv_bytes: float
     warmup: int
@@ -57,18 +59,19 @@ def context_sizes(device=None, dtype=None) -> ContextSizes:
         # bytes at L_kv = 106k / B tokens, ~800 at the batches a GPU's ridge asks for (~128); caches up to 8 GB
         # (half a T4)
         return ContextSizes(shape, k=4, start=256, attention_batches=(1, 64),
-                            attention_contexts=(1024, 2048, 4096, 8192, 16384, 32768),
+                            attention_contexts=(1024, 2048, 4096, 8192, 16384, 32768), max_batch=512,
                             budget_s=60.0, max_kv_bytes=8e9, warmup=5, repeats=20, point_s=1.0)
     # One layer of Chapters 2 and 4's CPU stack (d = 2048, 16 heads sharing 4 KV heads, 94 MB in bf16: three
     # times a 32 MB L3). Weights and cache read the same bytes at L_kv = 23k / B tokens, a few thousand at the
     # batches a CPU's ridge asks for (8-32); a cache of a few hundred MB is several times the weights, and the
-    # sweep stays within ~10 s. One thread: on a machine shared with other work, a second thread mostly waits
+    # sweep stays within ~15 s. One thread: on a machine shared with other work, a second thread mostly waits
     # for the first (a parallel region needs both cores at once), which turns sub-millisecond calls into 10 ms.
     one = replace(shape, n_layers=1, name=f"one layer, d={shape.d_model}")
     # Attention alone at B = 1 and 8: a CPU's attention kernel streams a cache several times slower than a copy,
     # so a batch of 8 sequences of 8k tokens (134 MB) already takes tens of milliseconds.
+    # Batches up to 32: past that a pass takes long enough on one core that the sweep cannot reach L_kv(B).
     return ContextSizes(one, k=4, start=256, attention_batches=(1, 8), attention_contexts=(512, 2048, 8192),
-                        budget_s=10.0, max_kv_bytes=0.6e9, warmup=2, repeats=30, point_s=0.25, threads=1)
+                        max_batch=32, budget_s=15.0, max_kv_bytes=0.6e9, warmup=2, repeats=30, point_s=0.25, threads=1)
 
 
 def layer_shape(shape: cost.ModelShape) -> cost.ModelShape:

@@ -107,7 +107,8 @@ def explorer_grid(accelerators=tuple(hardware.ACCELERATORS), targets=tuple(TARGE
     """One row per setting: {acc, tgt, k, a (α in %), ctx, S: [S(B) for B in batches] (2 decimals),
     bstar, mb}, bf16 (fp16 on the T4). ``bstar``: ``cost.crossover_batch`` with ``max_batch`` = the
     largest of ``batches`` (None: still pays there); ``mb``: the largest batch that fits in memory
-    (``cost.max_batch``; None where the table has no memory size).
+    (``cost.max_batch``; None where the table has no memory size). Where not even the weights fit
+    (``mb`` = 0: Llama-3-70B on one 80 GB GPU) ``S`` is empty: no curve describes a server there.
     ``model``: the time functions' keyword arguments, or a function of the accelerator's name returning
     them (a calibration: ``lambda acc: cost.calibration(acc, source)``); default: the per-kernel roofline."""
     batches = validate.integers("batches", batches, low=1)
@@ -117,7 +118,7 @@ def explorer_grid(accelerators=tuple(hardware.ACCELERATORS), targets=tuple(TARGE
         kwargs = model(acc) if callable(model) else dict(model or {})
         mb = fits_batch(TARGETS[tgt], DRAFT, accel, k, ctx)
         for row in _grid_rows(TARGETS[tgt], DRAFT, accel, k, alphas_pct, ctx, batches, kwargs):
-            rows.append({"acc": acc, "tgt": tgt, "k": k, "a": row["a"], "ctx": ctx, "S": row["S"],
+            rows.append({"acc": acc, "tgt": tgt, "k": k, "a": row["a"], "ctx": ctx, "S": [] if mb == 0 else row["S"],
                          "bstar": row["bstar"], "mb": mb})
     return rows
 
