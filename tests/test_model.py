@@ -98,6 +98,25 @@ def test_cache_guards(tiny):
     assert cache.lengths.tolist() == [5, 2]
 
 
+@torch.no_grad()
+def test_a_rows_view_runs_the_first_sequences_in_the_shared_cache(tiny):
+    tokens = torch.randint(0, 256, (4, 9), generator=torch.Generator().manual_seed(4))
+    cache = tiny.new_cache(4, 16)
+    tiny(tokens[:, :6], cache)
+    view = cache.rows(2)
+    out = tiny(tokens[:2, 6:], view)  # only the first two sequences advance
+    cache.lengths[:2] = view.lengths
+    assert cache.lengths.tolist() == [9, 9, 6, 6]
+    assert close(out, tiny(tokens[:2])[:, 6:])  # their keys and values landed in the shared cache
+    after = torch.randint(0, 256, (4, 1), generator=torch.Generator().manual_seed(5))
+    later = tiny(after, cache)  # the whole cache again: each sequence continues from its own length
+    for b, n in enumerate((9, 9, 6, 6)):
+        assert close(later[b, 0], tiny(torch.cat([tokens[b, :n], after[b]])[None])[0, -1])
+    for bad in (0, 5):
+        with pytest.raises(ValueError):
+            cache.rows(bad)
+
+
 def test_encode_decode_round_trip():
     text = "It is a truth universally acknowledged — naïve café"
     ids = encode(text)

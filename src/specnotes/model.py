@@ -80,6 +80,16 @@ class KVCache:
         self.k[layer].scatter_(2, index, k)
         self.v[layer].scatter_(2, index, v)
 
+    def rows(self, n: int) -> KVCache:
+        """The first ``n`` sequences as a cache that shares this one's keys and values (continuous
+        batching runs a pass over the occupied rows only). Its ``lengths`` are a copy: a pass or a
+        rollback through the view rebinds them, so copy them back with ``self.lengths[:n] = view.lengths``."""
+        if not 0 < n <= self.batch:
+            raise ValueError(f"n must be in 1..{self.batch}, got {n}")
+        view = object.__new__(KVCache)
+        view.k, view.v, view.lengths = self.k[:, :n], self.v[:, :n], self.lengths[:n].clone()
+        return view
+
     def reserve(self, positions: torch.Tensor, n_valid: torch.Tensor | None = None):
         """Room for a pass that writes ``positions`` [B, n] (rows past ``n_valid[b]`` are padding).
         A contiguous cache has it already; a paged one (``specnotes.kvcache``) allocates blocks here."""

@@ -1,0 +1,171 @@
+"""Policies that pick k from the batch, goodput, step-time tables, and the serving loop."""
+
+import numpy as np
+import pytest
+
+from specnotes import cost, model, serving
+from specnotes.decode_worker import DecodeWorker, prefill
+from specnotes.validate import BadArgument
+
+
+def linear_step(batch, k):
+    """A step costs 1 (overhead and weights), 0.1 per draft pass and 0.02 per verified token."""
+    return 1 + 0.1 * k + 0.02 * batch * (k + 1)
+
+
+def test_fixed_and_vllm_threshold_policies():
+    assert [serving.FixedK(3)(b) for b in (1, 64, 4096)] == [3, 3, 3]
+    rule = serving.DisableAbove(4, disable_by_batch_size=8)
+    # vLLM V0 disables once running_queue_size >= disable_by_batch_size
+    assert [rule(b) for b in (1, 7, 8, 9)] == [4, 4, 0, 0]
+    with pytest.raises(BadArgument, match="k"):
+        serving.FixedK(-1)
+    with pytest.raises(BadArgument, match="disable_by_batch_size"):
+        serving.DisableAbove(2, 0)
+
+
+def test_k_table_lookup_and_vllm_form():
+    table = serving.KTable(((1, 64, 3), (65, 128, 1), (129, 512, 0)))
+    assert [table(b) for b in (1, 64, 65, 128, 129, 512, 10_000)] == [3, 3, 1, 1, 0, 0, 0]
+    assert table.vllm_config() == [[1, 64, 3], [65, 128, 1], [129, 512, 0]]
+    assert serving.table_from_ks([2, 2, 1, 1, 1, 0]).ranges == ((1, 2, 2), (3, 5, 1), (6, 6, 0))
+    for bad in ((), ((2, 5, 1),), ((1, 4, 1), (6, 9, 0)), ((1, 4, -1),)):
+        with pytest.raises(BadArgument):
+            serving.KTable(bad)
+
+
+def test_adaptive_k_maximizes_goodput_by_hand():
+    # alpha = 0.8: E[N] = 1, 1.8, 2.44, 2.952, 3.3616 for k = 0..4. At B = 1 the goodputs E[N]/T are
+    # 0.980, 1.579, 1.937, 2.139, 2.241: k = 4. At B = 100: 0.333, 0.353, 0.339, 0.321, 0.299: k = 1.
+    # At B = 200: 0.200, 0.198, ...: k = 0.
+    table = serving.adaptive_k(linear_step, 0.8, max_batch=300, k_max=4)
+    assert (table(1), table(100), table(200)) == (4, 1, 0)
+    ks = [table(b) for b in range(1, 301)]
+    assert ks == sorted(ks, reverse=True)  # k never rises with the batch here
+    assert serving.goodput(linear_step, 0.8, 1, 4) == pytest.approx(3.3616 / 1.5)
+
+
+def test_crossover_by_hand():
+    # k = 1 pays while 1.8 / (1.1 + 0.04 B) > 1 / (1 + 0.02 B), i.e. while 0.7 > 0.004 B: up to B = 174
+    assert serving.crossover(linear_step, 0.8, 1, max_batch=1000) == 175
+    assert serving.crossover(linear_step, 0.8, 1, max_batch=100) is None
+    assert serving.crossover(lambda b, k: 1 + k, 0.1, 1, max_batch=50) == 1  # never pays
+
+
+def test_monotone_envelope_by_hand():
+    # a larger batch or more drafts cannot be faster: slow outliers are lowered to the next larger step
+    env = serving.monotone_envelope(np.array([[1.0, 3.0, 2.0], [2.0, 1.5, 4.0]]))
+    np.testing.assert_allclose(env, [[1.0, 1.5, 2.0], [1.5, 1.5, 4.0]])
+
+
+def test_step_times_interpolate_and_extrapolate():
+    times = serving.StepTimes((1, 4, 8), ((1.0, 1.3, 2.1), (2.0, 2.6, 4.2)))
+    assert times(1, 0) == 1.0 and times(2, 0) == pytest.approx(1.1) and times(6, 1) == pytest.approx(3.4)
+    assert times(16, 0) == pytest.approx(2.1 + 8 * 0.2)  # the last segment's slope, 0.8 / 4 per sequence
+    assert times.k_max == 1
+
+
+def test_modelled_step_time_is_the_cost_model():
+    step = serving.modelled_step_time(cost.LLAMA_3_8B, cost.LLAMA_3_2_1B, "H100-SXM", context=256, overhead=1e-4)
+    assert step(16, 0) == cost.pass_time(cost.LLAMA_3_8B, "H100-SXM", 16, 1, 256, overhead=1e-4)
+    assert step(16, 3) == cost.iteration_time(cost.LLAMA_3_8B, cost.LLAMA_3_2_1B, "H100-SXM", 16, 3, 256,
+                                              overhead=1e-4)
+
+
+def test_concurrency_limits():
+    assert serving.concurrency_limits([(2, 1), (3, 8), (0, 4)]) == [1, 1, 8, 8, 8]
+    with pytest.raises(BadArgument, match="concurrency"):
+        serving.concurrency_limits([(2, 0)])
+
+
+# ---------------------------------------------------------------------------------------------- on the model pair
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return model.load_target(), model.load_draft()
+
+
+@pytest.fixture(scope="module")
+def handoffs(pair):
+    target, draft = pair
+    text = model.load_text("eval")
+    lengths = [5, 9, 3, 12, 7, 4, 10, 6]
+    return [prefill(target, model.encode(text[i * 500: i * 500 + 20]), n, i, draft=draft)
+            for i, n in enumerate(lengths)]
+
+
+def test_serve_admits_up_to_the_limit_and_follows_the_policy(pair, handoffs, one_thread):
+    limits = [1, 1, 3, 3, 3, 3, 2, 2]
+    policy = serving.KTable(((1, 1, 3), (2, 2, 1), (3, 8, 0)))
+    workers = [DecodeWorker(*pair, slots=4, capacity=40, k_max=3) for _ in range(2)]
+    runs = serving.serve(workers, handoffs, limits, [policy, serving.FixedK(0)])
+    for run in runs:
+        assert {i: n for i, (_, _, n) in run.requests.items()} == {h.request_id: h.max_new_tokens for h in handoffs}
+        assert all(b <= 3 for _, b, _, _ in run.steps)
+        assert sum(t for *_, t in run.steps) == sum(h.max_new_tokens for h in handoffs)
+    assert all(k == policy(b) for _, b, k, _ in runs[0].steps)
+    assert {k for *_, k, _ in runs[1].steps} == {0} and np.isnan(runs[1].alpha)
+    assert runs[0].steps[0][1] == 1  # the first request runs alone: its limit is 1
+    per_token = runs[0].s_per_token
+    assert per_token.shape == (8,) and (per_token > 0).all()
+
+
+def test_fastest_keeps_each_step_at_its_fastest(pair, handoffs, one_thread):
+    workers = [DecodeWorker(*pair, slots=4, capacity=40, k_max=2)]
+    a, b = (serving.serve(workers, handoffs, [2] * 8, [serving.FixedK(2)])[0] for _ in range(2))
+    assert a.work == b.work  # temperature 0: the same steps, the same tokens
+    best = serving.fastest([a, b])
+    assert [s[0] for s in best.steps] == [min(x[0], y[0]) for x, y in zip(a.steps, b.steps, strict=True)]
+    assert best.step_s <= min(a.step_s, b.step_s)
+    c = serving.serve(workers, handoffs, [2] * 8, [serving.FixedK(1)])[0]
+    with pytest.raises(BadArgument, match="different work"):
+        serving.fastest([a, c])
+
+
+def test_measured_step_times_are_monotone_and_cover_every_k(pair, handoffs, one_thread):
+    worker = DecodeWorker(*pair, slots=4, capacity=40, k_max=2)
+    long = [prefill(pair[0], model.encode("It is a truth universally"), 8, i, draft=pair[1]) for i in range(4)]
+    times = serving.measure_step_times(worker, long, (1, 4), k_max=2, warmup=1, repeats=2, progress=False)
+    seconds = np.array(times.seconds)
+    assert seconds.shape == (3, 2) and (seconds > 0).all()
+    assert (np.diff(seconds, axis=0) >= 0).all() and (np.diff(seconds, axis=1) >= 0).all()
+    assert worker.n == 0
+    with pytest.raises(BadArgument, match="max_new_tokens"):
+        serving.measure_step_times(worker, handoffs[2:3], (1,), k_max=2, progress=False)  # a 3-token request ends
+
+
+def test_serve_needs_a_worker_per_policy(pair, handoffs):
+    worker = DecodeWorker(*pair, slots=2, capacity=40, k_max=1)
+    with pytest.raises(BadArgument, match="worker of its own"):
+        serving.serve([worker, worker], handoffs, [1] * 8, [serving.FixedK(0), serving.FixedK(1)])
+    with pytest.raises(BadArgument, match="one limit per handoff"):
+        serving.serve([worker], handoffs, [1], [serving.FixedK(0)])
+
+
+def test_batch_expansion_charges_every_expanded_sequence_of_a_speculative_step():
+    expanded = serving.batch_expansion(linear_step, per_sequence_s=0.001)
+    assert expanded(8, 0) == linear_step(8, 0)  # a plain step is not expanded
+    assert expanded(8, 3) == pytest.approx(linear_step(8, 3) + 0.001 * 8 * 4)  # 8 sequences scored as 32
+    with pytest.raises(BadArgument, match="per_sequence_s"):
+        serving.batch_expansion(linear_step, -1.0)
+
+
+def test_the_qwama_draft_shape():
+    # Qwen2-0.5B (24 x 896, 14 heads, 2 KV heads, 4864) with Llama-3's vocabulary: about half a billion weights
+    assert 0.45e9 < serving.QWAMA_0_5B.params < 0.65e9
+    assert serving.QWAMA_0_5B.vocab == cost.LLAMA_3_70B.vocab
+
+
+def test_fit_lines_recovers_a_line_and_smooths_noise():
+    exact = serving.StepTimes((1, 4, 16, 64), tuple(tuple(0.002 + 0.001 * k + (0.0001 + 0.00005 * k) * b
+                                                          for b in (1, 4, 16, 64)) for k in range(3)))
+    lines = serving.fit_lines(exact)
+    assert lines.intercepts == pytest.approx((0.002, 0.003, 0.004)) and lines.slopes == pytest.approx(
+        (0.0001, 0.00015, 0.0002))
+    assert lines(32, 2) == pytest.approx(0.004 + 0.0002 * 32) and lines.k_max == 2
+    # one slow outlier moves the line a little, not the policy read off it
+    noisy = serving.StepTimes(exact.batches, (exact.seconds[0], (0.0031, 0.0045, 0.0055, 0.0126), exact.seconds[2]))
+    assert serving.fit_lines(noisy)(8, 1) == pytest.approx(lines(8, 1), rel=0.1)
+    flat = serving.fit_lines(serving.StepTimes((1, 2), ((0.003, 0.002),)))
+    assert flat.slopes == (0.0,) and flat(100, 0) == pytest.approx(0.0025)
