@@ -17,8 +17,13 @@ n_kv_heads the GQA group, n = k + 1 tokens per sequence in a verify pass, ridge 
 What speculation gains there (``kv_bound_speedup``, ``pays_at_every_batch_context``) and the draft's
 own KV (``draft_kv_ratio``) are derived in each function's docstring. ``speedup_map`` evaluates
 ``cost.batch_speedup`` on a (B, L) grid with the memory limit (``cost.max_batch``) beside it, and
-``memory_verdicts`` says per context where speculation pays among the batches that fit.
-Nothing here needs torch.
+``memory_verdicts`` says per context where speculation pays among the batches that fit;
+``throughput_at_memory_limit`` compares tokens per second when memory, not a fixed B, sets the batch;
+``logits_share`` sizes the [B·n, V] logits the default model leaves out.
+
+The checks at the end (``excess_halved``, ``fall_verdict``, ``check_fall``, ``check_grows``,
+``check_shared_kv``, ``verify_batch``, ``kv_anchored_ratios``) say what a measurement on *this* device may
+assert, from this device's model (``specnotes.kvtiming`` measures). Nothing here needs torch.
 """
 
 from __future__ import annotations
