@@ -215,15 +215,15 @@ def test_mean_accepted_length_is_converted_by_the_inverse():
     (1.0, 4, 0.0), (5.0, 4, 1.0),
     (1 + 0.9 + 0.81 + 0.729, 3, 0.9),
 ])
-def test_alpha_from_tokens_by_hand(mean, k, alpha):
-    assert cost.alpha_from_tokens(mean, k) == pytest.approx(alpha, abs=1e-12)
+def test_implied_alpha_by_hand(mean, k, alpha):
+    assert cost.implied_alpha(mean, k) == pytest.approx(alpha, abs=1e-12)
 
 
-def test_alpha_from_tokens_rejects_impossible_lengths():
-    with pytest.raises(ValueError, match=r"mean_tokens must be a number in \[1, 5\]"):
-        cost.alpha_from_tokens(5.5, 4)
+def test_implied_alpha_rejects_impossible_lengths():
+    with pytest.raises(ValueError, match=r"tokens_per_iteration must be a number in \[1, 5\]"):
+        cost.implied_alpha(5.5, 4)
     with pytest.raises(ValueError, match="k must be an integer >= 1"):
-        cost.alpha_from_tokens(1.0, 0)
+        cost.implied_alpha(1.0, 0)
 
 
 def test_shapes_from_hugging_face_config_and_text(tmp_path):

@@ -6,8 +6,9 @@ no such request, no failed request, no JavaScript error (but the theme's known o
 MathJax, every image decoded, every stored widget rendered by the html-manager, and every Vega-Lite
 chart drawn and re-drawn when one of its sliders moves.
 
-Needs the built book (``--built``) and ``/usr/bin/chromium`` (``apt-get install chromium``; or set
-``CHROMIUM=/path``). Without chromium the tests skip, except under ``CI=true`` where they fail.
+Needs the built book (make book; selected by ``-m browser``) and ``/usr/bin/chromium``
+(``apt-get install chromium``; or set ``CHROMIUM=/path``). Without chromium the tests skip, except
+under ``CI=true`` where they fail.
 ``SPECNOTES_SCREENSHOTS=/some/dir`` also saves a full-page screenshot of each page there.
 """
 

@@ -10,21 +10,6 @@ from specnotes import calibrate, cost, hardware, published, validate
 FIG1C = ("specdecode_bench", "fig1c_eagle3")
 
 
-@pytest.mark.parametrize("alpha,k,tokens", [
-    (0.5, 3, 1 + 0.5 + 0.25 + 0.125),      # E[N] = 1 + α + α² + α³ by hand
-    (0.8, 4, 1 + 0.8 + 0.64 + 0.512 + 0.4096),
-    (0.0, 2, 1.0), (1.0, 2, 3.0),
-])
-def test_alpha_for_tokens_inverts_the_geometric_sum(alpha, k, tokens):
-    assert calibrate.alpha_for_tokens(tokens, k) == pytest.approx(alpha, abs=1e-9)
-
-
-@pytest.mark.parametrize("tokens,k", [(0.9, 3), (4.5, 3), (2.0, 0)])
-def test_alpha_for_tokens_rejects_impossible_means(tokens, k):
-    with pytest.raises(validate.BadArgument):
-        calibrate.alpha_for_tokens(tokens, k)
-
-
 def test_cases_read_the_published_setup():
     cases = calibrate.cases(*FIG1C)
     assert [c.batch for c in cases] == [1, 16, 64, 128]
@@ -157,7 +142,7 @@ def test_magicdec_trend_needs_the_draft_window_and_is_reproduced_with_tp8():
 
 
 def test_tree_speedup_with_one_branch_is_the_chain():
-    alpha = calibrate.alpha_for_tokens(2.4, 3)
+    alpha = cost.implied_alpha(2.4, 3)
     knobs = {"overlap": "none", "overhead": 3e-3, "draft_overhead": 5e-4}
     for b in (1, 64):
         chain = cost.batch_speedup(calibrate.QWEN3_8B, calibrate.EAGLE3_QWEN3_8B, "H100-SXM", b, 3, alpha, 200, **knobs)

@@ -74,6 +74,24 @@ def test_every_problem_of_chapters_1_to_4_has_a_checker():
     assert by_hand == {p for p in exercises.PROBLEMS if p[2] in "1234"}
 
 
+def test_chapter_5_answers_by_hand():
+    kv_70b = 2 * 80 * 8 * 128 * 2  # K and V, 80 layers, 8 KV heads of 128, bf16: 327,680 bytes per token
+    assert exercises.answer("ch5.p1a") == pytest.approx(2 * P_70B / (32 * kv_70b))
+    assert exercises.answer("ch5.p1b") == 2 * (64 // 8) * 5 / 2  # 2·g·n / kv_bytes
+    assert exercises.answer("ch5.p2a") == 3 * 512 / 32768  # the draft's cache is the target's, per token
+    assert exercises.answer("ch5.p2b") == pytest.approx(en(0.8, 3) / (1 + 3 * 512 / 32768))
+    # L4, 24 GB: the 8B's weights (untied embedding) + the 1B's (tied), then 128 + 32 KiB per token of both caches
+    weights = 2 * (P_8B + 4096 * 128256) + 2 * P_1B
+    assert exercises.answer("ch5.p3a") == math.floor((24e9 - weights) / ((131072 + 32768) * (256 + 5))) == 127
+    # speculation at 127 sequences against plain decoding at as many as fit without the draft
+    plain_b = math.floor((24e9 - 2 * (P_8B + 4096 * 128256)) / (131072 * 257))
+    plain = plain_b / cost.pass_time(cost.LLAMA_3_8B, "L4", plain_b, 1, 256)
+    spec = 127 * en(0.8, 4) / cost.iteration_time(cost.LLAMA_3_8B, cost.LLAMA_3_2_1B, "L4", 127, 4, 256)
+    assert exercises.answer("ch5.p3b") == pytest.approx(spec / plain)
+    assert exercises.answer("ch5.p3b") < 1 < cost.batch_speedup(cost.LLAMA_3_8B, cost.LLAMA_3_2_1B, "L4", 127, 4, 0.8,
+                                                                256)
+
+
 def test_chapter_6_answers_from_the_data_files_and_the_hints_facts():
     # Problem 1 from the stored calibration and the published setup, read as plain JSON
     data = ROOT / "src" / "specnotes" / "data"
@@ -171,7 +189,8 @@ def test_registry_lists_id_chapter_summary_and_takes_one_entry():
 
 
 @pytest.mark.parametrize("chapter", ["01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size",
-                                     "06_published_record", "07_cheaper_drafters"])
+                                     "05_context_length", "06_published_record",
+                                     "07_cheaper_drafters"])
 def test_every_problem_has_a_check_cell_in_its_chapter(chapter):
     cells = json.loads((ROOT / "notebooks" / f"{chapter}.ipynb").read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")

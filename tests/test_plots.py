@@ -129,3 +129,116 @@ def test_time_vs_batch_accepts_pandas_series():
     ax = plots.time_vs_batch(None, frame.index, frame["measured"], frame["model"])
     assert any("model" in t.get_text() for t in ax.get_legend().get_texts())
     plt.close(ax.figure)
+
+
+def test_speedup_vs_k_model_lines_with_best_stars_and_measured_spread():
+    ax = plots.speedup_vs_k(curves=[("α = 0.8", [1, 2, 3], [1.5, 1.9, 1.7], "model"),
+                                    ("wall clock", [1, 2, 3], [1.1, 1.3, 1.2], "measured", ([1.0, 1.2, 1.0],
+                                                                                             [1.2, 1.5, 1.3]))],
+                            best=True, title="S vs k", source="CPU, fp32")
+    assert ax.get_title() == "S vs k" and "k" in ax.get_xlabel() and "×" in ax.get_ylabel()
+    labels = legend_texts(ax)
+    assert set(labels) == {"model: α = 0.8", "measured: wall clock", "S = 1 (no gain)"}
+    stars = [line for line in ax.lines if line.get_marker() == "*"]
+    assert len(stars) == 1 and list(stars[0].get_xdata()) == [2]  # the model's best k
+    (bars,) = [c for c in ax.collections if c.get_segments()]  # the error bars: the measured spread
+    assert [tuple(seg[:, 1]) for seg in bars.get_segments()] == [(1.0, 1.2), (1.2, 1.5), (1.0, 1.3)]
+
+
+def test_bars_measured_filled_model_hollow():
+    ax = plots.bars(categories=["a", "b"], series=[("p", [0.5, 0.5], "model"), ("draws", [0.4, 0.6], "measured")],
+                    xlabel="token", ylabel="probability", title="t")
+    assert legend_texts(ax) == ["model: p", "measured: draws"]
+    model, measured = ax.containers
+    assert all(r.get_facecolor()[3] == 0 for r in model) and all(r.get_facecolor()[3] == 1 for r in measured)
+    assert [r.get_height() for r in measured] == [0.4, 0.6]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: plots.speedup_vs_k(curves=[("x", [1, 2], [1.0], "model")]),
+    lambda: plots.speedup_vs_k(curves=[("x", [1], [1.0], "guess")]),
+    lambda: plots.bars(categories=["a"], series=[("x", [1, 2], "model")], xlabel="", ylabel="", title=""),
+])
+def test_new_plots_reject_bad_series(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_house_style_keeps_interactive_mode_switched_on_inside():
+    # the inline backend switches interactive mode on with the kernel's first figure; rc_context alone
+    # would switch it off again on exit, and no later figure of the notebook would be shown
+    was = plt.isinteractive()
+    try:
+        plt.ioff()
+        with plots.house_style():
+            plt.ion()
+        assert plt.isinteractive()
+    finally:
+        plt.interactive(was)
+
+
+def test_speedup_map_draws_contour_memory_and_boundaries():
+    batches, contexts = [1, 4, 16, 64], [128, 1024, 8192]
+    speedup = [[2.0, 1.5, 0.9, 0.6], [2.0, 1.8, 1.4, 1.1], [2.0, 2.0, 1.9, 1.8]]
+    bounds = {"weights | KV cache": ([1, 16], [8192, 512]), "weights | compute": ([16, 16], [128, 512])}
+    ax = plots.speedup_map(None, batches, contexts, speedup, max_batch=[None, 40, 3], boundaries=bounds,
+                           labels=[("KV-bound", 4, 8192)], title="A map", source="model")
+    assert ax.get_title() == "A map"
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert "Batch size B" in ax.get_xlabel() and "Context length L (tokens)" in ax.get_ylabel()
+    labels = legend_texts(ax)
+    assert labels == ["model: S = 1 (break-even)", "model: does not fit in memory (weights + both KV caches)",
+                      "model: regime boundary, weights | KV cache", "model: regime boundary, weights | compute"]
+    colorbar = ax.figure.axes[-1]
+    assert "S(B, L), model" in colorbar.get_ylabel()
+    assert [t.get_text() for t in ax.texts] == ["KV-bound"]
+    # the hatched region starts just past each context's limit: none at L = 128, B > 40 at 1024, B > 3 at 8192
+    (shade,) = [c for c in ax.collections if c.get_hatch() == "//"]
+    xs = shade.get_paths()[0].vertices[:, 0]
+    assert min(xs) == pytest.approx(3.5)
+
+
+def test_speedup_map_leaves_out_what_is_not_there():
+    ax = plots.speedup_map(None, [1, 2], [64, 128], [[2.0, 1.9], [2.0, 2.0]], max_batch=[None, None])
+    assert ax.get_legend() is None  # no S = 1 crossing, nothing that does not fit, no boundaries
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"speedup": [[1.0, 2.0]]}, "must be 2 rows"),
+    ({"contexts": [0, 64]}, "L = 0 has no place"),
+    ({"max_batch": [1]}, "max_batch has 1 entries"),
+    ({"vmin": 1.5}, "vmin < 1 < vmax"),
+])
+def test_speedup_map_rejects_bad_input(kwargs, message):
+    args = {"batches": [1, 2], "contexts": [64, 128], "speedup": [[2.0, 1.0], [0.5, 1.2]], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        plots.speedup_map(None, **args)
+
+
+def test_speedup_vs_batch_shades_what_does_not_fit():
+    ax = plots.speedup_vs_batch(None, [("m", [1, 2, 4, 8], [2.0, 1.8, 1.5, 1.2], "model")], max_batch=3)
+    assert "model: does not fit in memory (B > 3)" in legend_texts(ax)
+    (span,) = [p for p in ax.patches]
+    assert span.get_x() == pytest.approx(3) and span.get_x() + span.get_width() == pytest.approx(8)
+    ax = plots.speedup_vs_batch(None, [("m", [1, 2], [2.0, 1.8], "model")], max_batch=64)
+    assert not ax.patches  # everything fits: nothing shaded
+
+
+def test_time_and_ratio_vs_context():
+    ctx = [256, 1024, 4096]
+    ax = plots.time_vs_context(None, [("B=1, n=1", ctx, [1e-3, 2e-3, 6e-3], "measured"),
+                                      ("B=1, n=1", ctx, [0.8e-3, 2.1e-3, 7e-3], "model")],
+                               title="t(L)", source="here")
+    assert ax.get_title() == "t(L)" and "(ms)" in ax.get_ylabel() and "Context length L" in ax.get_xlabel()
+    assert legend_texts(ax) == ["measured: B=1, n=1", "model: B=1, n=1"]
+    lines = ax.get_lines()
+    assert lines[0].get_color() == lines[1].get_color()  # same setting, same colour
+    assert ax.get_legend().get_title().get_text() == "here"
+    ax = plots.ratio_vs_context(None, [("stack", ctx, [2.5, 1.8, 1.2], "measured")])
+    assert "measured: stack" in legend_texts(ax) and ax.get_ylim()[0] == 0
+    with pytest.raises(ValueError, match="kind must be"):
+        plots.ratio_vs_context(None, [("x", ctx, [1, 2, 3], "guess")])
+    with pytest.raises(ValueError, match="3 contexts but 2 values"):
+        plots.time_vs_context(None, [("x", ctx, [1, 2], "model")])
+    with pytest.raises(ValueError, match="at least one curve"):
+        plots.time_vs_context(None, [])

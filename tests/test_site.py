@@ -1,5 +1,5 @@
 """The website's plumbing without a browser: vendored JavaScript, no CDN in the built pages,
-internal links, the generated status page. The ``built`` ones run after the build (``--built``)."""
+internal links, the generated status page. The ``built`` ones check _build/html (make bookcheck: pytest -m built)."""
 
 from __future__ import annotations
 

@@ -66,3 +66,14 @@ def test_stack_overhead_is_a_floor_below_a_real_pass():
     st = build_stack(TINY, dtype=torch.float32)
     t0 = measure.stack_overhead(TINY, "cpu", "fp32", context=4, repeats=5)
     assert 0 < t0 <= min(measure.stack_time(st, 2, 3, 4, warmup=1, repeats=3).samples) * 1.5
+
+
+@pytest.mark.parametrize("heads, kv_heads, n, context", [(8, 2, 5, 7), (8, 2, 1, 9), (4, 4, 3, 6), (6, 1, 2, 0)])
+def test_grouped_attention_is_sdpa_with_gqa(heads, kv_heads, n, context):
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(3, heads, n, 16, generator=gen)
+    keys, values = (torch.randn(3, kv_heads, context + n, 16, generator=gen) for _ in range(2))
+    mask = stack.causal_mask(n, context, "cpu")
+    expected = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                                                enable_gqa=heads != kv_heads)
+    torch.testing.assert_close(stack.grouped_attention(q, keys, values, mask), expected)

@@ -27,7 +27,7 @@ GPU: ``--gpu`` (a row of ``hardware.ACCELERATORS``), or ``--bandwidth GB/s --pea
 [--memory GB] [--link GB/s]`` for one that is not in the table (these also override a row's values).
 Acceptance: ``--alpha``, or ``--mean-accepted M`` (tokens per iteration including the bonus token, as
 Spec-Bench reports it) measured at ``--k``, or ``M@K`` when ``--k best``; converted by
-``cost.alpha_from_tokens``. A calibration is one more set of keyword arguments for the time functions,
+``cost.implied_alpha``. A calibration is one more set of keyword arguments for the time functions,
 ``cost.calibration(gpu, NAME)``, fitted to published measurements (Chapter 6): ``--calibration auto``
 (the default) uses the GPU's stored calibration where it has one, ``none`` the idealized roofline,
 ``list`` lists them. With a calibration the report also shows the idealized model beside it.
@@ -197,7 +197,7 @@ def alpha_value(alpha, mean_accepted, k: int | None) -> tuple[float, str]:
     if not 1 <= mean <= measured_k + 1:
         raise validate.BadArgument(f"mean_accepted must be in [1, {measured_k + 1}] (tokens per iteration with "
                                    f"the bonus token, at k = {measured_k}); got {mean:g}")
-    alpha = cost.alpha_from_tokens(mean, measured_k)
+    alpha = cost.implied_alpha(mean, measured_k)
     return alpha, f"from a mean accepted length of {mean:g} tokens at k = {measured_k} (inverse of E[N])"
 
 

@@ -50,22 +50,6 @@ SHAPES = {s.name: s for s in (LLAMA_31_8B, LLAMA_2_7B, TINYLLAMA, EAGLE3_LLAMA31
 EAGLE3_HEADS = {LLAMA_31_8B.name: EAGLE3_LLAMA31_8B, QWEN3_8B.name: EAGLE3_QWEN3_8B}
 
 
-def alpha_for_tokens(tokens: float, k: int) -> float:
-    """The α whose E[N] = (1 − α^(k+1))/(1 − α) equals ``tokens`` (published mean tokens per iteration).
-
-    E[N] rises from 1 (α = 0) to k + 1 (α = 1), so bisection finds the one α.
-    """
-    k = validate.integer("k", k, low=1)
-    tokens = validate.number("tokens", tokens, low=1, high=k + 1)
-    if tokens == k + 1:  # E[N] is flat to rounding near α = 1: answer the end exactly
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cost.expected_tokens(mid, k) < tokens else (lo, mid)
-    return (lo + hi) / 2
-
-
 # ---------------------------------------------------------------------------------------------- cases
 
 
@@ -142,7 +126,7 @@ def cases(source: str, series: str, alpha=None, context: int | None = None,
         elif isinstance(setup.get("alpha"), float):
             a = setup["alpha"]
         elif setup.get("tokens_per_iteration") is not None:
-            a = alpha_for_tokens(setup["tokens_per_iteration"], k)
+            a = cost.implied_alpha(setup["tokens_per_iteration"], k)
         else:
             raise validate.BadArgument(f"{series} publishes neither alpha nor tokens per iteration: pass alpha=")
         label = ", ".join(f"{c}={p[c]:g}" for c in s.columns if c != "speedup")

@@ -391,21 +391,22 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-def alpha_from_tokens(mean_tokens: float, k: int) -> float:
-    """The α whose ``expected_tokens(α, k)`` is ``mean_tokens``: the inverse, by bisection.
+def implied_alpha(tokens_per_iteration: float, k: int) -> float:
+    """The α whose ``expected_tokens(α, k)`` is ``tokens_per_iteration``: the inverse, by bisection.
 
-    ``mean_tokens`` is the mean accepted length per iteration *with* the bonus token (Spec-Bench's
-    "mean accepted tokens"), in [1, k + 1]. E[N] = 1 + α + ... + α^k rises strictly with α, so the root
+    ``tokens_per_iteration`` is the mean accepted length per iteration *with* the bonus token
+    (Spec-Bench's "mean accepted tokens"), in [1, k + 1]. E[N] = 1 + α + ... + α^k rises strictly with α, so the root
     is unique; 1 ↦ 0 and k + 1 ↦ 1. (The bisection sums the powers: near α = 1 the closed form
     (1 − α^(k+1))/(1 − α) loses digits to cancellation.)
     """
     k = validate.integer("k", k, low=1)
-    mean_tokens = validate.number("mean_tokens", mean_tokens, low=1, high=k + 1)
+    tokens = validate.number("tokens_per_iteration", tokens_per_iteration, low=1, high=k + 1)
+    powers = lambda a: sum(a**i for i in range(k + 1))
     lo, hi = 0.0, 1.0
     for _ in range(64):  # 2^-64: below float precision
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sum(mid**i for i in range(k + 1)) < mean_tokens else (lo, mid)
-    return lo if mean_tokens - sum(lo**i for i in range(k + 1)) < sum(hi**i for i in range(k + 1)) - mean_tokens else hi
+        lo, hi = (mid, hi) if powers(mid) < tokens else (lo, mid)
+    return lo if tokens - powers(lo) < powers(hi) - tokens else hi
 
 
 def tokens_pmf(alpha: float, k: int) -> list[float]:

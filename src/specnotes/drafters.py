@@ -20,22 +20,12 @@ of them (see ``generate.keep_proposed``).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from specnotes import validate
-from specnotes.model import VOCAB_SIZE, KVCache, Transformer
+from specnotes.model import VOCAB_SIZE, Transformer, prefill
 from specnotes.sampling import logits_to_probs, sample_from
-
-
-def pad_prompts(prompts: list[torch.Tensor], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad 1-D prompts into [B, max_len]; also return their lengths [B]."""
-    lengths = torch.tensor([len(p) for p in prompts], dtype=torch.int64)
-    padded = torch.full((len(prompts), int(lengths.max())), pad, dtype=torch.int64)
-    for b, p in enumerate(prompts):
-        padded[b, : len(p)] = p
-    return padded, lengths
+from specnotes.validate import BadArgument, BadArgumentType
 
 
 class DraftModelDrafter:
@@ -44,6 +34,9 @@ class DraftModelDrafter:
     to the draft model, so it is fed next time together with the bonus token, in the same pass."""
 
     def __init__(self, model: Transformer, exit_layer: int | None = None):
+        if not isinstance(model, Transformer):
+            raise BadArgumentType(f"model must be a specnotes.model.Transformer, got {type(model).__name__}")
+        model.check_exit_layer(exit_layer)
         self.model = model
         self.exit_layer = exit_layer
         self.passes = 0
@@ -58,26 +51,13 @@ class DraftModelDrafter:
     def start(self, prompts: list[torch.Tensor], capacity: int, cache=None):
         """``cache``: an empty cache of your own (default: a new ``KVCache``), or one that already
         holds ``cache.lengths[b]`` leading tokens of prompt b (a prefix-cache hit, Chapter 9)."""
-        B = len(prompts)
-        if cache is None:
-            config = self.model.config
-            layers = self.model.check_exit_layer(self.exit_layer)  # an early exit caches only its layers
-            config = replace(config, n_layers=layers, exit_layer=None)
-            cache = KVCache(config, B, capacity, self.model.lm_head.weight.dtype, self.device)
-        self.cache = cache
-        done = cache.lengths.tolist()
-        rest, lengths = pad_prompts([p[n:] for p, n in zip(prompts, done, strict=True)])
-        padded, lengths = rest.to(self.device), lengths.to(self.device)
-        if padded.shape[1] > 1:  # prefill every prompt but its last token (ragged: padding masked)
-            self.forward(padded[:, :-1], n_valid=lengths - 1)
-            self.passes += 1
-        rows = torch.arange(B, device=self.device)
-        self.pending = torch.stack([padded[rows, lengths - 1], torch.zeros_like(lengths)], 1)
-        self.pending_len = torch.ones(B, dtype=torch.int64, device=self.device)
+        self.cache, last, passes = prefill(self.model, prompts, capacity, self.exit_layer, cache)
+        self.passes += passes
+        self.pending = torch.stack([last, torch.zeros_like(last)], 1)
+        self.pending_len = torch.ones(len(prompts), dtype=torch.int64, device=self.device)
 
     def propose(self, k: int, temperature: float, generator: torch.Generator | None = None):
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        """k >= 1 drafts per sequence (``speculative_generate`` has checked k and the temperature)."""
         B = self.pending.shape[0]
         rows = torch.arange(B, device=self.device)
         self.saved = (self.cache.lengths.clone(), self.pending.clone(), self.pending_len.clone())
@@ -91,7 +71,7 @@ class DraftModelDrafter:
                 logits = self.forward(tokens[-1][:, None])[:, 0]
             self.passes += 1
             q = logits_to_probs(logits, temperature)
-            tokens.append(sample_from(q, generator))
+            tokens.append(sample_from(q, generator, validate=False))
             probs.append(q)
         return torch.stack(tokens, 1), torch.stack(probs, 1)
 
@@ -120,9 +100,12 @@ class EarlyExitDrafter(DraftModelDrafter):
     """
 
     def __init__(self, target: Transformer, exit_layer: int | None = None):
+        if not isinstance(target, Transformer):
+            raise BadArgumentType(f"target must be a specnotes.model.Transformer, got {type(target).__name__}")
         exit_layer = target.config.exit_layer if exit_layer is None else exit_layer
-        if exit_layer is None or exit_layer >= target.config.n_layers:
-            raise ValueError("EarlyExitDrafter needs a target with an early-exit head (config.exit_layer)")
+        if exit_layer is None or exit_layer == target.config.n_layers:
+            raise BadArgument("EarlyExitDrafter needs a target with an early-exit head (config.exit_layer) and an "
+                              f"exit_layer below its {target.config.n_layers} layers, got exit_layer={exit_layer}")
         super().__init__(target, exit_layer)
 
 

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
-from specnotes import cost, hardware, validate
+from specnotes import context, cost, hardware, validate
 from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, LLAMA_3_70B
 
 # Spec-Bench (Xia et al. 2024, github.com/hemingkx/Spec-Bench), Vicuna-7B with a separate draft model
@@ -146,11 +146,6 @@ def draft_ms(draft: cost.ModelShape, accel: str, batch: int, k: int) -> float:
 def one_pass_ms(shape: cost.ModelShape, accel: str, batch: int, new_tokens: int) -> float:
     """One pass over ``new_tokens`` tokens per sequence, ms: a single-pass drafter, or one draft step."""
     return 1e3 * cost.roofline_time(cost.forward_cost(shape, batch, new_tokens), accel)
-
-
-def implied_alpha(mean_tokens: float, k: int) -> float:
-    """α whose E[N] at k is ``mean_tokens`` (Chapter 3, Problem 1): ``cost.alpha_from_tokens``."""
-    return cost.alpha_from_tokens(mean_tokens, k)
 
 
 def geometric_alpha(mean_tokens: float) -> float:
@@ -260,7 +255,7 @@ def your_engine_fit():
 
     e = YOUR_ENGINE
     head = calibrate.cases("specdecode_bench", "fig1c_eagle3")[0]
-    alpha = calibrate.alpha_for_tokens(e["tokens"], e["k"])
+    alpha = cost.implied_alpha(e["tokens"], e["k"])
     return calibrate.fit([calibrate.Case(f"batch={b}", head.target, head.draft, "H100-SXM", b, e["k"], alpha,
                                          e["context"], None, 1, s)
                           for b, s in zip(e["batches"], e["speedups"], strict=True)])
@@ -283,6 +278,24 @@ def your_engine_worst_error() -> float:
 
 def your_engine_rms_log() -> float:
     return your_engine_fit().rms_log
+
+
+def first_paying_batch(target: cost.ModelShape, draft, accel: str, k: int, alpha: float, ctx: int,
+                       window: int, limit: int = 1024) -> int:
+    return cost.paying_batches(target, draft, accel, k, alpha, ctx, limit=limit, draft_context=min(ctx, window))[0][0]
+
+
+def memory_limited_ratio(target: cost.ModelShape, draft, accel: str, k: int, alpha: float, ctx: int) -> float:
+    return context.throughput_at_memory_limit(target, draft, accel, k, alpha, ctx)["ratio"]
+
+
+def speedup_at_memory_limit(target: cost.ModelShape, draft, accel: str, k: int, alpha: float, ctx: int) -> float:
+    fits = cost.max_batch(target, draft, accel, ctx, k=k)
+    return cost.batch_speedup(target, draft, accel, fits, k, alpha, ctx)
+
+
+def logits_pct(shape: cost.ModelShape, accel: str, batch: int, new_tokens: int) -> float:
+    return 100 * context.logits_share(shape, accel, batch, new_tokens)
 
 
 def constant(value):
@@ -386,15 +399,15 @@ for _problem in [
                     "stored"))),
     # Chapter 3: acceptance
     _P("ch3.p1a", "03_acceptance", "α implied by Spec-Bench's SpS mean accepted tokens at k = 4",
-       partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), rel=0.01,
+       partial(cost.implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), rel=0.01,
        mistakes=(_M(partial(geometric_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED), "that is the k → ∞ formula "
                     "E[N] = 1/(1 − α): with k drafts solve (1 − α^(k+1))/(1 − α) = E[N]"),
                  _M(partial(drafted_fraction, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "(E[N] − 1)/k is the fraction of "
                     "drafted tokens accepted, not the per-token α of the i.i.d. model: solve "
                     "(1 − α^(k+1))/(1 − α) = E[N]"))),
     _P("ch3.p1b", "03_acceptance", "the same at k = 8",
-       partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), rel=0.002,
-       mistakes=(_M(partial(implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "that is the k = 4 answer: the same "
+       partial(cost.implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), rel=0.002,
+       mistakes=(_M(partial(cost.implied_alpha, SPEC_BENCH_SPS_MEAN_ACCEPTED, 4), "that is the k = 4 answer: the same "
                     "E[N] implies a different α at each k"),
                  _M(partial(drafted_fraction, SPEC_BENCH_SPS_MEAN_ACCEPTED, 8), "(E[N] − 1)/k is the fraction of "
                     "drafted tokens accepted, not α: solve (1 − α^(k+1))/(1 − α) = E[N]"))),
@@ -448,6 +461,48 @@ for _problem in [
                     "weight read, past the H200's ridge, so it costs compute"),
                  _M(partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H100, 96, 3, 0.7), "that is on an H100: the "
                     "H200's lower ridge (more bandwidth, same compute) leaves less headroom"))),
+    # Chapter 5: context length and the KV cache
+    _P("ch5.p1a", "05_context_length", "context at which 32 sequences' caches weigh Llama-3-70B's weights (tokens)",
+       partial(context.kv_context, LLAMA_3_70B, 32), "tokens",
+       mistakes=(_M(partial(context.kv_context, replace(LLAMA_3_70B, n_kv_heads=64), 32), "that counts all 64 "
+                    "query heads: the cache holds n_kv_heads = 8 KV heads per layer"),
+                 _M(partial(context.kv_context, LLAMA_3_70B, 1), "that is one sequence: each of the 32 holds its "
+                    "own cache, so divide by B"))),
+    _P("ch5.p1b", "05_context_length", "attention intensity of its verify pass at k = 4, bf16 cache (FLOP/byte)",
+       partial(context.attention_intensity, LLAMA_3_70B, 5), "FLOP/byte",
+       mistakes=(_M(constant(5.0), "that is n = k + 1 alone: each KV head serves g = 8 query heads, so multiply by g"),
+                 _M(constant(8.0), "that is a decode pass's g: a verify pass has k + 1 = 5 queries per sequence"))),
+    _P("ch5.p2a", "05_context_length", "ρ for Llama-3-8B drafting itself with a 512-token window, k = 3, L = 32,768",
+       partial(context.draft_kv_ratio, LLAMA_3_8B, LLAMA_3_8B, 3, 32768, 512),
+       mistakes=(_M(partial(context.draft_kv_ratio, LLAMA_3_8B, LLAMA_3_8B, 3, 32768), "that is the draft with its "
+                    "full cache: with a window it reads 512 cached tokens per step, not 32,768"),)),
+    _P("ch5.p2b", "05_context_length", "the KV-bound limit of S for that draft, α = 0.8 (×)",
+       partial(context.kv_bound_speedup, LLAMA_3_8B, LLAMA_3_8B, 3, 0.8, 32768, 512), "×",
+       mistakes=(_M(partial(cost.expected_tokens, 0.8, 3), "that is E[N] alone: the draft's window still costs "
+                    "S = E[N]/(1 + ρ)"),
+                 _M(partial(context.kv_bound_speedup, LLAMA_3_8B, LLAMA_3_8B, 3, 0.8, 32768), "that is the draft "
+                    "with its full cache (ρ = k): the window is 512 tokens"))),
+    _P("ch5.p2c", "05_context_length", "the smallest batch at which it pays on an H100 (memory aside)",
+       partial(first_paying_batch, LLAMA_3_8B, LLAMA_3_8B, H100, 3, 0.8, 32768, 512), rel=0,
+       mistakes=(_M(constant(1), "at B = 1 the weights dominate and the draft reads all of them k times: "
+                    "S(1) < 1, see cost.paying_batches"),)),
+    _P("ch5.p3a", "05_context_length", "sequences that fit on an L4 at L = 256, Llama-3-8B + 1B draft, k = 4",
+       partial(cost.max_batch, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 256, k=4), rel=0,
+       mistakes=(_M(partial(cost.max_batch, LLAMA_3_8B, None, "L4", 256), "that leaves out the draft: its weights "
+                    "and its cache take memory too"),
+                 _M(partial(cost.crossover_batch, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 4, 0.8, 256), "that is B* at "
+                    "L = 256, a batch that does not fit: count the weights and both caches (cost.max_batch)"))),
+    _P("ch5.p3b", "05_context_length", "tokens/s with speculation over without, for a server that fills the L4 (×)",
+       partial(memory_limited_ratio, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 4, 0.8, 256), "×",
+       mistakes=(_M(partial(speedup_at_memory_limit, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 4, 0.8, 256), "that is S at a "
+                    "fixed batch: without the draft the server holds more sequences, so compare tokens per second "
+                    "at each configuration's own largest batch"),)),
+    _P("ch5.p4", "05_context_length", "share of a Llama-3.2-1B draft step spent on fp32 logits, B = 256, H100 (%)",
+       partial(logits_pct, LLAMA_3_2_1B, H100, 256, 1), "%",
+       mistakes=(_M(partial(logits_pct, LLAMA_3_8B, H100, 256, 5), "that is the target's verify pass: the question "
+                    "is the 1B draft's step"),
+                 _M(lambda: 100 * context.logits_share_bound(LLAMA_3_2_1B, H100), "that is the most the share can "
+                    "reach, once the draft's matmuls are compute-bound: at B = 256 they are not yet"))),
     # Chapter 6: the model against the published record
     _P("ch6.p1a", "06_published_record", "S if the H100 calibration's overheads dominated every pass (k = 3)",
        partial(overhead_only_speedup, "specdecode_bench", "fig1c_eagle3", H100, 3),

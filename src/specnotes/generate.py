@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import torch
 
 from specnotes import validate
-from specnotes.drafters import DraftModelDrafter, pad_prompts
-from specnotes.model import Transformer, decode, encode
+from specnotes.drafters import DraftModelDrafter
+from specnotes.model import Transformer, decode, encode, prefill
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
 
@@ -119,33 +119,37 @@ class Generation:
         return [decode(row) for row in self.tokens]
 
 
-def as_prompt_list(prompts) -> list[torch.Tensor]:
+def as_prompt_list(prompts, model: Transformer, new_positions: int) -> list[torch.Tensor]:
+    """Prompts (a text, a list of texts or of token-id sequences, a [B, n] tensor) as 1-D int64
+    tensors, checked: integer ids in [0, vocab), none empty, and each still fits the model's context
+    after ``new_positions`` more tokens."""
     if isinstance(prompts, str):
         prompts = [prompts]
     if isinstance(prompts, torch.Tensor):
         prompts = list(prompts) if prompts.dim() == 2 else [prompts]
-    out = [encode(p) if isinstance(p, str) else torch.as_tensor(p, dtype=torch.int64).cpu() for p in prompts]
-    if not out or any(len(p) == 0 for p in out):
-        raise ValueError("need at least one prompt, and no empty prompt")
-    return out
+    try:
+        out = [encode(p) if isinstance(p, str) else torch.as_tensor(p).cpu() for p in prompts]
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise validate.BadArgumentType(f"prompts must be texts or sequences of token ids: {error}") from None
+    if not out:
+        raise validate.BadArgument("prompts must hold at least one prompt")
+    vocab, context = model.config.vocab_size, model.config.max_seq_len
+    for i, p in enumerate(out):
+        if p.is_floating_point() or p.is_complex() or p.dtype == torch.bool or p.dim() != 1:
+            raise validate.BadArgumentType(f"prompts[{i}] must be a text or a 1-D sequence of integer token ids, "
+                                           f"got a {p.dtype} tensor of shape {tuple(p.shape)}")
+        if len(p) == 0 or p.min() < 0 or p.max() >= vocab:
+            raise validate.BadArgument(f"prompts[{i}] must be a non-empty sequence of token ids in [0, {vocab}), "
+                                       f"got {p.tolist()[:8]}{'...' if len(p) > 8 else ''}")
+        if len(p) + new_positions > context:
+            raise validate.BadArgument(f"prompts[{i}] has {len(p)} tokens: with {new_positions} more positions "
+                                       f"(max_new_tokens, speculation) it passes the model's {context}-token context")
+    return [p.to(torch.int64) for p in out]
 
 
 def synchronize(device: torch.device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def prefill(model: Transformer, prompts: list[torch.Tensor], capacity: int):
-    """A cache holding every prompt but its last token, and that last token per sequence."""
-    device = model.lm_head.weight.device
-    padded, lengths = pad_prompts(prompts)
-    padded, lengths = padded.to(device), lengths.to(device)
-    cache = model.new_cache(len(prompts), capacity)
-    passes = 0
-    if padded.shape[1] > 1:
-        model(padded[:, :-1], cache, n_valid=lengths - 1)
-        passes = 1
-    return cache, padded[torch.arange(len(prompts), device=device), lengths - 1], passes
 
 
 @torch.inference_mode()
@@ -157,7 +161,9 @@ def generate(
     generator: torch.Generator | None = None,
 ) -> Generation:
     """Plain batched autoregressive decoding: one target pass per new token."""
-    prompts = as_prompt_list(prompts)
+    max_new_tokens = validate.integer("max_new_tokens", max_new_tokens, low=0)
+    temperature = validate.number("temperature", temperature, low=0)
+    prompts = as_prompt_list(prompts, model, max_new_tokens)
     device = model.lm_head.weight.device
     synchronize(device)
     start = time.perf_counter()
@@ -166,7 +172,7 @@ def generate(
     out = []
     for _ in range(max_new_tokens):
         logits = model(last[:, None], cache)[:, 0]
-        last = sample_from(logits_to_probs(logits, temperature), generator)
+        last = sample_from(logits_to_probs(logits, temperature), generator, validate=False)
         out.append(last)
     B = len(prompts)
     tokens = torch.stack(out, 1) if out else torch.zeros(B, 0, dtype=torch.int64, device=device)
@@ -196,18 +202,26 @@ def speculative_generate(
 ) -> Generation:
     """Batched speculative decoding. ``drafter``: a draft ``Transformer`` or a drafter object
     (see ``specnotes.drafters``). Returns the first ``max_new_tokens`` tokens of each sequence."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    k = validate.integer("k", k, low=1)
+    max_new_tokens = validate.integer("max_new_tokens", max_new_tokens, low=0)
+    temperature = validate.number("temperature", temperature, low=0)
     if isinstance(drafter, Transformer):
+        if drafter.config.vocab_size != target.config.vocab_size:
+            raise validate.BadArgument(f"drafter and target must share a vocabulary, got {drafter.config.vocab_size} "
+                                       f"and {target.config.vocab_size} tokens")
         drafter = DraftModelDrafter(drafter)
-    prompts = as_prompt_list(prompts)
+    if not all(callable(getattr(drafter, name, None)) for name in ("start", "propose", "commit")):
+        raise validate.BadArgumentType(f"drafter must be a Transformer or have start, propose and commit methods "
+                                       f"(see specnotes.drafters), got {type(drafter).__name__}")
+    # the last iteration may overshoot max_new_tokens by k, and then verify k+1 more positions
+    extra = max_new_tokens + 2 * (k + 1)
+    prompts = as_prompt_list(prompts, target, extra)
     device = target.lm_head.weight.device
     B = len(prompts)
     rows = torch.arange(B, device=device)
     synchronize(device)
     start = time.perf_counter()
-    # the last iteration may overshoot max_new_tokens by k, and then verify k+1 more positions
-    capacity = max(len(p) for p in prompts) + max_new_tokens + 2 * (k + 1)
+    capacity = max(len(p) for p in prompts) + extra
     cache, last, target_passes = prefill(target, prompts, capacity)
     draft_passes_before = getattr(drafter, "passes", 0)
     drafter.start(prompts, capacity)
@@ -269,9 +283,11 @@ def forward_timing(model: Transformer, ids: torch.Tensor, context: int, new_toke
     ``exit_layer``: time the early exit's pass (its first layers and head) instead."""
     from specnotes.measure import time_fn
 
-    if context < 1 or new_tokens < 1 or ids.numel() < context + new_tokens:
-        raise ValueError(f"need context >= 1, new_tokens >= 1 and >= context + new_tokens ids, got "
-                         f"context={context}, new_tokens={new_tokens}, {ids.numel()} ids")
+    context = validate.integer("context", context, low=1)
+    new_tokens = validate.integer("new_tokens", new_tokens, low=1)
+    if ids.numel() < context + new_tokens:
+        raise validate.BadArgument(f"ids must hold at least context + new_tokens = {context + new_tokens} token ids, "
+                                   f"got {ids.numel()}")
     ids = ids.reshape(1, -1).to(next(model.parameters()).device)
     cache = model.new_cache(1, context + new_tokens)
     with torch.inference_mode():
@@ -294,7 +310,8 @@ def replay(drafter, prompt, output, k: int = 4) -> GenerationStats:
     what greedy speculative decoding with that target would do, without running it: for drafters that do
     not need the target's logits (n-gram lookup), and for outputs that copy their input (edits, quotes)."""
     k = validate.integer("k", k, low=1)
-    prompt, output = as_prompt_list([prompt])[0], torch.as_tensor(output, dtype=torch.int64).cpu()
+    prompt = encode(prompt) if isinstance(prompt, str) else torch.as_tensor(prompt, dtype=torch.int64).cpu()
+    output = encode(output) if isinstance(output, str) else torch.as_tensor(output, dtype=torch.int64).cpu()
     drafter.start([prompt], len(prompt) + len(output) + k + 1)
     accepted, proposed, done = [], [], 0
     while done < len(output):

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from specnotes import validate
-from specnotes.drafters import DraftModelDrafter, pad_prompts
+from specnotes.drafters import DraftModelDrafter
 from specnotes.generate import Generation, GenerationStats, as_prompt_list, synchronize
-from specnotes.model import ModelConfig, Transformer
+from specnotes.model import ModelConfig, Transformer, prefill
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
 ROOT = b"specnotes-kv"  # the parent of a sequence's first block
@@ -390,22 +390,9 @@ class PrefixCache:
 # ---------------------------------------------------------------- decoders on a prefix cache
 
 
-def _prefill_rest(model: Transformer, cache: PagedKVCache, prompts: list[torch.Tensor]):
-    """Prefill every prompt from its cached length to its last token; return the last tokens and passes."""
-    device = model.lm_head.weight.device
-    done = cache.lengths.tolist()
-    rest, lengths = pad_prompts([p[n:] for p, n in zip(prompts, done, strict=True)])
-    rest, lengths = rest.to(device), lengths.to(device)
-    passes = 0
-    if rest.shape[1] > 1:
-        model(rest[:, :-1], cache, n_valid=lengths - 1)
-        passes = 1
-    return rest[torch.arange(len(prompts), device=device), lengths - 1], passes
-
-
-def _check_common(prompts, max_new_tokens, temperature, cache):
-    prompts = as_prompt_list(prompts)
+def _check_common(prompts, model, max_new_tokens, temperature, cache, extra_positions=0):
     validate.integer("max_new_tokens", max_new_tokens, low=0)
+    prompts = as_prompt_list(prompts, model, max_new_tokens + extra_positions)
     validate.number("temperature", temperature, low=0)
     if not isinstance(cache, PrefixCache):
         raise validate.BadArgumentType(f"cache must be a specnotes.kvcache.PrefixCache, got {cache!r}")
@@ -417,13 +404,13 @@ def generate_cached(model: Transformer, prompts, max_new_tokens: int, cache: Pre
                     temperature: float = 0.0, generator: torch.Generator | None = None) -> Generation:
     """``generate.generate`` on a paged prefix cache: reuse what earlier requests published, publish
     each block as the policy allows, release the blocks at the end (published ones stay cached)."""
-    prompts = _check_common(prompts, max_new_tokens, temperature, cache)
+    prompts = _check_common(prompts, model, max_new_tokens, temperature, cache)
     device = model.lm_head.weight.device
     synchronize(device)
     start = time.perf_counter()
     tokens = [p.tolist() for p in prompts]
     kv, _ = cache.admit(tokens)
-    last, passes = _prefill_rest(model, kv, prompts)
+    _, last, passes = prefill(model, prompts, kv.capacity, cache=kv)  # only what the prefix cache lacks
     published = [0] * len(prompts)
     out = []
     for _ in range(max_new_tokens):
@@ -451,8 +438,9 @@ def speculative_generate_cached(target: Transformer, drafter: DraftModelDrafter,
     """``generate.speculative_generate`` on a paged prefix cache shared by the target and the drafter
     (a ``DraftModelDrafter`` or a ``LookaheadDrafter``). After every iteration both caches publish the
     blocks the policy allows; at the end the sequences release their blocks."""
-    prompts = _check_common(prompts, max_new_tokens, temperature, cache)
     k = validate.integer("k", k, low=1)
+    # the last iteration may overshoot max_new_tokens by k, then verify k + 1 more positions
+    prompts = _check_common(prompts, target, max_new_tokens, temperature, cache, 2 * (k + 1))
     if not isinstance(drafter, DraftModelDrafter):
         raise validate.BadArgumentType(f"drafter must be a DraftModelDrafter, got {type(drafter).__name__}")
     lag = getattr(drafter, "lag", 0)
@@ -465,7 +453,7 @@ def speculative_generate_cached(target: Transformer, drafter: DraftModelDrafter,
     start = time.perf_counter()
     tokens = [p.tolist() for p in prompts]
     kv, draft_kv = cache.admit(tokens, lag)
-    last, target_passes = _prefill_rest(target, kv, prompts)
+    _, last, target_passes = prefill(target, prompts, kv.capacity, cache=kv)
     draft_passes_before = drafter.passes
     drafter.start(prompts, kv.capacity, cache=draft_kv)
     published, draft_published = [0] * B, [0] * B
@@ -511,7 +499,7 @@ def first_draft_probs(target: Transformer, drafter: DraftModelDrafter, prompts, 
     """The drafter's distribution for its first draft token of each prompt [B, V], computed on what the
     prefix cache serves (admit, prefill the drafter's rest, propose one token): the drafter's state
     after a hit, laid bare. Nothing is published; the blocks are released."""
-    prompts = _check_common(prompts, 0, temperature, cache)
+    prompts = _check_common(prompts, target, 0, temperature, cache, 1)
     kv, draft_kv = cache.admit([p.tolist() for p in prompts], getattr(drafter, "lag", 0))
     drafter.start(prompts, kv.capacity, cache=draft_kv)
     q = drafter.propose(1, temperature)[1][:, 0]
@@ -528,13 +516,13 @@ def time_admission(target: Transformer, drafter: DraftModelDrafter, prompts, cac
     as they were."""
     from specnotes.measure import time_fn
 
-    prompts = _check_common(prompts, 0, 0.0, cache)
+    prompts = _check_common(prompts, target, 0, 0.0, cache)
     tokens, lag, saved = [p.tolist() for p in prompts], getattr(drafter, "lag", 0), replace(cache.stats)
 
     @torch.inference_mode()
     def admit_once():
         kv, draft_kv = cache.admit(tokens, lag)
-        _prefill_rest(target, kv, prompts)
+        prefill(target, prompts, kv.capacity, cache=kv)
         drafter.start(prompts, kv.capacity, cache=draft_kv)
         kv.release()
         draft_kv.release()

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from specnotes import validate
 
 VOCAB_SIZE = 256
 
@@ -44,10 +46,15 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     def __post_init__(self):
+        for name in ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size", "max_seq_len"):
+            validate.integer(name, getattr(self, name), low=1)
+        validate.number("rope_base", self.rope_base, low=0, low_open=True)
+        validate.number("norm_eps", self.norm_eps, low=0, low_open=True)
         if self.d_model % self.n_heads or self.d_head % 2:
-            raise ValueError("d_model must split into n_heads heads of even size")
-        if self.exit_layer is not None and not 1 <= self.exit_layer < self.n_layers:
-            raise ValueError(f"exit_layer must be in 1..{self.n_layers - 1}, got {self.exit_layer}")
+            raise validate.BadArgument(f"d_model must split into n_heads heads of even size, got d_model="
+                                       f"{self.d_model}, n_heads={self.n_heads}")
+        if self.exit_layer is not None:
+            validate.integer("exit_layer", self.exit_layer, 1, self.n_layers - 1)
 
 
 TARGET_CONFIG = ModelConfig(n_layers=4, d_model=192, n_heads=4, d_ff=576, exit_layer=2)
@@ -199,13 +206,18 @@ class Transformer(nn.Module):
         replace the causal defaults; the new tokens are still written at slots lengths + i.
         """
         n_blocks = self.check_exit_layer(exit_layer)
+        check_tokens(tokens)
         slots, mask = self.positions_and_mask(tokens, cache)
         if positions is not None or visible is not None:
             mask = self.tree_mask(slots, mask, positions, visible)
         if cache is not None:
             cache.reserve(slots, n_valid)
         cos, sin = self.rope_at(slots if positions is None else positions)
-        x = self.tok_emb(tokens)
+        try:
+            x = self.tok_emb(tokens)
+        except IndexError:  # raised on a CPU; a GPU reports it asynchronously, so check ids before (generate)
+            raise validate.BadArgument(f"tokens must be ids in [0, {self.config.vocab_size}), got ids from "
+                                       f"{int(tokens.min())} to {int(tokens.max())}") from None
         for layer, block in enumerate(self.blocks[:n_blocks]):
             x = block(x, cos, sin, layer, cache, slots, mask)
         if cache is not None:
@@ -230,12 +242,11 @@ class Transformer(nn.Module):
         return self.rope_cos[positions], self.rope_sin[positions]
 
     def check_exit_layer(self, exit_layer: int | None) -> int:
-        if exit_layer is None or exit_layer == self.config.n_layers:
+        if exit_layer is None:
             return self.config.n_layers
-        if self.exit_norm is None:
-            raise ValueError("this model has no early-exit head (config.exit_layer is None)")
-        if not 1 <= exit_layer < self.config.n_layers:
-            raise ValueError(f"exit_layer must be in 1..{self.config.n_layers}, got {exit_layer}")
+        exit_layer = validate.integer("exit_layer", exit_layer, 1, self.config.n_layers)
+        if exit_layer < self.config.n_layers and self.exit_norm is None:
+            raise validate.BadArgument("this model has no early-exit head (config.exit_layer is None)")
         return exit_layer
 
     def positions_and_mask(self, tokens: torch.Tensor, cache: KVCache | None):
@@ -255,21 +266,59 @@ class Transformer(nn.Module):
 
     def tree_mask(self, slots, mask, positions, visible):
         if mask is None or positions is None or visible is None:
-            raise ValueError("a token tree needs a cache, positions and visible together")
-        if positions.shape != slots.shape or visible.shape != (mask.shape[0],) + mask.shape[2:]:
-            raise ValueError(f"positions must be {tuple(slots.shape)} and visible {(mask.shape[0],) + mask.shape[2:]}, "
-                             f"got {tuple(positions.shape)} and {tuple(visible.shape)}")
+            raise validate.BadArgument("a token tree needs a cache, positions and visible together")
+        want = (mask.shape[0],) + mask.shape[2:]
+        if positions.shape != slots.shape or visible.shape != want:
+            raise validate.BadArgument(f"positions must be {tuple(slots.shape)} and visible {want}, "
+                                       f"got {tuple(positions.shape)} and {tuple(visible.shape)}")
         if int(positions.max()) >= self.config.max_seq_len:
-            raise ValueError(f"a tree position reaches {int(positions.max())}, past max_seq_len")
+            raise validate.BadArgument(f"a tree position reaches {int(positions.max())}, past max_seq_len")
         return visible.to(torch.bool)[:, None]
 
-    def new_cache(self, batch: int, capacity: int) -> KVCache:
+    def new_cache(self, batch: int, capacity: int, exit_layer: int | None = None) -> KVCache:
+        """An empty cache for ``batch`` sequences of up to ``capacity`` tokens (an early exit at
+        ``exit_layer`` caches only its layers)."""
+        config = replace(self.config, n_layers=self.check_exit_layer(exit_layer), exit_layer=None)
         w = self.lm_head.weight
-        return KVCache(self.config, batch, capacity, dtype=w.dtype, device=w.device)
+        return KVCache(config, validate.integer("batch", batch, low=1), validate.integer("capacity", capacity, low=1),
+                       dtype=w.dtype, device=w.device)
 
     @property
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def check_tokens(tokens):
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
+        raise validate.BadArgumentType(f"tokens must be a [B, n] tensor of token ids, got "
+                                       f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens)}")
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise validate.BadArgumentType(f"tokens must be integer token ids, got {tokens.dtype}")
+
+
+def pad_prompts(prompts: list[torch.Tensor], pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad 1-D prompts into [B, max_len]; also return their lengths [B]."""
+    lengths = torch.tensor([len(p) for p in prompts], dtype=torch.int64)
+    return torch.nn.utils.rnn.pad_sequence(prompts, batch_first=True, padding_value=pad), lengths
+
+
+def prefill(model: Transformer, prompts: list[torch.Tensor], capacity: int, exit_layer: int | None = None,
+            cache: KVCache | None = None):
+    """A cache holding every prompt but its last token (one ragged pass, padding masked); also each
+    prompt's last token [B] and the number of passes run (0 when there was nothing to prefill).
+
+    ``cache``: a new one by default, or one that already holds the first ``cache.lengths[b]`` tokens of
+    prompt b (a prefix-cache hit, Chapter 9): only the rest is prefilled."""
+    device = model.lm_head.weight.device
+    cache = model.new_cache(len(prompts), capacity, exit_layer) if cache is None else cache
+    done = cache.lengths.tolist()
+    padded, lengths = pad_prompts([p[n:] for p, n in zip(prompts, done, strict=True)])
+    padded, lengths = padded.to(device), lengths.to(device)
+    passes = 0
+    if padded.shape[1] > 1:
+        model(padded[:, :-1], cache, n_valid=lengths - 1, exit_layer=exit_layer)
+        passes = 1
+    return cache, padded[torch.arange(len(prompts), device=device), lengths - 1], passes
 
 
 def init_weights(module: nn.Module):
@@ -282,6 +331,8 @@ def init_weights(module: nn.Module):
 
 def encode(text: str) -> torch.Tensor:
     """UTF-8 bytes of ``text`` as an int64 tensor [n]."""
+    if not isinstance(text, str):
+        raise validate.BadArgumentType(f"text must be a str, got {type(text).__name__}")
     data = bytearray(text.encode("utf-8"))
     if not data:
         return torch.zeros(0, dtype=torch.int64)
@@ -300,8 +351,7 @@ def data_file(name: str):
 
 def load_text(split: str = "train") -> str:
     """The shipped corpus (see data/README.md): ``"train"`` or ``"eval"`` (held out)."""
-    if split not in ("train", "eval"):
-        raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+    validate.choice("split", split, ("train", "eval"))
     return data_file(f"austen_{split}.txt").read_text(encoding="utf-8")
 
 
@@ -311,7 +361,7 @@ def model_card() -> dict:
 
 
 def load_model(which: str, dtype=torch.float32, device="cpu") -> Transformer:
-    card = model_card()[which]
+    card = model_card()[validate.choice("which", which, ("target", "draft"))]
     model = Transformer(ModelConfig(**card["config"]))
     with data_file(f"{which}.pt").open("rb") as f:
         state = torch.load(f, map_location="cpu", weights_only=True)
@@ -330,10 +380,11 @@ def load_draft(dtype=torch.float32, device="cpu") -> Transformer:
 @torch.no_grad()
 def eval_loss(model: Transformer, text: str | None = None, block: int = 256, exit_layer=None) -> float:
     """Mean next-byte cross entropy (nats per byte) over ``text`` (default: held-out split)."""
+    block = validate.integer("block", block, 1, model.config.max_seq_len)
     ids = encode(load_text("eval") if text is None else text)
     n_blocks = (len(ids) - 1) // block
     if n_blocks == 0:
-        raise ValueError("text too short")
+        raise validate.BadArgument(f"text must hold at least block + 1 = {block + 1} bytes, got {len(ids)}")
     x = ids[: n_blocks * block].view(n_blocks, block).to(model.lm_head.weight.device)
     y = ids[1 : n_blocks * block + 1].view(n_blocks, block).to(x.device)
     total = 0.0

@@ -1,8 +1,9 @@
 """Plots in one house style: measured = markers, modelled = lines, units on every axis.
 
-Introduced in chapter 1 (``01_roofline_decode``). Every function takes an optional ``ax``, draws on it,
-and returns it (``ax.figure`` is the figure); none calls ``plt.show()``. Every plot has a title,
-units on both axes, and a legend whose entries start with ``measured:`` or ``model:``.
+Introduced in chapter 1 (``01_roofline_decode``); ``speedup_vs_k`` and ``bars`` in chapter 3. Every
+function takes an optional ``ax``, draws on it, and returns it (``ax.figure`` is the figure); none
+calls ``plt.show()``. Every plot has a title, units on both axes, and a legend whose entries start
+with ``measured:`` or ``model:``.
 
 Depends on matplotlib and numpy only; roofs can be :class:`specnotes.hardware.Accelerator` rows or
 measured ``(bandwidth, flops)`` pairs such as :func:`specnotes.measure.measured_roofline` returns.
@@ -49,9 +50,15 @@ STYLE = {
 
 @contextlib.contextmanager
 def house_style():
-    """``with house_style(): ...``: the book's rcParams inside the block only."""
+    """``with house_style(): ...``: the book's rcParams inside the block only.
+
+    Whether pyplot is interactive is not style: a notebook's inline backend switches it on when the
+    kernel's first figure is made, and if that happens inside the block it must stay on after it,
+    or no later figure of the notebook is shown."""
     with plt.rc_context(STYLE):
         yield
+        interactive = plt.isinteractive()
+    plt.interactive(interactive)
 
 
 def _axes(ax):
@@ -103,14 +110,6 @@ def _is_accelerator(obj) -> bool:
     return hasattr(obj, "peak_flops") and hasattr(obj, "mem_bandwidth")
 
 
-def _accel_peak(accel, dtype: str) -> float:
-    if hasattr(accel, "peak"):
-        return accel.peak(dtype)
-    if dtype not in accel.peak_flops:
-        raise ValueError(f"{accel.name} has no {dtype!r} peak; it has {sorted(accel.peak_flops)}")
-    return accel.peak_flops[dtype]
-
-
 def _pair(obj) -> tuple[float, float] | None:
     """A measured roof as (bandwidth, flops): a MeasuredRoof or a plain 2-sequence of numbers."""
     if hasattr(obj, "bandwidth") and hasattr(obj, "flops"):
@@ -128,14 +127,14 @@ def _roof(spec, dtype: str) -> tuple[str, float, float, bool]:
 
         spec = accelerator(spec)
     if _is_accelerator(spec):
-        return f"{spec.name} ({dtype}, datasheet)", _accel_peak(spec, dtype), spec.mem_bandwidth, False
+        return f"{spec.name} ({dtype}, datasheet)", spec.peak(dtype), spec.mem_bandwidth, False
     pair = _pair(spec) if not (isinstance(spec, tuple) and spec and isinstance(spec[0], str)) else None
     if pair is not None:
         return "this device (copy + GEMM)", pair[1], pair[0], True
     if isinstance(spec, Sequence) and not isinstance(spec, str) and spec and isinstance(spec[0], str):
         label, *rest = spec
         if len(rest) == 1 and _is_accelerator(rest[0]):
-            return label, _accel_peak(rest[0], dtype), rest[0].mem_bandwidth, False
+            return label, rest[0].peak(dtype), rest[0].mem_bandwidth, False
         if len(rest) == 1 and _pair(rest[0]) is not None:
             bw, flops = _pair(rest[0])
             return label, flops, bw, True
@@ -293,13 +292,15 @@ def time_vs_batch(ax=None, batches: Sequence[float] = (), measured_times: Sequen
 # speedup vs batch
 
 
-def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, title: str | None = None,
-                     source: str | None = None):
+def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, max_batch: int | None = None,
+                     title: str | None = None, source: str | None = None):
     """Speedup S(B) of speculative decoding against batch size (log2 x axis), with S = 1 marked.
 
     curves: ``(label, batches, speedups, "model" | "measured")``: model curves are lines, measured ones
         markers, in the order given. bstar: a crossover batch to mark (a number), or a list of
         ``(label, batch)``; None entries are skipped (speculation pays over the whole range).
+    max_batch: the largest batch that fits in memory (``cost.max_batch``); batches past it are shaded
+        grey ("does not fit"). None: no limit drawn.
     Returns the Axes.
     """
     if not curves:
@@ -321,12 +322,154 @@ def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, title: str |
             if b is not None:
                 ax.axvline(b, color="firebrick", linestyle=":", linewidth=1.5, alpha=0.6 + 0.4 / (j + 1),
                            label=f"{label} = {b:g}")
+        left = min(min(batches) for _, batches, _, _ in curves)
+        right = max(max(batches) for _, batches, _, _ in curves)
+        if max_batch is not None and max_batch < right:
+            ax.axvspan(max(max_batch, left), right, color="0.5", alpha=0.25, linewidth=0,
+                       label=f"model: does not fit in memory (B > {max_batch})")
         ax.set_xscale("log", base=2)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Batch size B (sequences)")
         ax.set_ylabel("Speedup S(B) (× plain decoding)")
         ax.set_title(title or "Speculative decoding speedup vs batch size")
         _legend(ax, source, loc="best")
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# S(B, L): the speedup over batch size and context length (Chapter 5)
+
+
+def _log_edges(values: Sequence[float]) -> np.ndarray:
+    """Cell edges for a log axis: geometric midpoints, the outer edges mirrored."""
+    v = np.asarray(values, dtype=float)
+    if len(v) == 1:
+        return np.array([v[0] / 2 ** 0.5, v[0] * 2 ** 0.5])
+    mid = np.sqrt(v[:-1] * v[1:])
+    return np.concatenate([[v[0] ** 2 / mid[0]], mid, [v[-1] ** 2 / mid[-1]]])
+
+
+def speedup_map(ax=None, batches: Sequence[int] = (), contexts: Sequence[int] = (), speedup=(), *,
+                max_batch: Sequence[int | None] | None = None, boundaries: dict | None = None,
+                labels: Sequence[tuple[str, float, float]] = (), vmin: float = 0.25, vmax: float = 4.0,
+                colorbar: bool = True, legend: bool = True, title: str | None = None, source: str | None = None):
+    """Heatmap of the speedup S(B, L) (model), log2 axes, diverging at S = 1: blue pays, red costs.
+
+    speedup: rows per context, columns per batch (``speedup[i][j]`` at ``contexts[i]``, ``batches[j]``).
+    max_batch: the largest batch that fits at each context (``cost.max_batch``); batches beyond it are
+        hatched grey ("does not fit"). None entries: no limit.
+    boundaries: ``{"A | B": (batches, contexts)}`` polylines (``context.regime_boundaries``), drawn dashed.
+    labels: ``(text, B, L)`` notes written on the map (the regimes' names, say).
+    The black line is the S = 1 contour. Colours saturate at ``vmin`` and ``vmax``. The legend sits under
+    the axes (``legend=False`` leaves it out, e.g. on the second of two panels). Returns the Axes.
+    """
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    s = np.asarray(speedup, dtype=float)
+    if s.ndim != 2 or s.shape != (len(contexts), len(batches)) or s.size == 0:
+        raise ValueError(f"speedup must be {len(contexts)} rows (contexts) × {len(batches)} columns (batches), "
+                         f"got shape {s.shape}")
+    if min(batches) < 1 or min(contexts) < 1:
+        raise ValueError("batches and contexts must be >= 1 on log axes (L = 0 has no place on a log scale)")
+    if max_batch is not None and len(max_batch) != len(contexts):
+        raise ValueError(f"max_batch has {len(max_batch)} entries for {len(contexts)} contexts")
+    if not 0 < vmin < 1 < vmax:
+        raise ValueError(f"need 0 < vmin < 1 < vmax, got {vmin}, {vmax}")
+    bx, ly = _log_edges(batches), _log_edges(contexts)
+    with house_style():
+        ax = _axes(ax)
+        mesh = ax.pcolormesh(bx, ly, s, cmap="RdBu", norm=TwoSlopeNorm(1.0, vmin, vmax), shading="flat")
+        handles = []
+        if s.min() < 1 < s.max():
+            ax.contour(np.asarray(batches, float), np.asarray(contexts, float), s, levels=[1.0], colors="black",
+                       linewidths=2)
+            handles.append(Line2D([], [], color="black", linewidth=2, label="model: S = 1 (break-even)"))
+        if max_batch is not None and any(m is not None and m < batches[-1] for m in max_batch):
+            limit = [bx[-1] if m is None else min(max(m + 0.5, bx[0]), bx[-1]) for m in max_batch]
+            edges = np.repeat(ly, 2)[1:-1]
+            ax.fill_betweenx(edges, np.repeat(limit, 2), bx[-1], facecolor="0.55", alpha=0.85, hatch="//",
+                             edgecolor="0.3", linewidth=0)
+            handles.append(Patch(facecolor="0.55", hatch="//", edgecolor="0.3",
+                                 label="model: does not fit in memory (weights + both KV caches)"))
+        for i, (name, (xs, ys)) in enumerate((boundaries or {}).items()):
+            style = ("--", ":", "-.")[i % 3]
+            ax.plot(xs, ys, color="0.1", linestyle=style, linewidth=1.4)
+            handles.append(Line2D([], [], color="0.1", linestyle=style, linewidth=1.4,
+                                  label=f"model: regime boundary, {name}"))
+        for text, b, ell in labels:
+            ax.annotate(text, (b, ell), ha="center", va="center", fontsize=9, fontweight="bold", color="0.1",
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.7, "edgecolor": "none"})
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xlim(bx[0], bx[-1])
+        ax.set_ylim(ly[0], ly[-1])
+        ax.grid(False)
+        ax.set_xlabel("Batch size B (sequences)")
+        ax.set_ylabel("Context length L (tokens)")
+        ax.set_title(title or "Speculative decoding speedup S(B, L), roofline model")
+        if colorbar:
+            bar = ax.figure.colorbar(mesh, ax=ax, extend="both")
+            bar.set_label("S(B, L), model (× plain decoding)")
+        if handles and legend:
+            _legend(ax, source, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
+                    fontsize=8)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# against context length (Chapter 5)
+
+
+def _context_curves(ax, curves, scale: float = 1.0):
+    """Draw (label, contexts, values, "measured" | "model") curves: model lines, measured markers; a
+    measured curve and a model curve with the same label share a colour."""
+    colors: dict[str, str] = {}
+    for label, contexts, values, kind in curves:
+        if kind not in ("model", "measured"):
+            raise ValueError(f"curve kind must be 'model' or 'measured', got {kind!r}")
+        if len(contexts) != len(values) or not len(contexts):
+            raise ValueError(f"{label}: {len(contexts)} contexts but {len(values)} values")
+        color = colors.setdefault(label, PALETTE[len(colors) % len(PALETTE)])
+        style = MODEL if kind == "model" else {**MEASURED, "marker": MARKERS[(len(colors) - 1) % len(MARKERS)]}
+        ax.plot(list(contexts), [v / scale for v in values], color=color, label=f"{kind}: {label}", **style)
+
+
+def time_vs_context(ax=None, curves: Sequence = (), *, title: str | None = None, source: str | None = None):
+    """Log-log time against context length L. curves: ``(label, contexts, seconds, "measured" | "model")``;
+    a measured and a model curve with the same label share a colour. Returns the Axes."""
+    if not curves:
+        raise ValueError("time_vs_context needs at least one curve")
+    scale, unit = _time_unit(max(max(c[2]) for c in curves))
+    with house_style():
+        ax = _axes(ax)
+        _context_curves(ax, curves, scale)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("Context length L (cached tokens per sequence)")
+        ax.set_ylabel(f"Time ({unit})")
+        ax.set_title(title or "Time against context length")
+        _legend(ax, source, loc="best", fontsize=8)
+    return ax
+
+
+def ratio_vs_context(ax=None, curves: Sequence = (), *, ylabel: str = "Verify / decode time (×)",
+                     title: str | None = None, source: str | None = None):
+    """A ratio (verify/decode time, say) against context length L, log2 x axis, 1 marked. curves:
+    ``(label, contexts, ratios, "measured" | "model")``. Returns the Axes."""
+    if not curves:
+        raise ValueError("ratio_vs_context needs at least one curve")
+    with house_style():
+        ax = _axes(ax)
+        _context_curves(ax, curves)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="1 (verify costs a decode)")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Context length L (cached tokens per sequence)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title or "Verify pass over decode pass against context length")
+        _legend(ax, source, loc="best", fontsize=8)
     return ax
 
 
@@ -340,4 +483,91 @@ def shade_batches(ax, ranges: Sequence[tuple[float, float]], label: str, *, colo
                        label=label if i == 0 else None)
         if ranges:
             _legend(ax, source, loc="best")
+    return ax
+
+
+def _kind(kind: str) -> str:
+    if kind not in ("model", "measured"):
+        raise ValueError(f"a series' kind must be 'model' or 'measured', got {kind!r}")
+    return kind
+
+
+# ----------------------------------------------------------------------------------------------
+# speedup vs k
+
+
+def speedup_vs_k(ax=None, curves: Sequence = (), *, best: bool = False, title: str | None = None,
+                 source: str | None = None):
+    """Speedup of speculative decoding against k, the drafted tokens per iteration, with S = 1 marked.
+
+    curves: ``(label, ks, speedups, "model" | "measured")``, for a measured curve optionally a fifth
+        element ``(lows, highs)``, the spread of each point (drawn as error bars). Model curves are
+        lines, measured ones markers. best: mark each model curve's highest point with a star.
+    Returns the Axes.
+    """
+    if not curves:
+        raise ValueError("speedup_vs_k needs at least one curve")
+    with house_style():
+        ax = _axes(ax)
+        for i, (label, ks, speedups, kind, *spread) in enumerate(curves):
+            ks, speedups, color = list(ks), [float(v) for v in speedups], PALETTE[i % len(PALETTE)]
+            if len(ks) != len(speedups):
+                raise ValueError(f"{label}: {len(ks)} values of k but {len(speedups)} speedups")
+            if _kind(kind) == "model":
+                ax.plot(ks, speedups, color=color, label=f"model: {label}", **MODEL)
+                if best:
+                    top = int(np.argmax(speedups))
+                    ax.plot([ks[top]], [speedups[top]], color=color, marker="*", markersize=14, linestyle="none")
+            elif spread:
+                lows, highs = spread[0]
+                errors = [[s - lo for s, lo in zip(speedups, lows, strict=True)],
+                          [hi - s for s, hi in zip(speedups, highs, strict=True)]]
+                ax.errorbar(ks, speedups, yerr=errors, color=color, marker=MARKERS[i % len(MARKERS)], capsize=4,
+                            label=f"measured: {label}", **MEASURED)
+            else:
+                ax.plot(ks, speedups, color=color, marker=MARKERS[i % len(MARKERS)], label=f"measured: {label}",
+                        **MEASURED)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="S = 1 (no gain)")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Draft tokens per iteration, k")
+        ax.set_ylabel("Speedup S (× plain decoding)")
+        ax.set_title(title or "Speculative decoding speedup vs k")
+        _legend(ax, source, loc="best")
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# distributions as grouped bars
+
+
+def bars(ax=None, categories: Sequence = (), series: Sequence = (), *, xlabel: str, ylabel: str,
+         title: str, source: str | None = None):
+    """Grouped bars, one group per category: a histogram against the distributions a model predicts.
+
+    series: ``(label, values, "model" | "measured")``, one value per category; measured bars are
+        filled, modelled ones hollow (outlined in their colour). xlabel, ylabel: name the unit.
+    Returns the Axes.
+    """
+    categories = [str(c) for c in categories]
+    if not categories or not series:
+        raise ValueError("bars needs categories and at least one series")
+    width = 0.8 / len(series)
+    x = np.arange(len(categories))
+    with house_style():
+        ax = _axes(ax)
+        for j, (label, values, kind) in enumerate(series):
+            values = [float(v) for v in values]
+            if len(values) != len(categories):
+                raise ValueError(f"{label}: {len(values)} values for {len(categories)} categories")
+            color = PALETTE[j % len(PALETTE)]
+            style = {"color": color} if _kind(kind) == "measured" else {
+                "facecolor": "none", "edgecolor": color, "linewidth": 1.5, "hatch": "//"}
+            ax.bar(x + (j - (len(series) - 1) / 2) * width, values, width=width, label=f"{kind}: {label}", **style)
+        ax.set_xticks(x, categories)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(False, axis="x")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        _legend(ax, source, loc="best")
     return ax

@@ -30,8 +30,12 @@ def execution_provenance(seconds: float) -> dict:
 
 
 def refresh(path: Path, timeout: int = 900) -> float:
-    import nbformat
-    from nbclient import NotebookClient
+    try:
+        import nbformat
+        from nbclient import NotebookClient
+    except ImportError as error:
+        raise SystemExit(f"python -m specnotes.refresh needs nbformat and nbclient ({error}): "
+                         "pip install 'specnotes[refresh]'") from None
 
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
@@ -43,9 +47,17 @@ def refresh(path: Path, timeout: int = 900) -> float:
     return seconds
 
 
+def notebook_path(text: str) -> Path:
+    """An existing .ipynb file (an argparse ``type=``: a bad one exits with status 2, naming it)."""
+    path = Path(text)
+    if path.suffix != ".ipynb" or not path.is_file():
+        raise argparse.ArgumentTypeError(f"must be an existing .ipynb file, got {text!r}")
+    return path
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser = argparse.ArgumentParser(prog="python -m specnotes.refresh", description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=notebook_path, help="the .ipynb files to execute in place")
     args = parser.parse_args(argv)
     for path in args.notebooks:
         print(f"executing {path} ...", flush=True)

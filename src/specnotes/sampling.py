@@ -20,21 +20,27 @@ from __future__ import annotations
 
 import torch
 
+from specnotes.validate import BadArgument, BadArgumentType, number
+from specnotes.validate import weights as check_weights
+
 
 def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Softmax of logits / temperature over the last dim; temperature 0 is greedy (one-hot argmax)."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    temperature = number("temperature", temperature, low=0)
     if temperature == 0:
         probs = torch.zeros_like(logits, dtype=torch.float32)
         return probs.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     return torch.softmax(logits.float() / temperature, dim=-1)
 
 
-def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One token per row of probs [..., V] (int64 [...]), via the same inverse CDF as below."""
+def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None, validate: bool = True
+                ) -> torch.Tensor:
+    """One token per row of probs [..., V] (int64 [...]), via the same inverse CDF as below.
+    ``validate=False`` skips reading probs for a check: for the decoding loops' own softmax outputs."""
+    if validate:
+        check_weights("probs", probs)
     v = torch.rand(probs.shape[:-1], generator=generator, device=probs.device)
-    return inverse_cdf(probs, v)
+    return sample_cdf(probs.cumsum(-1), v)
 
 
 def inverse_cdf(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -42,10 +48,15 @@ def inverse_cdf(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
     ``weights`` need not be normalized; zero-weight tokens are never returned (for v in [0, 1)).
     """
+    check_weights("weights", weights)
+    if not isinstance(v, torch.Tensor) or v.shape != weights.shape[:-1]:
+        raise BadArgument(f"v must be a tensor of shape {tuple(weights.shape[:-1])}, one uniform per row of "
+                          f"weights; got {tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__}")
     return sample_cdf(weights.cumsum(-1), v)
 
 
 def sample_cdf(cdf: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The first index whose cumulative weight exceeds v * total (cdf: cumulative sums [..., V])."""
     target = (v * cdf[..., -1]).unsqueeze(-1)
     index = torch.searchsorted(cdf.contiguous(), target.contiguous(), right=True).squeeze(-1)
     return index.clamp_(max=cdf.shape[-1] - 1)
@@ -59,39 +70,38 @@ def draw_uniforms(batch: int, k: int, generator=None, device="cpu") -> tuple[tor
 
 
 def check_inputs(draft_tokens, draft_probs, target_probs, uniforms, validate: bool):
+    for name, value in (("draft_tokens", draft_tokens), ("draft_probs", draft_probs), ("target_probs", target_probs)):
+        if not isinstance(value, torch.Tensor):
+            raise BadArgumentType(f"{name} must be a tensor, got {type(value).__name__}")
     if draft_tokens.dim() != 2 or draft_probs.dim() != 3 or target_probs.dim() != 3:
-        raise ValueError(
+        raise BadArgument(
             "expected draft_tokens [B,k], draft_probs [B,k,V], target_probs [B,k+1,V]; got "
             f"{tuple(draft_tokens.shape)}, {tuple(draft_probs.shape)}, {tuple(target_probs.shape)}"
         )
     B, k = draft_tokens.shape
     V = target_probs.shape[-1]
     if draft_probs.shape != (B, k, V) or target_probs.shape != (B, k + 1, V):
-        raise ValueError(
+        raise BadArgument(
             f"shape mismatch: draft_tokens {tuple(draft_tokens.shape)} needs draft_probs {(B, k, V)} and "
             f"target_probs {(B, k + 1, V)}; got {tuple(draft_probs.shape)}, {tuple(target_probs.shape)}"
         )
     if draft_tokens.dtype != torch.int64:
-        raise ValueError(f"draft_tokens must be int64, got {draft_tokens.dtype}")
+        raise BadArgumentType(f"draft_tokens must be int64 token ids, got {draft_tokens.dtype}")
     if not draft_probs.is_floating_point() or not target_probs.is_floating_point():
-        raise ValueError("draft_probs and target_probs must be floating point probabilities")
+        raise BadArgumentType("draft_probs and target_probs must be floating point probabilities")
     if uniforms is not None:
         u, v = uniforms
         if u.shape != (B, k) or v.shape != (B,):
-            raise ValueError(f"uniforms must have shapes {(B, k)} and {(B,)}")
+            raise BadArgument(f"uniforms must have shapes {(B, k)} and {(B,)}")
     if not validate:
         return
     if k and ((draft_tokens < 0) | (draft_tokens >= V)).any():
-        raise ValueError(f"draft_tokens must lie in [0, {V})")
-    for name, probs in (("draft_probs", draft_probs), ("target_probs", target_probs)):
-        if probs.numel() == 0:
-            continue
-        if not torch.isfinite(probs).all() or (probs < 0).any():
-            raise ValueError(f"{name} must be finite and non-negative")
-        if not torch.allclose(probs.sum(-1), torch.ones((), dtype=probs.dtype, device=probs.device), atol=1e-3):
-            raise ValueError(f"{name} rows must sum to 1")
+        raise BadArgument(f"draft_tokens must be token ids in [0, {V}), got ids from {int(draft_tokens.min())} "
+                          f"to {int(draft_tokens.max())}")
+    check_weights("draft_probs", draft_probs, normalized=True)
+    check_weights("target_probs", target_probs, normalized=True)
     if k and (draft_probs.gather(-1, draft_tokens[..., None]) <= 0).any():
-        raise ValueError("a drafted token has zero draft probability: it cannot have been drawn from q")
+        raise BadArgument("a drafted token has zero draft probability: it cannot have been drawn from q")
 
 
 def speculative_sample(
@@ -166,21 +176,30 @@ def speculative_sample_loop(
                 continue
             residual = (p - q).clamp(min=0)
             weights = residual if residual.sum() > 0 else p
-            tokens[b, n] = inverse_cdf(weights, v[b])
+            tokens[b, n] = sample_cdf(weights.cumsum(-1), v[b])
             break
         else:  # all k drafts accepted: a bonus token from the target after the last draft
-            tokens[b, k] = inverse_cdf(target_probs[b, k], v[b])
+            tokens[b, k] = sample_cdf(target_probs[b, k].cumsum(-1), v[b])
         num_accepted[b] = n
     return tokens, num_accepted
 
 
+def check_pair(names: tuple[str, str], p, q):
+    """Two tensors of probability distributions of the same shape."""
+    check_weights(names[0], p, normalized=True)
+    check_weights(names[1], q, normalized=True)
+    if p.shape != q.shape:
+        raise BadArgument(f"{names[0]} and {names[1]} must have the same shape, got {tuple(p.shape)} and "
+                          f"{tuple(q.shape)}")
+
+
 def acceptance_rate(draft_probs: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
     """alpha = sum_x min(p(x), q(x)) per position: the chance a draft drawn from q is accepted."""
+    check_pair(("draft_probs", "target_probs"), draft_probs, target_probs)
     return torch.minimum(draft_probs, target_probs).sum(-1)
 
 
 def total_variation(p: torch.Tensor, q: torch.Tensor) -> float:
     """½·Σ|p − q| over the last axis (summed over any leading ones): 0 for equal distributions, 1 for disjoint."""
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    check_pair(("p", "q"), p, q)
     return 0.5 * float((p.double() - q.double()).abs().sum())

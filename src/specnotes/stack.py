@@ -84,6 +84,21 @@ def causal_mask(n: int, context: int, device) -> torch.Tensor | None:
     return keys[None, :] <= (context + torch.arange(n, device=device))[:, None]
 
 
+def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      mask: torch.Tensor | None) -> torch.Tensor:
+    """``scaled_dot_product_attention`` with grouped-query attention folded: q [B, heads, n, d] over
+    keys/values [B, kv_heads, L, d]. The g = heads / kv_heads query heads that share a KV head become
+    g·n query rows of that head, so each KV head is read once for all of them, as GQA decode kernels do
+    (SDPA's ``enable_gqa`` may instead run each query head over its KV head separately)."""
+    b, heads, n, d = q.shape
+    g = heads // keys.shape[1]
+    if g == 1:
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+    rows = q.reshape(b, keys.shape[1], g * n, d)  # head h = kv·g + j -> rows j·n .. j·n + n - 1 of head kv
+    y = F.scaled_dot_product_attention(rows, keys, values, attn_mask=None if mask is None else mask.repeat(g, 1))
+    return y.view(b, heads, n, d)
+
+
 def attention(stack: LayerStack, qkv: torch.Tensor, cache, context: int, groups) -> torch.Tensor:
     s = stack.shape
     k_cache, v_cache = cache
@@ -100,8 +115,7 @@ def attention(stack: LayerStack, qkv: torch.Tensor, cache, context: int, groups)
         v_cache[first:last, :, context:context + n] = v
         keys = k_cache[first:last, :, :context + n]
         values = v_cache[first:last, :, :context + n]
-        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=causal_mask(n, context, qkv.device),
-                                           enable_gqa=s.n_heads != s.n_kv_heads)
+        y = grouped_attention(q, keys, values, causal_mask(n, context, qkv.device))
         out.append(y.transpose(1, 2).reshape(b * n, q_width))
     return torch.cat(out) if len(out) > 1 else out[0]
 

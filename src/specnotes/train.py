@@ -32,6 +32,7 @@ from specnotes.model import (
     eval_loss,
     load_text,
 )
+from specnotes.validate import cli, integer
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -149,10 +150,11 @@ def save(which: str, model: Transformer, record: dict, data_dir: Path = DATA_DIR
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m specnotes.train", description=__doc__.splitlines()[0])
     parser.add_argument("--which", choices=["target", "draft", "all"], default="all")
-    parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared 2-core machine")
-    parser.add_argument("--steps", type=int, default=None, help="override the step count (smoke runs)")
+    parser.add_argument("--threads", type=cli(integer, low=1), default=1,
+                        help="1 is fastest on a shared 2-core machine")
+    parser.add_argument("--steps", type=cli(integer, low=1), default=None, help="override the step count (smoke runs)")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 
 from specnotes import validate
-from specnotes.drafters import pad_prompts
-from specnotes.model import KVCache, Transformer
+from specnotes.model import KVCache, Transformer, prefill
 from specnotes.sampling import draw_uniforms, inverse_cdf, logits_to_probs, sample_from
 
 
@@ -277,16 +276,10 @@ class TreeDrafter:
         return self.model(tokens, self.cache, exit_layer=self.exit_layer, **kwargs)
 
     def start(self, prompts: list[torch.Tensor], capacity: int):
-        padded, lengths = (t.to(self.device) for t in pad_prompts(prompts))
-        layers = self.model.check_exit_layer(self.exit_layer)
-        config = replace(self.model.config, n_layers=layers, exit_layer=None)
-        self.cache = KVCache(config, len(prompts), capacity + self.tree.size, self.model.lm_head.weight.dtype,
-                             self.device)
-        if padded.shape[1] > 1:
-            self.forward(padded[:, :-1], n_valid=lengths - 1)
-        rows = torch.arange(len(prompts), device=self.device)
+        self.cache, last, passes = prefill(self.model, prompts, capacity + self.tree.size, self.exit_layer)
+        self.passes += passes
         self.pending = torch.zeros(len(prompts), self.tree.depth + 1, dtype=torch.int64, device=self.device)
-        self.pending[:, 0] = padded[rows, lengths - 1]
+        self.pending[:, 0] = last
         self.pending_len = torch.ones(len(prompts), dtype=torch.int64, device=self.device)
 
     def propose(self, temperature: float, generator: torch.Generator | None = None):
@@ -344,18 +337,20 @@ def tree_generate(target: Transformer, drafter: TreeDrafter, prompts, max_new_to
     """Batched speculative decoding with token trees: the tree drafter proposes, the target verifies all
     T + 1 tokens per sequence in one pass with the tree mask, ``tree_sample`` walks the tree, and the
     accepted path's K/V are compacted. Stats as ``speculative_generate``'s, with k = the tree's depth."""
-    from specnotes.generate import Generation, GenerationStats, as_prompt_list, prefill, synchronize
+    from specnotes.generate import Generation, GenerationStats, as_prompt_list, synchronize
 
     max_new_tokens = validate.integer("max_new_tokens", max_new_tokens, low=0)
     temperature = validate.number("temperature", temperature, low=0)
     tree = drafter.tree
-    prompts = as_prompt_list(prompts)
+    D, T = tree.depth, tree.size
+    extra = max_new_tokens + T + D + 2  # the last iteration may overshoot by D, then write T + 1 tree slots
+    prompts = as_prompt_list(prompts, target, extra)
     device = target.lm_head.weight.device
-    B, D, T = len(prompts), tree.depth, tree.size
+    B = len(prompts)
     rows = torch.arange(B, device=device)
     synchronize(device)
     start = time.perf_counter()
-    capacity = max(len(p) for p in prompts) + max_new_tokens + T + D + 2
+    capacity = max(len(p) for p in prompts) + extra
     cache, last, target_passes = prefill(target, prompts, capacity)
     draft_passes_before = drafter.passes
     drafter.start(prompts, capacity)

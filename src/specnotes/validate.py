@@ -9,10 +9,13 @@ re-checks what these have checked.
     number("alpha", alpha, low=0, high=1)         # a finite real in [0, 1]
     number("overhead", t0, low=0)                 # >= 0
     choice("overlap", overlap, ("kernel", "pass", "none"))
+    weights("probs", probs, normalized=True)     # a tensor [..., V] of distributions
+    parser.add_argument("--steps", type=cli(integer, low=1))   # a command-line flag, same checks
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import operator
 from collections.abc import Iterable
@@ -98,3 +101,47 @@ def integers(name: str, values: Iterable, low: int | None = None, high: int | No
     if not values:
         raise BadArgument(f"{name} must hold at least one integer")
     return [integer(f"{name}[{i}]", v, low, high) for i, v in enumerate(values)]
+
+
+def weights(name: str, values, normalized: bool = False):
+    """A floating-point tensor [..., V] of finite, non-negative weights whose every row has a positive
+    total; ``normalized``: every row sums to 1 (within 1e-3), a probability distribution. Reads the
+    values (on a GPU this waits for them): check once, where the tensor enters, not in a loop."""
+    import torch
+
+    if not isinstance(values, torch.Tensor) or not values.is_floating_point() or values.dim() == 0:
+        kind = f"a {values.dtype} tensor" if isinstance(values, torch.Tensor) else type(values).__name__
+        raise BadArgumentType(f"{name} must be a floating-point tensor [..., V] of weights, got {kind}")
+    if values.numel() == 0:
+        return values
+    if not torch.isfinite(values).all() or (values < 0).any():
+        raise BadArgument(f"{name} must hold finite weights >= 0, got values from {values.min()} to {values.max()}")
+    totals = values.sum(-1)
+    if normalized and not torch.allclose(totals, torch.ones_like(totals), atol=1e-3):
+        raise BadArgument(f"{name} must be probability distributions (each row sums to 1), got row sums from "
+                          f"{float(totals.min()):.4g} to {float(totals.max()):.4g}")
+    if (totals <= 0).any():
+        raise BadArgument(f"{name}: every row needs a positive total; a row of zeros gives nothing to sample")
+    return values
+
+
+def cli(check, **limits):
+    """An argparse ``type=`` that reads a flag's value and applies ``check`` (``integer`` or ``number``)
+    with ``limits``. A bad value ends the program the argparse way (``parser.error``: exit status 2)
+    with a message naming the flag and the allowed range: ``argument --steps: must be an integer >= 1``."""
+
+    def parse(text: str):
+        value = text
+        for convert in (int, float):
+            try:
+                value = convert(text)
+                break
+            except ValueError:
+                continue
+        try:
+            return check("", value, **limits)
+        except BadArgument as error:
+            raise argparse.ArgumentTypeError(str(error).strip()) from None
+
+    parse.__name__ = check.__name__  # argparse names the expected type after it
+    return parse

@@ -1,55 +1,144 @@
 """Explorers of the speedup model S(B): pure functions of ``specnotes.cost`` plus two thin layers.
 
-- ``speedup_curve`` / ``explorer_grid``: the numbers, computed by ``cost.batch_speedup`` and
-  ``cost.crossover_batch`` only (tested point by point against them).
+- ``speedup_curve`` / ``fits_batch`` / ``explorer_grid``: the numbers, computed from ``cost`` only
+  (tested point by point against ``cost.batch_speedup``, ``cost.crossover_batch``, ``cost.max_batch``).
 - ``altair_explorer``: a Vega-Lite chart over the precomputed grid whose sliders filter it in the
-  browser, so it stays interactive on the static website with no kernel.
+  browser, so it stays interactive on the static website with no kernel. Batches that do not fit in
+  the accelerator's memory are drawn grey.
 - ``ipywidgets_explorer``: the live version for Jupyter and Colab, evaluating the model on every change
-  (any k, α, context, not just the grid's).
+  (any k, α, context, overlap; not just the grid's).
+
+Every time is the per-kernel roofline (``overlap="kernel"``, the book's default) unless a caller passes
+the time functions' keyword arguments (``overlap``, ``overhead``, ``draft_overhead``, ...): ``model=`` /
+``**model`` here, and ``model_kwargs`` in the live explorer, are the hook for a calibrated model.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
-from specnotes import cost, hardware
+from specnotes import cost, hardware, validate
 from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, LLAMA_3_70B
 
 TARGETS = {s.name: s for s in (LLAMA_3_8B, LLAMA_3_70B)}
 DRAFT = LLAMA_3_2_1B
 # 1 .. 4096 sequences, about two points per doubling
 BATCHES = sorted({round(2 ** (i / 2)) for i in range(25)})
-GRID_K = tuple(range(1, 9))
-GRID_ALPHA_PCT = (50, 60, 70, 80, 90, 95)
-GRID_CONTEXT = (0, 8192, 32768)
+# The static grid, coarsened to stay under 1 MB of JSON per page (Chapter 5 says what was cut):
+# k up to 6 (the live explorer goes to 16), α in steps of 10 %, and six contexts chosen for Chapter 5's
+# story on an H100 (8B + 1B, k = 4, α = 0.8): B* grows with L (0, 512), the crossover is gone by 1024 and
+# from there the memory limit ends the curve (2048, 8192, 32768).
+GRID_K = tuple(range(1, 7))
+GRID_ALPHA_PCT = (50, 60, 70, 80, 90)
+GRID_CONTEXT = (0, 512, 1024, 2048, 8192, 32768)
+OVERLAP_LABELS = {"kernel": "per kernel", "pass": "per pass", "none": "no overlap"}
+
+
+def _shapes(target: cost.ModelShape, draft, accel, dtype: str):
+    dtype = hardware.usable_dtype(accel, dtype)
+    return target.in_dtype(dtype), draft.in_dtype(dtype) if isinstance(draft, cost.ModelShape) else draft, dtype
 
 
 def speedup_curve(target: cost.ModelShape, draft: cost.ModelShape, accel, k: int, alpha: float, context: int = 0,
-                  dtype: str = "bf16", batches=BATCHES) -> tuple[list[int], list[float], int | None]:
-    """(batches, S(B) at each, B*) for one setting; the dtype also sets the bytes per weight and KV entry."""
+                  dtype: str = "bf16", batches=BATCHES, **model) -> tuple[list[int], list[float], int | None]:
+    """(batches, S(B) at each, B*) for one setting; the dtype also sets the bytes per weight and KV entry.
+    ``model``: keyword arguments of ``cost.batch_speedup`` (overlap, overhead, draft_overhead, ...).
+    B* is ``cost.crossover_batch`` (no memory limit: compare with ``fits_batch``)."""
     accel = hardware.accelerator(accel)
-    dtype = hardware.usable_dtype(accel, dtype)
-    target, draft = target.in_dtype(dtype), draft.in_dtype(dtype)
-    speedups = [cost.batch_speedup(target, draft, accel, b, k, alpha, context, dtype) for b in batches]
-    return list(batches), speedups, cost.crossover_batch(target, draft, accel, k, alpha, context, dtype)
+    target, draft, dtype = _shapes(target, draft, accel, dtype)
+    speedups = [cost.batch_speedup(target, draft, accel, b, k, alpha, context, dtype, **model) for b in batches]
+    return list(batches), speedups, cost.crossover_batch(target, draft, accel, k, alpha, context, dtype, **model)
+
+
+def fits_batch(target: cost.ModelShape, draft: cost.ModelShape, accel, k: int, context: int = 0,
+               dtype: str = "bf16", tp: int = 1) -> int | None:
+    """The largest batch whose weights and both KV caches fit (``cost.max_batch``), in ``dtype``."""
+    accel = hardware.accelerator(accel)
+    target, draft, _ = _shapes(target, draft, accel, dtype)
+    return cost.max_batch(target, draft, accel, context, k=k, tp=tp)
+
+
+def _target_model(model: dict) -> dict:
+    return {key: v for key, v in model.items() if key not in ("draft_overhead", "draft_context")}
+
+
+def _crossover(pays: Callable[[int], bool], batches: list[int]) -> int | None:
+    """``cost.crossover_batch`` over ``batches[0]..batches[-1]``: the first batch past the last paying one
+    (None if the last batch pays, 1 if none does), the paying edge bisected between grid points."""
+    last = batches[-1]
+    if pays(last):
+        return None
+    paying = [b for b in batches if pays(b)]
+    if not paying:
+        return 1
+    lo = paying[-1]
+    hi = next(b for b in batches if b > lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if pays(mid) else (lo, mid)
+    return hi
+
+
+def _grid_rows(target, draft, accel, k, alphas_pct, context, batches, model) -> list[dict]:
+    """One row per α for one (accelerator, target, k, context): the pass times do not depend on α, so
+    they are computed once per batch and shared (S = E[N]·T_decode / T_iter, as ``cost.batch_speedup``)."""
+    target, draft, dtype = _shapes(target, draft, accel, "bf16")
+    times: dict[int, tuple[float, float]] = {}
+
+    def t(b: int) -> tuple[float, float]:
+        if b not in times:
+            times[b] = (cost.pass_time(target, accel, b, 1, context, dtype, **_target_model(model)),
+                        cost.iteration_time(target, draft, accel, b, k, context, dtype, **model))
+        return times[b]
+
+    rows = []
+    for a in alphas_pct:
+        en = cost.expected_tokens(a / 100, k)
+        speedups = [en * t(b)[0] / t(b)[1] for b in batches]
+        bstar = _crossover(lambda b, en=en: en * t(b)[0] / t(b)[1] > 1, list(batches))
+        rows.append({"a": a, "S": [round(s, 2) for s in speedups], "bstar": bstar})
+    return rows
 
 
 def explorer_grid(accelerators=tuple(hardware.ACCELERATORS), targets=tuple(TARGETS), ks=GRID_K,
-                  alphas_pct=GRID_ALPHA_PCT, contexts=GRID_CONTEXT, batches=BATCHES) -> list[dict]:
-    """One row per setting: {acc, tgt, k, a (α in %), ctx, S: [S(B) for B in batches], bstar}, 16-bit weights."""
+                  alphas_pct=GRID_ALPHA_PCT, contexts=GRID_CONTEXT, batches=BATCHES,
+                  model: Callable[[str], dict] | dict | None = None) -> list[dict]:
+    """One row per setting: {acc, tgt, k, a (α in %), ctx, S: [S(B) for B in batches] (2 decimals),
+    bstar, mb}, bf16 (fp16 on the T4). ``bstar``: ``cost.crossover_batch`` with ``max_batch`` = the
+    largest of ``batches`` (None: still pays there); ``mb``: the largest batch that fits in memory
+    (``cost.max_batch``; None where the table has no memory size). Where not even the weights fit
+    (``mb`` = 0: Llama-3-70B on one 80 GB GPU) ``S`` is empty: no curve describes a server there.
+    ``model``: the time functions' keyword arguments, or a function of the accelerator's name returning
+    them (a calibration: ``lambda acc: cost.calibration(acc, source)``); default: the per-kernel roofline."""
+    batches = validate.integers("batches", batches, low=1)
     rows = []
-    for acc, tgt, k, a, ctx in itertools.product(accelerators, targets, ks, alphas_pct, contexts):
-        _, s, bstar = speedup_curve(TARGETS[tgt], DRAFT, acc, k, a / 100, ctx, "bf16", batches)
-        rows.append({"acc": acc, "tgt": tgt, "k": k, "a": a, "ctx": ctx, "S": [round(x, 3) for x in s],
-                     "bstar": bstar})
+    for acc, tgt, k, ctx in itertools.product(accelerators, targets, ks, contexts):
+        accel = hardware.accelerator(acc)
+        kwargs = model(acc) if callable(model) else dict(model or {})
+        mb = fits_batch(TARGETS[tgt], DRAFT, accel, k, ctx)
+        for row in _grid_rows(TARGETS[tgt], DRAFT, accel, k, alphas_pct, ctx, batches, kwargs):
+            rows.append({"acc": acc, "tgt": tgt, "k": k, "a": row["a"], "ctx": ctx, "S": [] if mb == 0 else row["S"],
+                         "bstar": row["bstar"], "mb": mb})
     return rows
+
+
+def _param(alt, name, value, options, label):
+    """A slider when the options are evenly spaced numbers, a menu otherwise."""
+    if all(isinstance(v, int | float) for v in options) and len(options) > 1:
+        steps = {b - a for a, b in zip(options, options[1:], strict=False)}
+        if len(steps) == 1:
+            return alt.param(name=name, value=value, bind=alt.binding_range(
+                min=min(options), max=max(options), step=steps.pop(), name=label))
+    return alt.param(name=name, value=value, bind=alt.binding_select(options=options, name=label))
 
 
 def altair_explorer(rows: list[dict], batches=BATCHES, initial: dict | None = None):
     """Vega-Lite chart of S(B) with B* marked; sliders and menus filter ``rows`` in the browser.
 
     The filter leaves one row; its S array is flattened, numbered, and each number looked up in
-    ``batches`` (so B is not repeated in every row of the page's data)."""
+    ``batches`` (so B is not repeated in every row of the page's data). Batches past the row's memory
+    limit ``mb`` are drawn grey and dashed, over a grey band labelled with the limit."""
     import altair as alt
 
     init = {"acc": "H100-SXM", "tgt": LLAMA_3_8B.name, "k": 4, "a": 80, "ctx": 0, **(initial or {})}
@@ -59,39 +148,55 @@ def altair_explorer(rows: list[dict], batches=BATCHES, initial: dict | None = No
                          bind=alt.binding_select(options=options["acc"], name="accelerator ")),
         "tgt": alt.param(name="target", value=init["tgt"],
                          bind=alt.binding_radio(options=options["tgt"], name="target (draft: Llama-3.2-1B) ")),
-        "k": alt.param(name="k", value=init["k"],
-                       bind=alt.binding_range(min=min(options["k"]), max=max(options["k"]), step=1,
-                                              name="k, draft tokens ")),
-        "a": alt.param(name="alpha", value=init["a"],
-                       bind=alt.binding_range(min=min(options["a"]), max=max(options["a"]), step=5,
-                                              name="α, acceptance rate (%) ")),
+        "k": _param(alt, "k", init["k"], options["k"], "k, draft tokens "),
+        "a": _param(alt, "alpha", init["a"], options["a"], "α, acceptance rate (%) "),
         "ctx": alt.param(name="context", value=init["ctx"],
                          bind=alt.binding_select(options=options["ctx"], name="context L (tokens) ")),
     }
+    b_max = max(batches)
+    x_scale = alt.Scale(type="log", base=2, domain=[min(batches), b_max])
     chosen = alt.Chart().transform_filter(
         " && ".join(f"datum.{key} == {p.name}" for key, p in params.items()))
-    curve = chosen.transform_flatten(["S"]).transform_window(i="row_number()").transform_lookup(
+    points = chosen.transform_flatten(["S"]).transform_window(i="row_number()").transform_lookup(
         lookup="i", from_=alt.LookupData(alt.Data(values=[{"i": i + 1, "B": b} for i, b in enumerate(batches)]),
                                          key="i", fields=["B"]),
-    ).mark_line(point=True).encode(
-        x=alt.X("B:Q", scale=alt.Scale(type="log", base=2), title="batch size B (sequences)"),
-        y=alt.Y("S:Q", title="speedup S(B), model", scale=alt.Scale(zero=True)),
-        tooltip=[alt.Tooltip("B:Q"), alt.Tooltip("S:Q", format=".2f")],
-    )
+    ).transform_calculate(fits="datum.mb == null || datum.B <= datum.mb")
+    x = alt.X("B:Q", scale=x_scale, title="batch size B (sequences)")
+    y = alt.Y("S:Q", title="speedup S(B), model", scale=alt.Scale(zero=True))
+    tooltip = [alt.Tooltip("B:Q"), alt.Tooltip("S:Q", format=".2f"), alt.Tooltip("fits:N", title="fits in memory")]
+    beyond = points.mark_line(color="gray", strokeDash=[4, 3], strokeWidth=1.5).encode(x=x, y=y)
+    fitting = points.transform_filter("datum.fits").mark_line(point=True).encode(x=x, y=y, tooltip=tooltip)
     no_gain = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(strokeDash=[4, 4], color="gray").encode(y="y:Q")
+    full = chosen.transform_filter(f"datum.mb != null && datum.mb < {b_max}").transform_calculate(
+        start="max(datum.mb, 0.5)", end=str(b_max),
+        label="'does not fit in memory: max batch ' + datum.mb")
+    band = full.mark_rect(color="gray", opacity=0.18, clip=True).encode(x=alt.X("start:Q", scale=x_scale), x2="end:Q")
+    band_text = full.mark_text(align="right", baseline="top", dx=-4, dy=4, color="dimgray").encode(
+        x=alt.X("end:Q", scale=x_scale), y=alt.value(0), text="label:N")
     crossover = chosen.transform_filter("datum.bstar != null")
-    bstar_rule = crossover.mark_rule(color="firebrick", strokeWidth=2).encode(x="bstar:Q")
+    bstar_rule = crossover.mark_rule(color="firebrick", strokeWidth=2).encode(x=alt.X("bstar:Q", scale=x_scale))
     bstar_text = crossover.mark_text(align="left", dx=4, dy=-120, color="firebrick").encode(
-        x="bstar:Q", text=alt.Text("label:N")).transform_calculate(label="'B* = ' + datum.bstar")
-    # data at the top level: the three layers that use the grid share one copy of it
-    return alt.layer(curve, no_gain, bstar_rule, bstar_text, data=alt.Data(values=rows)).add_params(
-        *params.values()).properties(
-        width=560, height=320, title="Speculative decoding: speedup vs batch size (roofline model)")
+        x=alt.X("bstar:Q", scale=x_scale), text=alt.Text("label:N")).transform_calculate(
+        label="'B* = ' + datum.bstar + (datum.mb != null && datum.bstar > datum.mb ? ' (does not fit)' : '')")
+    # data at the top level: the layers that use the grid share one copy of it
+    return alt.layer(band, band_text, beyond, fitting, no_gain, bstar_rule, bstar_text,
+                     data=alt.Data(values=rows)).add_params(*params.values()).properties(
+        width=560, height=320,
+        title="Speculative decoding: speedup vs batch size (per-kernel roofline; grey: does not fit)")
 
 
-def ipywidgets_explorer():
-    """Live explorer for a kernel: every control re-evaluates ``speedup_curve``. Returns the widget box;
-    ``box.redraw()`` redraws and ``box.last`` holds the last (batches, speedups, bstar)."""
+def model_kwargs(values: dict) -> dict:
+    """The live explorer's control values -> keyword arguments of the time functions. The hook for more
+    model controls (a calibration toggle: add a control, then e.g.
+    ``{**cost.calibration(values["accel"], values["calibration"]), "overlap": ...}`` here)."""
+    return {"overlap": values["overlap"]}
+
+
+def ipywidgets_explorer(initial: dict | None = None):
+    """Live explorer for a kernel: every control re-evaluates ``speedup_curve`` and ``fits_batch``.
+    ``initial``: starting values by control name (accel, dtype, target, overlap, k, alpha, context).
+    Returns the widget box; ``box.redraw()`` redraws, ``box.last`` holds the last (batches, speedups,
+    bstar) and ``box.fits`` the largest batch that fits for that setting."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
 
@@ -103,20 +208,27 @@ def ipywidgets_explorer():
                             style=style),
         "dtype": w.Dropdown(options=["bf16", "fp8"], value="bf16", description="dtype", style=style),
         "target": w.Dropdown(options=list(TARGETS), value=LLAMA_3_8B.name, description="target", style=style),
+        "overlap": w.Dropdown(options=[(label, key) for key, label in OVERLAP_LABELS.items()], value="kernel",
+                              description="roofline", style=style),
         "k": w.IntSlider(value=4, min=1, max=16, description="k", style=style),
         "alpha": w.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.01, description="α", style=style),
         "context": w.IntSlider(value=0, min=0, max=131072, step=1024, description="context L", style=style),
     }
+    for name, value in (initial or {}).items():
+        validate.choice("initial control", name, controls)
+        controls[name].value = value
     out = w.Output()
-    box = w.VBox([w.HBox(list(controls.values())[:3]), w.HBox(list(controls.values())[3:]), out])
+    box = w.VBox([w.HBox(list(controls.values())[:4]), w.HBox(list(controls.values())[4:]), out])
 
     def redraw(*_):
         c = {name: ctl.value for name, ctl in controls.items()}
+        target = TARGETS[c["target"]]
         try:
-            box.last = speedup_curve(TARGETS[c["target"]], DRAFT, c["accel"], c["k"], c["alpha"], c["context"],
-                                     c["dtype"])
+            box.last = speedup_curve(target, DRAFT, c["accel"], c["k"], c["alpha"], c["context"], c["dtype"],
+                                     **model_kwargs(c))
+            box.fits = fits_batch(target, DRAFT, c["accel"], c["k"], c["context"], c["dtype"])
         except ValueError as err:  # e.g. fp8 on a GPU without fp8
-            box.last = None
+            box.last = box.fits = None
             with out:
                 out.clear_output(wait=True)
                 print(err)
@@ -126,8 +238,9 @@ def ipywidgets_explorer():
             out.clear_output(wait=True)
             fig, ax = plt.subplots(figsize=(8, 4.5))
             plots.speedup_vs_batch(ax, [(f"{c['target']} + {DRAFT.name}, k={c['k']}, α={c['alpha']:.2f}",
-                                         batches, speedups, "model")], bstar=bstar,
-                                   title=f"{c['accel']}, {c['dtype']}, L={c['context']}")
+                                         batches, speedups, "model")], bstar=bstar, max_batch=box.fits,
+                                   title=f"{c['accel']}, {c['dtype']}, L={c['context']}, "
+                                         f"{OVERLAP_LABELS[c['overlap']]}: max batch that fits {box.fits}")
             plt.show()
 
     for ctl in controls.values():

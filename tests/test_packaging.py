@@ -1,0 +1,149 @@
+"""Packaging: every import the package makes is declared, requirements.txt is the package with every
+extra, the website's build needs no torch, and make setup's torch decision (scripts/install_torch.py)
+with the machine faked: GPU or not, torch installed or not."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import re
+import sys
+import venv
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "specnotes"
+EXTRAS = metadata.metadata("specnotes").get_all("Provides-Extra")
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+install_torch = _load("install_torch", ROOT / "scripts" / "install_torch.py")
+
+
+def optional_imports(tree) -> set[ast.AST]:
+    """Import statements inside ``try: ... except ImportError``: the code works without them."""
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+                isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+                for h in node.handlers):
+            guarded |= {n for stmt in node.body for n in ast.walk(stmt)}
+    return guarded
+
+
+def imports(path: Path) -> set[str]:
+    """Top-level names of every absolute import in a file, at any depth (function-level ones too),
+    but those guarded by ``except ImportError``."""
+    tree = ast.parse(path.read_text())
+    guarded = optional_imports(tree)
+    names = set()
+    for node in ast.walk(tree):
+        if node in guarded:
+            continue
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirements(extra: str | None = None) -> set[str]:
+    """The package's own requirements (extra None) or one extra's, as normalized names."""
+    out = set()
+    for line in metadata.requires("specnotes"):
+        req = Requirement(line)
+        own = req.marker is None if extra is None else req.marker is not None and req.marker.evaluate({"extra": extra})
+        if own:
+            out.add(normalized(req.name))
+    return out
+
+
+def declared() -> set[str]:
+    return requirements().union(*(requirements(extra) for extra in EXTRAS))
+
+
+
+@functools.cache
+def distributions_providing() -> dict[str, list[str]]:
+    return metadata.packages_distributions()
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: p.name)
+def test_every_third_party_import_of_the_package_is_declared(path):
+    providers = distributions_providing()
+    for module in sorted(imports(path) - set(sys.stdlib_module_names) - {"specnotes"}):
+        dists = {normalized(d) for d in providers.get(module, [module])}
+        assert dists & declared(), f"{path.name} imports {module}: add it to pyproject.toml (an extra if optional)"
+
+
+def test_refresh_imports_are_in_the_refresh_extra():
+    # the defect this guards: refresh.py shipped importing nbformat/nbclient that nothing declared
+    assert {"nbformat", "nbclient"} <= requirements("refresh")
+
+
+def test_requirements_txt_is_the_package_with_every_extra():
+    lines = [s.strip() for s in (ROOT / "requirements.txt").read_text().splitlines()]
+    (line,) = [s for s in lines if s and not s.startswith("#")]
+    extras = set(re.fullmatch(r"-e \.\[(.*)\]", line).group(1).split(","))
+    assert extras == set(EXTRAS)
+
+
+def test_the_website_build_needs_no_torch():
+    # make book installs .[book] only; the Sphinx extensions it loads import neither torch nor specnotes
+    assert "torch" not in requirements("book") | requirements()
+    for path in sorted((ROOT / "book" / "_ext").glob("*.py")):
+        assert not imports(path) & {"torch", "specnotes"}, path.name
+
+
+# ---------------------------------------------------------------------- make setup's torch
+
+
+def commands(**machine):
+    return install_torch.install_commands("py", **{"installed": False, "gpu": False, "system": "Linux"} | machine)
+
+
+def test_a_torch_already_installed_is_kept():
+    for gpu in (False, True):
+        assert commands(installed=True, gpu=gpu) == []
+
+
+def test_linux_without_a_gpu_gets_the_cpu_build_from_pytorchs_index():
+    first, second = commands()
+    assert first[-4:] == ["--no-deps", "--index-url", "https://download.pytorch.org/whl/cpu", "torch"]
+    assert second[-1] == "torch" and "--index-url" not in second  # then its dependencies, from PyPI
+
+
+def test_linux_with_a_gpu_and_other_systems_get_pypis_build():
+    assert commands(gpu=True) == [["py", "-m", "pip", "install", "-q", "torch"]]
+    assert commands(system="Darwin") == [["py", "-m", "pip", "install", "-q", "torch"]]
+
+
+def test_a_pinned_version():
+    assert all(c[-1] == "torch==2.13.0" for c in commands(version="2.13.0"))
+
+
+def test_gpu_detection_with_the_machine_faked():
+    no_file, no_command = (lambda path: False), (lambda name: None)
+    assert not install_torch.has_nvidia_gpu(which=no_command, exists=no_file)
+    assert install_torch.has_nvidia_gpu(which=no_command, exists=lambda path: path == "/proc/driver/nvidia")
+    assert install_torch.has_nvidia_gpu(which=lambda name: "/usr/bin/nvidia-smi", exists=no_file)
+
+
+def test_torch_detection_asks_the_environment_itself(tmp_path):
+    venv.create(tmp_path, with_pip=False)  # an empty environment
+    assert not install_torch.can_import_torch(str(tmp_path / "bin" / "python"))
