@@ -21,11 +21,10 @@ from __future__ import annotations
 import torch
 
 from specnotes import validate
-from specnotes.sampling import draw_uniforms
+from specnotes.sampling import BLOCK, block_sums, draw_uniforms
 
-CHUNK_BYTES = 1 << 20  # rows per chunk: about 1 MB of each of p and q, so the temporaries stay in L2
-BLOCK = 128  # tokens per block of the two-level inverse CDF
-SAFE = 1e30  # Σ exp(l/T) outside [1/SAFE, SAFE]: redo the row with the maximum subtracted first
+CHUNK_BYTES = 1 << 21  # rows per chunk: about 2 MB of each of p and q, so the temporaries stay in cache
+LOG_SAFE = 69.0  # log Σ exp(l/T) outside ±69 (Σ outside 1e±30): redo the row with its maximum subtracted first
 
 
 def check_logits(draft_tokens, draft_logits, target_logits, temperature, uniforms):
@@ -99,7 +98,7 @@ def sample_from_logits(
 
 def exp_rows(logits, rows, position, temperature, dtype):
     """e = exp(l/T - m), z = Σ e and lse = m + log z for the rows logits[rows, position] ([R, V], R in one
-    chunk): m = 0, unless Σ exp(l/T) would leave [1/SAFE, SAFE] (then m is the row's maximum). A contiguous
+    chunk): m = 0, unless Σ exp(l/T) would leave e^±LOG_SAFE (then m is the row's maximum). A contiguous
     run of rows is read in place; others are gathered with ``index_select``."""
     plane = logits[:, position]
     first = int(rows[0])
@@ -111,14 +110,15 @@ def exp_rows(logits, rows, position, temperature, dtype):
         source = plane.index_select(0, rows)
         e = source.to(dtype).mul_(1.0 / temperature).exp_()
     z = e.sum(1)
-    shift = torch.zeros_like(z)
-    bad = ~((z < SAFE) & (z > 1 / SAFE))  # NaN included
+    lse = z.log()
+    bad = ~(lse.abs() < LOG_SAFE)  # NaN included
     if bad.any():
         x = source[bad].to(dtype) / temperature
-        shift[bad] = x.amax(1)
-        e[bad] = (x - shift[bad][:, None]).exp_()
+        shift = x.amax(1)
+        e[bad] = (x - shift[:, None]).exp_()
         z[bad] = e[bad].sum(1)
-    return e, z, shift + z.log()
+        lse[bad] = shift + z[bad].log()
+    return e, z, lse
 
 
 class Stop:
@@ -169,13 +169,6 @@ class Stop:
         inside = torch.where(j * BLOCK + torch.arange(BLOCK, device=j.device) < V, weights, 0).cumsum(1)
         i = torch.searchsorted(inside, goal - before, right=True).clamp_(max=BLOCK - 1)
         return (j * BLOCK + i).squeeze(1).clamp_(max=V - 1)
-
-
-def block_sums(weights: torch.Tensor) -> torch.Tensor:
-    """[B, V] -> [B, ceil(V / BLOCK)]: the weight of each block of ``BLOCK`` consecutive tokens."""
-    full = weights.shape[1] // BLOCK * BLOCK
-    sums = weights[:, :full].reshape(weights.shape[0], -1, BLOCK).sum(-1)
-    return torch.cat([sums, weights[:, full:].sum(1, keepdim=True)], 1) if full < weights.shape[1] else sums
 
 
 def layout(draft_tokens, num_accepted, last):
