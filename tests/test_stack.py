@@ -38,10 +38,11 @@ def test_verify_pass_equals_token_by_token_decode():
     torch.testing.assert_close(one_pass.view(b, n, -1), torch.stack(steps, dim=1), rtol=1e-4, atol=1e-4)
 
 
-def test_stack_time_record_carries_the_cost_model():
+def test_stack_time_record_carries_the_cost_model_in_the_stacks_dtype():
     st = build_stack(TINY, dtype=torch.float32)
+    assert st.shape.weight_bytes == 4 and st.shape.compute == "fp32"  # the bytes this stack really reads
     r = measure.stack_time(st, 3, 5, context=8, warmup=1, repeats=3)
-    c = cost.forward_cost(TINY, 3, 5, 8)
+    c = cost.forward_cost(TINY.in_dtype("fp32"), 3, 5, 8)
     assert r.extra["flops"] == c.flops and r.extra["bytes"] == c.bytes and r.extra["tokens"] == 15
     mixed = measure.stack_time(st, 3, 5, context=8, speculating=1, warmup=1, repeats=3)
     assert mixed.extra["tokens"] == 3 + 4  # B + k: the source note's batch
@@ -50,7 +51,7 @@ def test_stack_time_record_carries_the_cost_model():
 
 def test_bad_input():
     st = build_stack(TINY, dtype=torch.float32)
-    with pytest.raises(ValueError, match="speculating must be in"):
+    with pytest.raises(ValueError, match="speculating must be"):
         stack.groups_for(3, 5, speculating=4)
     with pytest.raises(ValueError, match="batch must be"):
         measure.stack_time(st, 0, 1)
@@ -62,7 +63,63 @@ def test_sizes_cpu_are_a_real_stack_and_the_draft_is_smaller():
     assert 4 < s.target.params / s.draft.params < 16
 
 
-def test_stack_overhead_is_a_floor_below_a_real_pass():
-    st = build_stack(TINY, dtype=torch.float32)
-    t0 = measure.stack_overhead(TINY, "cpu", "fp32", context=4, repeats=5)
-    assert 0 < t0 <= min(measure.stack_time(st, 2, 3, 4, warmup=1, repeats=3).samples) * 1.5
+def test_stack_overhead_is_a_floor_below_a_real_pass(one_thread):
+    # the floor of TINY's layers and kernels, against a pass of the same layer count reading 30 MB of weights
+    t0 = measure.stack_overhead(TINY, "cpu", "fp32", context=4, repeats=20)
+    real = build_stack(stack_shape(2, 512, 8, 2, 2048, name="real"), dtype=torch.float32)
+    assert 0 < t0 < measure.stack_time(real, 2, 3, 4, warmup=1, repeats=5).fastest_s
+
+
+def test_pass_cost_one_formula_for_uniform_and_mixed_batches():
+    # every sequence verifying k + 1 = 5 is the plain forward pass of 5 new tokens; one verifying is B + k tokens
+    assert stack.pass_cost(TINY, 4, 5, 8) == cost.forward_cost(TINY, 4, 5, 8)
+    assert stack.pass_cost(TINY, 4, 5, 8, speculating=1).tokens == 4 + 4
+    assert stack.pass_cost(TINY, 4, 1, 8, speculating=1) == cost.forward_cost(TINY, 4, 1, 8)
+
+
+def fake_pass(times_ms):
+    """A ``time_pass`` returning a record whose one sample is times_ms[(kind, B)] milliseconds."""
+    def time_pass(st, batch, new_tokens, context, speculating):
+        kind = ("draft" if st.shape.name == "draft" else "mixed" if speculating == 1 and batch > 1
+                else "verify" if new_tokens > 1 else "decode")
+        t = times_ms[kind](batch) / 1e3
+        return measure.Record.from_timing("stack_pass", {"batch": batch, "new_tokens": new_tokens}, measure.Timing([t]),
+                                          "cpu", "fp32")
+    return time_pass
+
+
+def test_speedup_sweep_doubles_until_s_falls_below_one():
+    # decode 10 ms flat, draft 1 ms, verify 10 ms until B(k+1) = 20 tokens then linear in tokens: with alpha = 0.8,
+    # S = 3.3616·10 / (4 + verify): 2.40 (B <= 4), 1.40 (B = 8: verify 20), 0.76 (B = 16: verify 40)
+    times = {"decode": lambda b: 10.0, "draft": lambda b: 1.0, "verify": lambda b: 10.0 * max(1, 5 * b / 20),
+             "mixed": lambda b: 10.0}
+    target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"))
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, min_last=2, limit=64, budget_s=None, progress=False,
+                                time_pass=fake_pass(times))
+    assert sweep.batches == [1, 2, 4, 8, 16] and sweep.stop == "done"
+    assert [round(sweep.speedup(b), 2) for b in sweep.batches] == [2.4, 2.4, 2.4, 1.4, 0.76]
+    assert sorted(sweep.records["mixed"]) == [2, 4, 8, 16] and sweep.time("verify", 16) == pytest.approx(0.040)
+
+
+def test_speedup_sweep_stops_at_its_budget_and_says_so():
+    now = [0.0]
+
+    def slow(b):  # each pass costs the fake clock 0.5 s per sequence
+        now[0] += 0.5 * b
+        return 10.0
+
+    times = {"decode": slow, "draft": lambda b: 1.0, "verify": lambda b: 10.0, "mixed": lambda b: 10.0}
+    target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"))
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, min_last=2, limit=64, budget_s=5.0, progress=False,
+                                time_pass=fake_pass(times), timer=lambda: now[0])
+    # spent 0.5, 1.5 after B = 1, 2 (last 1.0): 1.5 + 2 <= 5 -> B = 4 (3.5 spent, last 2.0): 3.5 + 4 > 5: stop
+    assert sweep.batches == [1, 2, 4] and sweep.stop == "budget"
+
+
+def test_speedup_sweep_on_real_tiny_stacks():
+    target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"),
+                                                                      dtype=torch.float32)
+    sweep = stack.speedup_sweep(target, draft, 2, 0.8, 4, min_last=2, limit=4, budget_s=30, warmup=1, repeats=3,
+                                progress=False)
+    assert sweep.batches[:2] == [1, 2] and all(sweep.speedup(b) > 0 for b in sweep.batches)
+    assert set(sweep.records) == set(stack.PASSES)

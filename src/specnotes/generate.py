@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specnotes.drafters import DraftModelDrafter, pad_prompts
+from specnotes.measure.timing import sync
 from specnotes.model import Transformer, decode, encode
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
@@ -122,11 +123,6 @@ def as_prompt_list(prompts) -> list[torch.Tensor]:
     return out
 
 
-def synchronize(device: torch.device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def prefill(model: Transformer, prompts: list[torch.Tensor], capacity: int):
     """A cache holding every prompt but its last token, and that last token per sequence."""
     device = model.lm_head.weight.device
@@ -151,7 +147,7 @@ def generate(
     """Plain batched autoregressive decoding: one target pass per new token."""
     prompts = as_prompt_list(prompts)
     device = model.lm_head.weight.device
-    synchronize(device)
+    sync(device)
     start = time.perf_counter()
     capacity = max(len(p) for p in prompts) + max_new_tokens
     cache, last, passes = prefill(model, prompts, capacity)
@@ -162,7 +158,7 @@ def generate(
         out.append(last)
     B = len(prompts)
     tokens = torch.stack(out, 1) if out else torch.zeros(B, 0, dtype=torch.int64, device=device)
-    synchronize(device)
+    sync(device)
     stats = GenerationStats(
         k=0,
         temperature=temperature,
@@ -196,7 +192,7 @@ def speculative_generate(
     device = target.lm_head.weight.device
     B = len(prompts)
     rows = torch.arange(B, device=device)
-    synchronize(device)
+    sync(device)
     start = time.perf_counter()
     # the last iteration may overshoot max_new_tokens by k, and then verify k+1 more positions
     capacity = max(len(p) for p in prompts) + max_new_tokens + 2 * (k + 1)
@@ -224,7 +220,7 @@ def speculative_generate(
         last = torch.where(active, tokens[rows, num_accepted], last)
         produced += gained
         accepted_log.append(torch.where(active, num_accepted, -1).cpu())
-    synchronize(device)
+    sync(device)
     stats = GenerationStats(
         k=k,
         temperature=temperature,
