@@ -1,6 +1,7 @@
 """``{specnotes-status}``: the status page's tables, generated at build time.
 
-- one row per notebook in ``_toc.yml``: when and on what its stored outputs were produced, read
+- one row per notebook in ``_toc.yml``: when, on what device and in which dtype (and why that dtype)
+  its stored outputs were produced, read
   from ``metadata.specnotes`` that ``python -m specnotes.refresh`` (``make refresh``) writes;
 - the versions of the tools that built this website, and of the vendored JavaScript.
 
@@ -16,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 import yaml
+from book_toc import toc_files
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
@@ -27,27 +29,18 @@ MANIFEST = Path(__file__).resolve().parents[1] / "_assets" / "vendor" / "VENDORE
 STATUS_DOCS: set[str] = set()
 
 
-def toc_files(toc: dict) -> list[str]:
-    """Every ``file`` in a jupyter-book ``_toc.yml``, in reading order."""
-    out = [toc["root"]] if "root" in toc else []
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                out.append(entry["file"])
-            walk(entry.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return out
-
-
 def version(dist: str) -> str:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def dtype_text(meta: dict) -> str:
+    """The dtype the chapter measured in and why (``measure.provenance``), or what older metadata lacks."""
+    if "dtype_reason" not in meta:
+        return "not recorded"
+    return meta["dtype_reason"] if meta.get("dtype") else "none (the chapter measures nothing in a chosen dtype)"
 
 
 def cell(text) -> str:
@@ -63,8 +56,8 @@ class StatusDirective(SphinxDirective):
         root = Path(self.env.srcdir)
         toc_path = root / "_toc.yml"
         self.env.note_dependency(str(toc_path))
-        rows = ["| Page | Stored outputs produced | Execution time | Device | Python | torch |",
-                "|---|---|---|---|---|---|"]
+        rows = ["| Page | Stored outputs produced | Execution time | Device | dtype | Python | torch |",
+                "|---|---|---|---|---|---|---|"]
         for rel in toc_files(yaml.safe_load(toc_path.read_text())):
             path = root / f"{rel}.ipynb"
             if not path.is_file():
@@ -74,12 +67,13 @@ class StatusDirective(SphinxDirective):
             title = f"{{doc}}`/{rel}`"
             meta = nb.get("metadata", {}).get("specnotes")
             if not meta:
-                rows.append(f"| {title} | not recorded: run `make refresh` | | | | |")
+                rows.append(f"| {title} | not recorded: run `make refresh` | | | | | |")
                 continue
             date = str(meta.get("date", "?")).replace("T", " ").replace("Z", " UTC")
             rows.append(" | ".join([
                 f"| {title}", cell(date), f"{float(meta.get('seconds', 'nan')):.1f} s",
-                cell(meta.get("device", "?")), cell(meta.get("python", "?")), cell(meta.get("torch", "?")) + " |"]))
+                cell(meta.get("host", meta.get("device", "?"))), cell(dtype_text(meta)), cell(meta.get("python", "?")),
+                cell(meta.get("torch", "?")) + " |"]))
         return rows
 
     def build_rows(self) -> list[str]:
