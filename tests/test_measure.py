@@ -105,10 +105,10 @@ def test_dtype_env_override_wins_and_is_explained(monkeypatch):
 def test_probe_runs_once_per_process_and_reports_its_ratios(monkeypatch):
     monkeypatch.delenv(m.DTYPE_ENV, raising=False)
     monkeypatch.setattr(devices, "_CHOICES", {})
-    costs = {"bf16": (0.010, 0.011), "fp32": (0.020, 0.090), "fp16": (0.012, 0.030)}  # (1 row, 5 rows) seconds
+    costs = {"bf16": (0.010, 1.1), "fp32": (0.020, 4.5), "fp16": (0.012, 2.5)}  # (1-row seconds, 5-row/1-row)
     calls = []
 
-    def fake_row_cost(dtype, d_in, d_out, rows=5, rounds=3, timer=None):
+    def fake_row_cost(dtype, d_in, d_out, rows=5, pairs=11, timer=None):
         calls.append(dtype)
         return costs[dtype]
 
@@ -119,6 +119,21 @@ def test_probe_runs_once_per_process_and_reports_its_ratios(monkeypatch):
     assert choice.ratios == pytest.approx({"bf16": 1.1, "fp32": 4.5, "fp16": 2.5})
     assert choice.gemv_gb_per_s["fp32"] == pytest.approx(64 * 2**20 / 0.020 / 1e9)  # 3.355 GB/s
     assert "1.10×" in choice.reason and "fp32 4.50×" in choice.reason
+
+
+def test_row_cost_pairs_with_a_fake_clock(monkeypatch):
+    # every 1-row call takes 2 ms and every 5-row call 3 ms, except one 5-row call slowed to 30 ms by
+    # another process: the medians ignore it
+    durations = iter([0.002, 0.003] * 2 + [0.002, 0.030] + [0.002, 0.003] * 2)  # warm-ups in the first pair
+    now = [0.0]
+    real = m.timing.time_fn
+
+    def tick():
+        now[0] += next(durations)
+
+    monkeypatch.setattr(m.timing, "time_fn", lambda fn, **kw: real(tick, **kw))
+    one, ratio = devices.row_cost("fp32", 8, 8, pairs=3, timer=lambda: now[0])
+    assert one == pytest.approx(0.002) and ratio == pytest.approx(1.5)
 
 
 def test_real_probe_is_quick_and_consistent(monkeypatch):
@@ -399,3 +414,8 @@ def test_knee_of_flat_curve_is_none():
 def test_knee_rejects_bad_input(batches, times):
     with pytest.raises(ValueError):
         m.knee(batches, times)
+
+
+def test_measured_roof_reads_as_one_line():
+    text = str(m.MeasuredRoof(bandwidth=20e9, flops=1.2e12, dtype="bf16"))
+    assert text == "20.0 GB/s, 1200 GFLOP/s in bf16: ridge 60 FLOP/byte, critical batch 60 tokens"

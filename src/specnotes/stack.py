@@ -9,15 +9,14 @@ Linear layers run on the flattened [tokens, d_model] matrix (every weight read o
 whatever the mix); attention runs per group of sequences with the same number of new tokens.
 
 The second half times it (through ``measure.timing``, the book's one timer): one pass
-(:func:`stack_time`), a grid of passes (:func:`stack_sweep`), the per-pass floor
-(:func:`stack_overhead`), and Chapters 2 and 4's sweep (:func:`speedup_sweep`): decode, verify and
-draft passes at B = 1, 2, 4, ... until speculation stops paying, next to the cost model on this
-device's measured roofs (:class:`StackModel`).
+(:func:`stack_time`), the per-pass floor (:func:`stack_overhead`), and Chapters 2 and 4's sweep
+(:func:`speedup_sweep`): decode, verify and draft passes at B = 1, 2, 4, ... until speculation
+stops paying, next to the cost model on this device's measured roofs (:class:`StackModel`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -214,20 +213,6 @@ def stack_time(stack: LayerStack, batch: int, new_tokens: int, context: int = 0,
                               {**rates(model.flops, model.bytes, timing.median, model.tokens), "tokens": model.tokens})
 
 
-def stack_sweep(stack: LayerStack, batches: Sequence[int], new_tokens: Sequence[int] = (1, 5), context: int = 0,
-                progress: bool = True, **timing) -> list[Record]:
-    """:func:`stack_time` for every (batch, new_tokens) pair, with a progress bar."""
-    from tqdm.auto import tqdm
-
-    pairs = [(b, n) for b in batches for n in new_tokens]
-    bar = tqdm(pairs, desc=f"{stack.shape.name}: passes", disable=not progress)
-    records = []
-    for b, n in bar:
-        bar.set_postfix(B=b, n=n)
-        records.append(stack_time(stack, b, n, context, **timing))
-    return records
-
-
 def stack_overhead(shape: ModelShape, device=None, dtype=None, context: int = 0, repeats: int = 30) -> float:
     """The per-pass floor t0 of a layer stack: the fastest pass of a stack with ``shape``'s layers and
     kernels but tiny dimensions (4 per head), whose roofline time is nanoseconds. Seconds."""
@@ -253,6 +238,14 @@ class StackModel:
     k: int
     alpha: float
     context: int
+
+    @classmethod
+    def measure(cls, target: LayerStack, draft: LayerStack, roof, k: int, alpha: float, context: int) -> StackModel:
+        """The model of these stacks on this device: ``roof`` from ``measure.measured_roofline`` and each
+        stack's per-pass floor, measured now (:func:`stack_overhead`)."""
+        t0 = stack_overhead(target.shape, target.device, target.dtype, context)
+        t0_draft = stack_overhead(draft.shape, draft.device, draft.dtype, context)
+        return cls(target.shape, draft.shape, roof.as_accelerator(), t0, t0_draft, k, alpha, context)
 
     def time(self, kind: str, batch: int) -> float:
         """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft")."""

@@ -8,7 +8,7 @@ One module per job:
 - ``records``  one record format with one provenance block (bench, sampler benchmark, training, refresh);
 - ``checks``   what a measurement may assert on *this* device, derived from its measured roofs.
 
-The layer stack's timing (``stack_time``, ``stack_sweep``, ``stack_overhead``, ``stack_sizes``) lives
+The layer stack's timing (``stack_time``, ``stack_overhead``, ``stack_sizes``, ``speedup_sweep``) lives
 with the stack in ``specnotes.stack``; ``measure.stack_time`` and friends still work.
 """
 
@@ -45,7 +45,7 @@ from specnotes.measure.probes import (
 from specnotes.measure.records import SCHEMA, Record, Results, load_results, provenance, save_results
 from specnotes.measure.timing import Timing, doubling_sweep, sync, time_fn
 
-_STACK = ("StackSizes", "stack_sizes", "stack_time", "stack_sweep", "stack_overhead")
+_STACK = ("StackSizes", "stack_sizes", "stack_time", "stack_overhead")
 
 
 def __getattr__(name: str):

@@ -14,6 +14,10 @@ The model's known biases, which set every tolerance here:
 - ``SHARE``: small passes run below the compute roof (the peak comes from a large GEMM) and pay fixed
   costs the fastest-pass floor t0 does not fully capture, so measured ratios between passes are pulled
   towards 1. A rise the model predicts must show at least this share of itself, on a log scale.
+- ``THRESHOLD``: CPU libraries run GEMMs of a few rows on separate paths, each with its own
+  efficiency: on one 2-core AVX-512 CPU, fp32 GEMMs of 2 to 40 rows over the same weight cost 1.1 to
+  3.5x a 1-row GEMV, and not monotonically in the rows. A ratio the model predicts to move by less
+  than 2x can move either way; only larger predicted rises are tested.
 - ``NOISE``: fastest samples of the same pass on a busy 2-core machine differ by up to ~10%.
 
 Every check returns a :class:`Verdict`; a chapter asserts ``verdict.ok`` and may print the verdict.
@@ -30,7 +34,7 @@ from specnotes import validate
 READ_ONLY_SLACK = 1.5
 SHARE = 0.25
 NOISE = 0.10
-THRESHOLD = 1.5  # a predicted rise smaller than this is not tested: too close to noise and fixed costs
+THRESHOLD = 2.0  # a predicted rise smaller than this is not tested (see grows)
 
 
 @dataclass(frozen=True)
@@ -92,11 +96,12 @@ def within_roofs(measured: Sequence[float], modelled: Sequence[float], labels: S
 
 
 def grows(claim: str, batches: Sequence[int], measured: Sequence[float], modelled: Sequence[float], *,
-          share: float = SHARE, threshold: float = THRESHOLD, noise: float = NOISE) -> Verdict:
+          share: float = SHARE, threshold: float = THRESHOLD) -> Verdict:
     """A quantity the model predicts to grow with B (verify/decode, 1/S, per-token amortization):
     from the batch where it measured lowest (before the last) to the last batch, the model predicts a
     rise of ``model``×. If that is at least ``threshold``, the measured rise must be at least
-    ``model ** share``; otherwise the measurement must only not fall by more than ``noise``."""
+    ``model ** share``; a smaller predicted rise is not tested (library paths for small GEMMs move
+    such ratios more than that, either way)."""
     batches = _batches(batches, ("measured", measured), ("modelled", modelled))
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
     if len(batches) < 2:
@@ -105,10 +110,8 @@ def grows(claim: str, batches: Sequence[int], measured: Sequence[float], modelle
     model, seen = modelled[-1] / modelled[i], measured[-1] / measured[i]
     numbers = {"from B": batches[i], "to B": batches[-1], "measured rise": seen, "model rise": model}
     if model < threshold:
-        ok = seen >= 1 / (1 + noise)
-        return Verdict(claim, ok, True, f"The model predicts only {model:.2f}× from B = {batches[i]} to "
-                       f"{batches[-1]}; measured {seen:.2f}×" + ("." if ok else ", a fall the model does not allow."),
-                       numbers)
+        return Verdict(claim, True, False, f"The model predicts only {model:.2f}× from B = {batches[i]} to "
+                       f"{batches[-1]}: too little to test (measured {seen:.2f}×).", numbers)
     need = model**share
     ok = seen >= need
     return Verdict(claim, ok, True, f"From B = {batches[i]} to {batches[-1]} the model predicts {model:.2f}×, "
@@ -179,6 +182,15 @@ class Crossing:
     model_bstar: int | None
     sentence: str
 
+    @property
+    def measured_bstar(self) -> int | None:
+        """The first batch measured after the last one that paid (the first batch if none did; None if
+        the sweep ended before S fell below 1)."""
+        if self.stop != "done":
+            return None
+        later = [b for b in self.batches if not self.paid or b > self.paid[-1]]
+        return later[0]
+
 
 def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: str, model_bstar: int | None, *,
                       ridge: float, critical_batch: float, k: int) -> Crossing:
@@ -225,10 +237,10 @@ def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *
     model_c = validate.number("model_c", model_c, low=0, low_open=True)
     numbers = f"measured c = {measured_c:.3f} at B = 1, parameter ratio {param_ratio:.3f}, model {model_c:.3f}"
     if measured_c > param_ratio * (1 + noise):
-        why = ("the per-pass floor, which the model includes" if model_c > param_ratio * (1 + noise)
-               else "fixed costs beyond the floor the model includes")
+        why = ("the per-pass floor, which the model includes, is" if model_c > param_ratio * (1 + noise)
+               else "fixed costs beyond the floor the model includes are")
         return (f"The draft costs more than its parameter count says ({numbers}): a small model runs as many "
-                f"kernels per layer as a large one, so {why} is a larger share of its time.")
+                f"kernels per layer as a large one, so {why} a larger share of its time.")
     if measured_c < param_ratio / (1 + noise):
         return (f"The draft costs less than its parameter count says ({numbers}): its weights are small enough to "
                 f"stay in cache between passes, so it streams them faster than the target streams its own.")
@@ -238,31 +250,64 @@ def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *
 
 def describe_verify(batches: Sequence[int], measured: Sequence[float], modelled: Sequence[float], *,
                     critical_batch: float, k: int, decode_excess: float, verify_excess: float) -> str:
-    """Why verify/decode moved as it did across the sweep, attributed by the numbers: the verify pass's
-    B(k+1) tokens crossing this device's critical batch, or (when they are past it from B = 1) small
-    passes running below the compute roof. ``decode_excess``/``verify_excess``: measured/modelled time
-    of each pass at the first batch."""
+    """How verify/decode moved across the sweep and why, attributed by the numbers: where the verify
+    pass's B(k+1) tokens sit against this device's critical batch, and, where the measurement does not
+    move as the model does, what the first batch's passes show (``decode_excess``/``verify_excess``:
+    measured/modelled time of each pass there)."""
     batches = _batches(batches, ("measured", measured), ("modelled", modelled))
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
-    b0, b1 = batches[0], batches[-1]
-    t0, t1 = b0 * (k + 1), b1 * (k + 1)
-    moved = (f"verifying k + 1 = {k + 1} tokens for every sequence cost {measured[0]:.2f}× a decode pass at "
-             f"B = {b0} and {measured[-1]:.2f}× at B = {b1}")
+    critical_batch = validate.number("critical_batch", critical_batch, low=0, low_open=True)
+    b0, b1, t0, t1 = batches[0], batches[-1], batches[0] * (k + 1), batches[-1] * (k + 1)
+    m0, m1, p0, p1 = measured[0], measured[-1], modelled[0], modelled[-1]
+    moved = (f"verifying k + 1 = {k + 1} tokens for every sequence cost {m0:.2f}× a decode pass at B = {b0} and "
+             f"{m1:.2f}× at B = {b1} (the model: {p0:.2f}× and {p1:.2f}×)")
     if t0 < critical_batch <= t1:
-        return (f"{moved}: at B = {b0} the verify pass's {t0} tokens per weight read are under this device's "
-                f"critical batch of {critical_batch:.3g}, at B = {b1} its {t1} tokens are past it, and the ratio "
-                f"climbs towards k + 1 (the model: {modelled[0]:.2f}× to {modelled[-1]:.2f}×)")
-    if critical_batch > t1:
-        return (f"{moved}: up to B = {b1} the verify pass's {t1} tokens stay under this device's critical batch of "
-                f"{critical_batch:.3g}, so verification stays nearly free (the model: {modelled[0]:.2f}× to "
-                f"{modelled[-1]:.2f}×)")
-    climb = measured[-1] / measured[0]
-    base = (f"{moved}. Here the verify pass's {t0} tokens are past this device's critical batch of "
-            f"{critical_batch:.2g} already at B = {b0}: it is compute-bound at every batch measured, and the model "
-            f"puts verify/decode at {modelled[0]:.2f}× to {modelled[-1]:.2f}× throughout")
-    if climb > 1 + NOISE and decode_excess > verify_excess * (1 + NOISE):
-        return (f"{base}. The measured ratio climbed for another reason: small passes run below the compute roof, "
-                f"the smallest furthest (at B = {b0} decode took {decode_excess:.2f}× its modelled time, verify "
-                f"{verify_excess:.2f}×), which pulls the ratio towards 1 at small B")
-    return f"{base}, as measured within the noise"
+        where = (f"at B = {b0} the verify pass's {t0} tokens per weight read are under this device's critical "
+                 f"batch of {critical_batch:.3g}, and at B = {b1} its {t1} are past it")
+    elif critical_batch > t1:
+        where = (f"up to B = {b1} the verify pass's {t1} tokens per weight read stay under this device's critical "
+                 f"batch of {critical_batch:.3g}")
+    else:
+        where = (f"the verify pass's {t0} tokens per weight read are past this device's critical batch of "
+                 f"{critical_batch:.2g} already at B = {b0}, so it is compute-bound at every batch measured")
+    seen, model = m1 / m0, p1 / p0
+    passes = f"at B = {b0} decode took {decode_excess:.2f}× its modelled time and verify {verify_excess:.2f}×"
+    small_passes = (f"small passes run below the compute roof, the smallest furthest ({passes}), which pulls the "
+                    f"ratio towards 1 at small B")
+    unmodelled = f"a cost the model lacks ({passes})"
+    if model > 1 + NOISE and seen > 1 + NOISE:
+        why = f"the ratio climbs towards k + 1, {seen:.2f}× here against {model:.2f}× in the model"
+        if seen > model * (1 + NOISE) and decode_excess > verify_excess * (1 + NOISE):
+            why += f"; the extra climb is because {small_passes}"
+    elif seen > 1 + NOISE:
+        why = (f"the measured ratio climbs {seen:.2f}× although the model's barely moves: "
+               + (small_passes if decode_excess > verify_excess * (1 + NOISE) else unmodelled))
+    elif model > 1 + NOISE or seen < 1 / (1 + NOISE):
+        why = ("the measured ratio does not move as the model's does: "
+               + (f"the math library runs the GEMMs of more rows on a slower path here ({passes})"
+                  if verify_excess > decode_excess * (1 + NOISE) else unmodelled))
+    else:
+        why = "neither ratio moves by more than the noise"
+    return f"{moved}: {where}; {why}"
 
+
+def describe_free_batch(critical_batch: float, k: int) -> str:
+    """Up to which batch verifying k drafts per sequence is free on this device: while B(k + 1) stays
+    under the critical batch (tokens per weight read at the ridge)."""
+    critical_batch = validate.number("critical_batch", critical_batch, low=0, low_open=True)
+    k = validate.integer("k", k, low=1)
+    free = critical_batch / (k + 1)
+    if free >= 1:
+        return (f"verification is free up to about B = {free:.0f} here (B(k+1) = {k + 1}B tokens per weight read "
+                f"against a critical batch of {critical_batch:.3g})")
+    return (f"verification is never free here: this device's critical batch is {critical_batch:.2g} tokens per "
+            f"weight read, and B(k+1) = {k + 1} tokens are past it already at B = 1")
+
+
+def describe_knee(knee: float | None, batches: Sequence[int]) -> str:
+    """The measured knee of a step-time sweep, or that the step time never rose within it."""
+    batches = validate.integers("batches", batches, low=1)
+    if knee is None:
+        return (f"no measured knee up to B = {max(batches)} (the step time never rose 25% above its flat "
+                f"level)")
+    return f"a measured knee at B ≈ {validate.number('knee', knee, low=0, low_open=True):.2g}"

@@ -15,6 +15,8 @@ import contextlib
 import math
 import os
 import platform
+import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +31,7 @@ DTYPE_ENV = "SPECNOTES_DTYPE"  # "float32", "bfloat16", "float16" (or fp32, bf16
 PROBE_ROWS = 5  # k + 1 with the book's k = 4: the rows of a verify pass at B = 1
 TIE = 1.10  # probe ratios within 10% of the best are a tie, broken in the order of DTYPES (bf16 first)
 PROBE_BYTES = 64 * 2**20  # the probe's weight in every dtype: twice a typical L3, and three dtypes in < 2 s
-PROBE_ORDER = ("bf16", "fp32", "fp16")  # fp16 last: probed only if time is left (no CPU GEMM path is best in it)
+PROBE_ORDER = ("bf16", "fp32", "fp16")  # fp16 last, and only if time is left: CPUs rarely have a fast fp16 path
 
 MiB = 2**20
 GiB = 2**30
@@ -144,6 +146,18 @@ def llc_bytes() -> int | None:
     return best
 
 
+def fits_in_cache(nbytes: float, device: torch.device | str | None = None) -> bool:
+    """Whether ``nbytes`` fit in the device's last-level cache (a GPU's L2, a CPU's L3 from sysfs), so a
+    kernel that rereads them may stream faster than the DRAM/HBM roof."""
+    nbytes = validate.number("nbytes", nbytes, low=0)
+    dev = resolve(device)
+    if dev.type == "cuda":
+        return nbytes <= torch.cuda.get_device_properties(dev).L2_cache_size
+    if dev.type == "mps":
+        return False
+    return nbytes <= (llc_bytes() or 32 * MiB)
+
+
 # ---------------------------------------------------------------------------------------------- sizes
 
 
@@ -227,9 +241,10 @@ class DtypeChoice:
 
     source: ``"SPECNOTES_DTYPE"``, ``"probe"`` (CPU), ``"GPU"`` or ``"MPS"``.
     ratios: for the probe, per dtype, the time of a ``rows``-row GEMM over the probe's weight divided
-        by the time of a 1-row GEMM over it (1.0: the extra rows are free; memory-bound).
-    gemv_gb_per_s: per dtype, the weight bytes the 1-row GEMM streamed per second (a dtype whose 1-row
-        GEMM is far slower than the others' has no fast path here and is not chosen).
+        by the time of a 1-row GEMM over it, the median of back-to-back pairs (1.0: the extra rows are
+        free; memory-bound).
+    gemv_gb_per_s: per dtype, the weight bytes the 1-row GEMM streamed per second, median (a dtype whose
+        1-row GEMM is far slower than the others' has no fast path here and is not chosen).
     """
 
     dtype: str
@@ -273,37 +288,40 @@ def choose_dtype(ratios: dict[str, float], gemv_gb_per_s: dict[str, float]) -> s
     return next(d for d in flatness if flatness[d] <= best * TIE)
 
 
-def row_cost(dtype, d_in: int, d_out: int, rows: int = PROBE_ROWS, rounds: int = 3, timer=None) -> tuple[float, float]:
-    """Fastest seconds of a 1-row and of a ``rows``-row GEMM over one ``[d_out, d_in]`` weight in
-    ``dtype`` on the CPU, timed in alternating rounds so a change in load hits both."""
+def row_cost(dtype, d_in: int, d_out: int, rows: int = PROBE_ROWS, pairs: int = 11, timer=None) -> tuple[float, float]:
+    """(median 1-row seconds, median over ``pairs`` of rows-row time / 1-row time) of GEMMs over one
+    ``[d_out, d_in]`` weight in ``dtype`` on the CPU. Each pair runs back to back, so a change in load
+    hits both of its calls; the median of the pairs' ratios is stable where the ratio of two minima is not
+    (on a shared 2-core machine the latter swung 0.3-9x in one minute, the former 1.8-2.0x)."""
     from specnotes.measure.timing import time_fn
 
     dt = as_dtype(dtype)
     weight = torch.full((d_out, d_in), 0.01, dtype=dt).t()  # values do not change a dense GEMM's time
     one, many = torch.full((1, d_in), 0.01, dtype=dt), torch.full((rows, d_in), 0.01, dtype=dt)
     out_one, out_many = torch.empty(1, d_out, dtype=dt), torch.empty(rows, d_out, dtype=dt)
-    t_one, t_many = [], []
-    for i in range(rounds):
-        t_one += time_fn(lambda: torch.mm(one, weight, out=out_one), warmup=int(i == 0), repeats=2,
-                         device="cpu", timer=timer).samples
-        t_many += time_fn(lambda: torch.mm(many, weight, out=out_many), warmup=int(i == 0), repeats=2,
-                          device="cpu", timer=timer).samples
-    return min(t_one), min(t_many)
+    t_one, ratios = [], []
+    for i in range(validate.integer("pairs", pairs, low=1)):
+        a = time_fn(lambda: torch.mm(one, weight, out=out_one), warmup=int(i == 0), repeats=1, device="cpu",
+                    timer=timer).median
+        b = time_fn(lambda: torch.mm(many, weight, out=out_many), warmup=int(i == 0), repeats=1, device="cpu",
+                    timer=timer).median
+        t_one.append(a)
+        ratios.append(b / a)
+    return statistics.median(t_one), statistics.median(ratios)
 
 
 def _probe(budget_s: float = 1.5) -> DtypeChoice:
-    """Probe bf16, fp32 and (time permitting) fp16 on the CPU: ``row_cost`` over a 64 MiB weight each."""
-    import time
-
+    """Probe bf16, fp32 and, if they took under ``budget_s``, fp16 on the CPU: ``row_cost`` over a
+    64 MiB weight each."""
     start = time.perf_counter()
     ratios, gemv, shapes = {}, {}, {}
     for name in PROBE_ORDER:
-        if ratios and time.perf_counter() - start > budget_s * len(ratios) / len(PROBE_ORDER):
+        if len(ratios) >= 2 and time.perf_counter() - start > budget_s:
             break
         d_in = 4096
         d_out = PROBE_BYTES // (d_in * DTYPES[name].itemsize)
-        one, many = row_cost(name, d_in, d_out)
-        ratios[name], gemv[name], shapes[name] = many / one, PROBE_BYTES / one / 1e9, (d_out, d_in)
+        one, ratio = row_cost(name, d_in, d_out)
+        ratios[name], gemv[name], shapes[name] = ratio, PROBE_BYTES / one / 1e9, (d_out, d_in)
     chosen = choose_dtype(ratios, gemv)
     return DtypeChoice(chosen, "probe", ratios=ratios, gemv_gb_per_s=gemv, weight=shapes[chosen],
                        seconds=time.perf_counter() - start)

@@ -159,6 +159,10 @@ class MeasuredRoof:
     def __iter__(self):
         return iter((self.bandwidth, self.flops))
 
+    def __str__(self) -> str:
+        return (f"{self.bandwidth / 1e9:.1f} GB/s, {self.flops / 1e9:.0f} GFLOP/s in {self.dtype}: ridge "
+                f"{self.ridge:.2g} FLOP/byte, critical batch {self.critical_batch:.2g} tokens")
+
     def as_accelerator(self, dtype: str | None = None, name: str = "this device (measured)"):
         """This roof as a ``hardware.Accelerator``, so the cost model can predict times on it."""
         from specnotes.hardware import Accelerator
