@@ -175,6 +175,9 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     assert never.measured_bstar == 1
     assert "paid up to B = 16 here (S = 2.09 at B = 1, 1.09 at B = 16)" in pays.sentence
     assert "stopped paying by B = 32 (S = 0.89)" in pays.sentence and "crossover at B = 24" in pays.sentence
+    short = checks.describe_crossing([1, 2, 4], [0.92, 0.6, 0.88], "budget", 1, ridge=1, critical_batch=1, k=4)
+    assert short.sentence.startswith("speculation never paid up to B = 4, where the sweep stopped (the time budget")
+    assert "S = 0.92 already at B = 1" in short.sentence
     cut = checks.describe_crossing([1, 2, 4], [2.0, 1.9, 1.8], "budget", 160, ridge=200, critical_batch=200, k=4)
     assert cut.sentence.startswith("no crossover up to B = 4 on this device (the time budget ran out")
     assert "the model with this device's roofs puts it at B = 160" in cut.sentence and cut.stopped_at is None
@@ -184,11 +187,15 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
 
 
 def test_draft_cost_sentence_is_chosen_by_the_numbers():
-    assert checks.describe_draft_cost(0.1253, 0.1250, 0.13).startswith("The draft costs what its parameter count")
-    assert checks.describe_draft_cost(0.20, 0.125, 0.18).startswith("The draft costs more than")
-    assert "the per-pass floor, which the model includes, is a larger" in checks.describe_draft_cost(0.20, 0.125, 0.18)
-    assert "fixed costs beyond the floor the model includes are a" in checks.describe_draft_cost(0.20, 0.125, 0.126)
-    assert checks.describe_draft_cost(0.08, 0.125, 0.126).startswith("The draft costs less than")
+    def c(measured, model, cached=False):
+        return checks.describe_draft_cost(measured, 0.125, model, draft_cached=cached)
+
+    assert c(0.1253, 0.13).startswith("The draft costs what its parameter count")  # Chapter 4's stored 0.1253
+    assert c(0.20, 0.18).startswith("The draft costs more than")
+    assert "the per-pass floor, which the model includes, is a larger" in c(0.20, 0.18)
+    assert "fixed costs beyond the floor the model includes are a" in c(0.20, 0.126)
+    assert "its weights fit in the last-level cache" in c(0.08, 0.126, cached=True)
+    assert "does not capture (its weights do not fit in the cache)" in c(0.08, 0.126)
 
 
 def test_verify_sentence_attributes_the_climb_correctly():
@@ -217,7 +224,7 @@ def test_verify_sentence_attributes_the_climb_correctly():
     lambda: checks.within_roofs([1.0, -1.0], [1.0, 1.0]),
     lambda: checks.within_roofs([float("nan")], [1.0]),
     lambda: checks.speedup_falls([1, 2], [1.2, 0.9], [1.2, 0.9], "maybe"),
-    lambda: checks.describe_draft_cost(0.0, 0.1, 0.1),
+    lambda: checks.describe_draft_cost(0.0, 0.1, 0.1, draft_cached=False),
 ])
 def test_checks_reject_bad_arguments(call):
     with pytest.raises(ValueError):
@@ -255,7 +262,7 @@ def test_stack_model_on_each_regimes_roofs_predicts_that_regime():
 def test_free_batch_and_knee_sentences():
     assert "free up to about B = 59" in checks.describe_free_batch(295, 4)  # an H100: 295 / 5
     never = checks.describe_free_batch(0.8, 4)
-    assert never.startswith("verification is never free here") and "critical batch is 0.8" in never
+    assert never.startswith("verification is never free: the critical batch is 0.8 tokens")
     assert checks.describe_knee(1.6034, [1, 2, 4]) == "a measured knee at B ≈ 1.6"
     assert checks.describe_knee(None, [1, 2, 4, 128]).startswith("no measured knee up to B = 128")
     with pytest.raises(ValueError):

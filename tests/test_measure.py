@@ -351,10 +351,13 @@ def test_peak_and_measured_roofline_small(monkeypatch):
                     budget_s=0.5)
     monkeypatch.setattr(m.probes, "sizes_for", lambda device=None: small)
     peak = m.peak_matmul_flops(CPU, "fp32")
-    assert {s["batch"] for s in peak.extra["shapes"]} == {256, 64}  # n x n x n and (n/4) x n x n
-    assert peak.flops_per_s == max(s["flops_per_s"] for s in peak.extra["shapes"])
+    # n x n x n and (n/4) x n x n: 2·256³ and 2·64·256² FLOPs
+    assert {(s["batch"], s["flops"]) for s in peak.extra["shapes"]} == {(256, 33_554_432), (64, 8_388_608)}
+    assert peak.extra["flops"] / peak.fastest_s == max(s["flops"] / s["fastest_s"] for s in peak.extra["shapes"])
     roof = m.measured_roofline(CPU, "fp32")
+    copy = roof.records[0]
     assert [r.name for r in roof.records] == ["copy", "peak_matmul"] and roof.dtype == "fp32"
+    assert roof.bandwidth == 2 * 8 * m.MiB / copy.fastest_s >= copy.bytes_per_s  # fastest sample, not median
     assert tuple(roof) == (roof.bandwidth, roof.flops)
 
 

@@ -205,21 +205,23 @@ def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: s
     paid = [b for b, s in zip(batches, speedups, strict=True) if s > 1]
     s = dict(zip(batches, speedups, strict=True))
     model = "beyond any batch that fits" if model_bstar is None else f"at B = {model_bstar}"
+    never = (f"S = {speedups[0]:.2f} already at B = {batches[0]}. This device's ridge is {ridge:.2g} FLOP/byte, a "
+             f"critical batch of {critical_batch:.2g} tokens per weight read, so even at B = {batches[0]} the verify "
+             f"pass's {batches[0] * (k + 1)} tokens are past it: verification is never free")
+    if critical_batch > batches[0] * (k + 1):
+        never = (f"S = {speedups[0]:.2f} already at B = {batches[0]}, although the verify pass's "
+                 f"{batches[0] * (k + 1)} tokens are under this device's critical batch of {critical_batch:.2g}: the "
+                 f"passes' fixed costs, not the roofs, decide at this size")
     if stop != "done":
         why = "the time budget ran out" if stop == "budget" else "the largest batch allowed"
-        sentence = (f"no crossover up to B = {batches[-1]} on this device ({why}; S = {speedups[-1]:.2f} there); "
-                    f"the model with this device's roofs puts it {model}")
+        sentence = (f"speculation never paid up to B = {batches[-1]}, where the sweep stopped ({why}): {never}"
+                    if not paid else
+                    f"no crossover up to B = {batches[-1]} on this device ({why}; S = {speedups[-1]:.2f} there); the "
+                    f"model with this device's roofs puts it {model}")
         return Crossing(batches, speedups, stop, paid, None, model_bstar, sentence)
     if not paid:
-        sentence = (f"speculation never paid here: S = {speedups[0]:.2f} already at B = {batches[0]}. This device's "
-                    f"ridge is {ridge:.2g} FLOP/byte, a critical batch of {critical_batch:.2g} tokens per weight read, "
-                    f"so even at B = {batches[0]} the verify pass's {batches[0] * (k + 1)} tokens are past it: "
-                    f"verification is never free")
-        if critical_batch > batches[0] * (k + 1):
-            sentence = (f"speculation never paid here: S = {speedups[0]:.2f} already at B = {batches[0]}, although the "
-                        f"verify pass's {batches[0] * (k + 1)} tokens are under this device's critical batch of "
-                        f"{critical_batch:.2g}: the passes' fixed costs, not the roofs, decide at this size")
-        return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar, sentence)
+        return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar,
+                        f"speculation never paid here: {never}")
     best = max(paid, key=s.__getitem__)
     where = (f"up to B = {paid[-1]}" if paid == batches[:len(paid)] else
              f"at {', '.join(f'B = {b}' for b in paid)}")
@@ -229,9 +231,11 @@ def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: s
     return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar, sentence)
 
 
-def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *, noise: float = NOISE) -> str:
+def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *, draft_cached: bool,
+                        noise: float = NOISE) -> str:
     """The sentence about the draft's cost c (draft step / target decode step, at B = 1) next to the
-    ratio of parameter counts and the model's c (which adds each stack's per-pass floor)."""
+    ratio of parameter counts and the model's c (which adds each stack's per-pass floor).
+    ``draft_cached``: the draft's weights fit in the last-level cache (``devices.fits_in_cache``)."""
     measured_c = validate.number("measured_c", measured_c, low=0, low_open=True)
     param_ratio = validate.number("param_ratio", param_ratio, low=0, low_open=True)
     model_c = validate.number("model_c", model_c, low=0, low_open=True)
@@ -242,8 +246,10 @@ def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *
         return (f"The draft costs more than its parameter count says ({numbers}): a small model runs as many "
                 f"kernels per layer as a large one, so {why} a larger share of its time.")
     if measured_c < param_ratio / (1 + noise):
-        return (f"The draft costs less than its parameter count says ({numbers}): its weights are small enough to "
-                f"stay in cache between passes, so it streams them faster than the target streams its own.")
+        why = ("its weights fit in the last-level cache and stay there between passes, so it streams them faster "
+               "than the target streams its own from memory" if draft_cached else
+               "for a reason the roofline does not capture (its weights do not fit in the cache)")
+        return f"The draft costs less than its parameter count says ({numbers}): {why}."
     return (f"The draft costs what its parameter count says ({numbers}, within {noise:.0%}): both passes are "
             f"memory-bound and read their weights at the same bandwidth.")
 
@@ -298,10 +304,10 @@ def describe_free_batch(critical_batch: float, k: int) -> str:
     k = validate.integer("k", k, low=1)
     free = critical_batch / (k + 1)
     if free >= 1:
-        return (f"verification is free up to about B = {free:.0f} here (B(k+1) = {k + 1}B tokens per weight read "
+        return (f"verification is free up to about B = {free:.0f} (B(k+1) = {k + 1}B tokens per weight read "
                 f"against a critical batch of {critical_batch:.3g})")
-    return (f"verification is never free here: this device's critical batch is {critical_batch:.2g} tokens per "
-            f"weight read, and B(k+1) = {k + 1} tokens are past it already at B = 1")
+    return (f"verification is never free: the critical batch is {critical_batch:.2g} tokens per weight read, "
+            f"and B(k+1) = {k + 1} tokens are past it already at B = 1")
 
 
 def describe_knee(knee: float | None, batches: Sequence[int]) -> str:
