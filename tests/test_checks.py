@@ -182,7 +182,9 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     assert cut.sentence.startswith("no crossover up to B = 4 on this device (the time budget ran out")
     assert "the model with this device's roofs puts it at B = 160" in cut.sentence and cut.stopped_at is None
     hump = checks.describe_crossing([1, 2, 4, 8], [0.9, 1.2, 0.95, 0.8], "done", 2, ridge=8, critical_batch=16, k=4)
-    assert hump.paid == [2] and "paid at B = 2 here" in hump.sentence and hump.measured_bstar == 4
+    assert hump.paid == [2] and "paid at B = 2 here (S = 1.20 at B = 2)" in hump.sentence and hump.measured_bstar == 4
+    gaps = checks.describe_crossing([1, 2, 4, 8], [0.9, 1.2, 1.3, 0.8], "done", 4, ridge=8, critical_batch=16, k=4)
+    assert "paid at B = 2 and 4 here (S = 1.30 at B = 4)" in gaps.sentence
     assert cut.measured_bstar is None
 
 

@@ -185,6 +185,17 @@ def test_time_fn_budget_caps_repeats_but_keeps_three():
     assert len(m.time_fn(tick, warmup=1, repeats=20, device=CPU, budget_s=1 / 8, timer=timer).samples) == 8
 
 
+def test_time_fn_min_s_stretches_fast_calls_past_a_stall():
+    # 3 repeats of 1/64 s would be 3/64 s of samples; min_s = 1/4 s asks for 16
+    timer, tick = fake_clock([1 / 64] * 100)
+    t = m.time_fn(tick, warmup=0, repeats=3, device=CPU, timer=timer, min_s=1 / 4)
+    assert len(t.samples) == 16
+    timer, tick = fake_clock([1.0] * 10)  # slow calls: repeats already exceed min_s
+    assert len(m.time_fn(tick, warmup=0, repeats=3, device=CPU, timer=timer, min_s=0.5).samples) == 3
+    timer, tick = fake_clock(itertools.repeat(0.0))  # free calls stop at MAX_SAMPLES
+    assert len(m.time_fn(tick, warmup=0, repeats=3, device=CPU, timer=timer, min_s=1).samples) == m.timing.MAX_SAMPLES
+
+
 def test_time_fn_sleep_has_robust_bounds():
     t = m.time_fn(lambda: time.sleep(0.005), warmup=1, repeats=5, device=CPU)
     assert len(t.samples) == 5 and 0.0045 <= t.median < 0.2 and t.q1 <= t.median <= t.q3

@@ -1,7 +1,9 @@
+import dataclasses
+
 import pytest
 import torch
 
-from specnotes import cost, measure, stack
+from specnotes import cost, hardware, measure, stack
 from specnotes.stack import build_stack, forward, pass_inputs, stack_shape
 
 TINY = stack_shape(2, 64, 4, 2, 128, name="tiny")
@@ -94,8 +96,8 @@ def test_speedup_sweep_doubles_until_s_falls_below_one():
     times = {"decode": lambda b: 10.0, "draft": lambda b: 1.0, "verify": lambda b: 10.0 * max(1, 5 * b / 20),
              "mixed": lambda b: 10.0}
     target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"))
-    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, min_last=2, limit=64, budget_s=None, progress=False,
-                                time_pass=fake_pass(times))
+    sizes = dataclasses.replace(stack.stack_sizes("cpu"), min_last=2, limit=64, sweep_budget_s=None)
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, sizes, progress=False, time_pass=fake_pass(times))
     assert sweep.batches == [1, 2, 4, 8, 16] and sweep.stop == "done"
     assert [round(sweep.speedup(b), 2) for b in sweep.batches] == [2.4, 2.4, 2.4, 1.4, 0.76]
     assert sorted(sweep.records["mixed"]) == [2, 4, 8, 16] and sweep.time("verify", 16) == pytest.approx(0.040)
@@ -110,8 +112,9 @@ def test_speedup_sweep_stops_at_its_budget_and_says_so():
 
     times = {"decode": slow, "draft": lambda b: 1.0, "verify": lambda b: 10.0, "mixed": lambda b: 10.0}
     target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"))
-    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, min_last=2, limit=64, budget_s=5.0, progress=False,
-                                time_pass=fake_pass(times), timer=lambda: now[0])
+    sizes = dataclasses.replace(stack.stack_sizes("cpu"), min_last=2, limit=64, sweep_budget_s=5.0)
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, sizes, progress=False, time_pass=fake_pass(times),
+                                timer=lambda: now[0])
     # spent 0.5, 1.5 after B = 1, 2 (last 1.0): 1.5 + 2 <= 5 -> B = 4 (3.5 spent, last 2.0): 3.5 + 4 > 5: stop
     assert sweep.batches == [1, 2, 4] and sweep.stop == "budget"
 
@@ -119,7 +122,20 @@ def test_speedup_sweep_stops_at_its_budget_and_says_so():
 def test_speedup_sweep_on_real_tiny_stacks():
     target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"),
                                                                       dtype=torch.float32)
-    sweep = stack.speedup_sweep(target, draft, 2, 0.8, 4, min_last=2, limit=4, budget_s=30, warmup=1, repeats=3,
-                                progress=False)
+    sizes = stack.StackSizes(TINY, TINY, context=4, k=2, warmup=1, repeats=3, budget_s=0.5, min_last=2, limit=4,
+                             sweep_budget_s=30, min_s=0.01)
+    sweep = stack.speedup_sweep(target, draft, 2, 0.8, 4, sizes, progress=False)
     assert sweep.batches[:2] == [1, 2] and all(sweep.speedup(b) > 0 for b in sweep.batches)
     assert set(sweep.records) == set(stack.PASSES)
+
+
+def test_stack_model_time_with_and_without_the_floor():
+    accel = hardware.Accelerator("x", {"bf16": 1e12}, 1e10, 0.0, "test")
+    model = stack.StackModel(TINY, TINY, accel, t0_target=1e-3, t0_draft=5e-4, k=4, alpha=0.8, context=0)
+    # decode at B = 1: TINY's 2 x (2·64² + 2·64·32 + 3·64·128) + 64 = 73,792 bf16 weights = 147,584 bytes,
+    # plus K and V of one token in 2 layers (2·2·2·16·2 = 256 bytes) at 10 GB/s
+    assert model.time("decode", 1, floor=False) == pytest.approx(147_840 / 1e10, rel=1e-3)
+    assert model.time("decode", 1) == pytest.approx(147_840 / 1e10 + 1e-3, rel=1e-3)
+    assert model.time("draft", 1) - model.time("draft", 1, floor=False) == pytest.approx(5e-4)
+    with pytest.raises(ValueError, match="kind"):
+        model.time("prefill", 1)

@@ -61,9 +61,7 @@ def sections(device, dtype, sizes: measure.Sizes, stacks: stack.StackSizes, note
         draft = stack.build_stack(stacks.draft, device, dtype)
         notes["t0_target_s"] = stack.stack_overhead(stacks.target, device, dtype, stacks.context)
         notes["t0_draft_s"] = stack.stack_overhead(stacks.draft, device, dtype, stacks.context)
-        sweep = stack.speedup_sweep(target, draft, stacks.k, ALPHA, stacks.context, min_last=stacks.min_last,
-                                    limit=stacks.limit, budget_s=stacks.sweep_budget_s, progress=False,
-                                    warmup=stacks.warmup, repeats=stacks.repeats, pass_budget_s=stacks.budget_s)
+        sweep = stack.speedup_sweep(target, draft, stacks.k, ALPHA, stacks.context, stacks, progress=False)
         notes["stack_sweep_stop"] = sweep.stop
         return [r for kind in stack.PASSES for r in sweep.records[kind].values()]
 

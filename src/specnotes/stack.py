@@ -152,6 +152,7 @@ class StackSizes:
     warmup, repeats, budget_s: timing of one pass (``time_fn``).
     min_last, limit, sweep_budget_s: the batch sweep (``speedup_sweep``) measures at least up to
         B = min_last, never past B = limit, and starts no batch that would not fit in sweep_budget_s.
+    min_s: seconds of samples a fast pass gathers at least (``time_fn``).
     """
 
     target: ModelShape
@@ -163,7 +164,8 @@ class StackSizes:
     budget_s: float | None
     min_last: int = 8
     limit: int = 256
-    sweep_budget_s: float = 20.0
+    sweep_budget_s: float | None = 20.0
+    min_s: float = 0.0
 
 
 def stack_sizes(device: torch.device | str | None = None) -> StackSizes:
@@ -182,7 +184,10 @@ def stack_sizes(device: torch.device | str | None = None) -> StackSizes:
         # 256) within 20 s: a CPU without bf16 units crosses at B = 1, one with AMX near B = 100.
         target=stack_shape(2, 2048, 16, 4, 5632, name="2 layers, d=2048"),
         draft=stack_shape(1, 1024, 8, 2, 2816, name="1 layer, d=1024"),
-        context=256, k=4, warmup=2, repeats=5, budget_s=1.0, min_last=8, limit=256, sweep_budget_s=20.0,
+        # each pass sampled for at least 0.15 s (a shared machine stalls a process for up to ~0.2 s at a
+        # time; the fastest sample must come from outside a stall), slow ones at least 3 times
+        context=256, k=4, warmup=2, repeats=5, budget_s=0.5, min_last=8, limit=256, sweep_budget_s=20.0,
+        min_s=0.15,
     )
 
 
@@ -197,7 +202,7 @@ def pass_cost(shape: ModelShape, batch: int, new_tokens: int, context: int = 0,
 
 
 def stack_time(stack: LayerStack, batch: int, new_tokens: int, context: int = 0, speculating: int | None = None, *,
-               warmup: int = 2, repeats: int = 5, budget_s: float | None = None) -> Record:
+               warmup: int = 2, repeats: int = 5, budget_s: float | None = None, min_s: float = 0.0) -> Record:
     """Time one forward pass of ``stack``: ``batch`` sequences adding ``new_tokens`` each after
     ``context`` cached tokens (or, with ``speculating`` = s, only the first s adding ``new_tokens``
     and the rest one). ``extra`` holds the cost model's FLOPs and bytes for the same pass
@@ -206,20 +211,22 @@ def stack_time(stack: LayerStack, batch: int, new_tokens: int, context: int = 0,
     x, caches, groups = pass_inputs(stack, batch, new_tokens, context, speculating)
     with torch.inference_mode():
         timing = time_fn(lambda: forward(stack, x, caches, context, groups), warmup=warmup, repeats=repeats,
-                         device=stack.device, budget_s=budget_s)
+                         device=stack.device, budget_s=budget_s, min_s=min_s)
     params = {"stack": stack.shape.name, "batch": batch, "new_tokens": new_tokens, "context": context,
               "speculating": batch if speculating is None else speculating}
     return Record.from_timing("stack_pass", params, timing, stack.device, stack.dtype,
                               {**rates(model.flops, model.bytes, timing.median, model.tokens), "tokens": model.tokens})
 
 
-def stack_overhead(shape: ModelShape, device=None, dtype=None, context: int = 0, repeats: int = 30) -> float:
+def stack_overhead(shape: ModelShape, device=None, dtype=None, context: int = 0, repeats: int = 30,
+                   min_s: float = 0.25) -> float:
     """The per-pass floor t0 of a layer stack: the fastest pass of a stack with ``shape``'s layers and
-    kernels but tiny dimensions (4 per head), whose roofline time is nanoseconds. Seconds."""
+    kernels but tiny dimensions (4 per head), whose roofline time is nanoseconds, over at least
+    ``repeats`` passes and ``min_s`` seconds of them. Seconds."""
     dev = resolve(device)
     dt = default_dtype(dev) if dtype is None else as_dtype(dtype)
     tiny = stack_shape(shape.n_layers, 4 * shape.n_heads, shape.n_heads, shape.n_kv_heads, 8, name="floor")
-    return stack_time(build_stack(tiny, dev, dt), 1, 1, context, warmup=3, repeats=repeats).fastest_s
+    return stack_time(build_stack(tiny, dev, dt), 1, 1, context, warmup=3, repeats=repeats, min_s=min_s).fastest_s
 
 
 # ---------------------------------------------------------------------------------------------- Chapters 2 and 4
@@ -247,12 +254,14 @@ class StackModel:
         t0_draft = stack_overhead(draft.shape, draft.device, draft.dtype, context)
         return cls(target.shape, draft.shape, roof.as_accelerator(), t0, t0_draft, k, alpha, context)
 
-    def time(self, kind: str, batch: int) -> float:
-        """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft")."""
+    def time(self, kind: str, batch: int, floor: bool = True) -> float:
+        """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft"):
+        its roofline time plus, with ``floor``, the stack's per-pass floor."""
         shape, t0 = (self.draft, self.t0_draft) if kind == "draft" else (self.target, self.t0_target)
         new, spec = {"decode": (1, None), "verify": (self.k + 1, None), "mixed": (self.k + 1, 1),
                      "draft": (1, None)}[validate.choice("kind", kind, PASSES)]
-        return cost.roofline_time(pass_cost(shape, batch, new, self.context, spec), self.accel, overhead=t0)
+        return cost.roofline_time(pass_cost(shape, batch, new, self.context, spec), self.accel,
+                                  overhead=t0 if floor else 0.0)
 
     def speedup(self, batch: int) -> float:
         return cost.batch_speedup(self.target, self.draft, self.accel, batch, self.k, self.alpha, self.context,
@@ -294,24 +303,26 @@ class BatchSweep:
         return self.sweep.stop
 
 
-def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, context: int, *, min_last: int = 8,
-                  limit: int = 256, budget_s: float | None = 20.0, mixed: bool = True, warmup: int = 2,
-                  repeats: int = 5, pass_budget_s: float | None = 1.0, progress: bool = True,
+def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, context: int,
+                  sizes: StackSizes | None = None, *, mixed: bool = True, progress: bool = True,
                   timer: Callable[[], float] | None = None,
                   time_pass: Callable[..., Record] | None = None) -> BatchSweep:
     """Time decode, verify (k + 1 tokens for every sequence), draft and, with ``mixed``, the "B + k"
     pass (one sequence verifies) at B = 1, 2, 4, ... until the measured S(B) has fallen below 1 at a
-    B >= ``min_last``, or B would pass ``limit``, or the next B would not fit in ``budget_s``
-    (``measure.timing.doubling_sweep``). ``warmup``, ``repeats``, ``pass_budget_s``: each pass's
-    timing (:func:`stack_time`); ``time_pass(stack, batch, new_tokens, context, speculating)`` replaces
-    :func:`stack_time` (tests)."""
+    B >= ``sizes.min_last``, or B would pass ``sizes.limit``, or the next B would not fit in
+    ``sizes.sweep_budget_s`` (``measure.timing.doubling_sweep``); each pass timed with ``sizes``'
+    warmup, repeats, budget_s and min_s (:func:`stack_time`). ``sizes`` defaults to
+    :func:`stack_sizes` for the target's device; ``time_pass(stack, batch, new_tokens, context,
+    speculating)`` replaces :func:`stack_time` (tests)."""
     from tqdm.auto import tqdm
 
     k = validate.integer("k", k, low=1)
     alpha = validate.probability("alpha", alpha)
     context = validate.integer("context", context, low=0)
-    time_pass = time_pass or (lambda stack, b, n, ctx, spec: stack_time(stack, b, n, ctx, spec, warmup=warmup,
-                                                                       repeats=repeats, budget_s=pass_budget_s))
+    sizes = sizes or stack_sizes(target.device)
+    time_pass = time_pass or (lambda stack, b, n, ctx, spec: stack_time(
+        stack, b, n, ctx, spec, warmup=sizes.warmup, repeats=sizes.repeats, budget_s=sizes.budget_s,
+        min_s=sizes.min_s))
     records: dict[str, dict[int, Record]] = {kind: {} for kind in PASSES}
     bar = tqdm(desc=f"{target.shape.name} + {draft.shape.name}: batch", disable=not progress)
 
@@ -326,7 +337,7 @@ def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, c
         return cost.speedup_from_times(alpha, k, records["decode"][b].fastest_s, records["draft"][b].fastest_s,
                                        records["verify"][b].fastest_s)
 
-    sweep = doubling_sweep(point, lambda batches, speedups: speedups[-1] < 1, min_last=min_last, limit=limit,
-                           budget_s=budget_s, timer=timer)
+    sweep = doubling_sweep(point, lambda batches, speedups: speedups[-1] < 1, min_last=sizes.min_last,
+                           limit=sizes.limit, budget_s=sizes.sweep_budget_s, timer=timer)
     bar.close()
     return BatchSweep(k, alpha, context, sweep.batches, records, sweep)

@@ -74,9 +74,10 @@ def _batches(batches: Sequence[int], *series: tuple[str, Sequence[float]]) -> li
 
 def within_roofs(measured: Sequence[float], modelled: Sequence[float], labels: Sequence = (), *,
                  cached: bool = False, slack: float = READ_ONLY_SLACK) -> Verdict:
-    """No measured time is shorter than its roofline time on this device's measured roofs divided by
-    ``slack``: the model counts every byte and FLOP a pass must move. ``cached``: the weights fit in
-    the last-level cache, so they may stream faster than DRAM (not tested)."""
+    """No measured time is shorter than its roofline time on this device's measured roofs (``modelled``:
+    bytes/bandwidth and FLOPs/peak only, no measured overhead added) divided by ``slack``: the model
+    counts every byte and FLOP a pass must move. ``cached``: the weights fit in the last-level cache,
+    so they may stream faster than DRAM (not tested)."""
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
     if len(measured) != len(modelled):
         raise validate.BadArgument(f"measured has {len(measured)} values, modelled {len(modelled)}")
@@ -222,12 +223,12 @@ def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: s
     if not paid:
         return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar,
                         f"speculation never paid here: {never}")
-    best = max(paid, key=s.__getitem__)
-    where = (f"up to B = {paid[-1]}" if paid == batches[:len(paid)] else
-             f"at {', '.join(f'B = {b}' for b in paid)}")
-    sentence = (f"speculation paid {where} here (S = {s[best]:.2f} at B = {best}, {s[paid[-1]]:.2f} at B = "
-                f"{paid[-1]}) and stopped paying by B = {batches[-1]} (S = {speedups[-1]:.2f}); the model with this "
-                f"device's roofs puts the crossover {model}")
+    best, last = max(paid, key=s.__getitem__), paid[-1]
+    where = (f"up to B = {last}" if paid == batches[:len(paid)] else
+             f"at B = {', '.join(map(str, paid[:-1]))} and {last}" if len(paid) > 1 else f"at B = {last}")
+    values = f"S = {s[best]:.2f} at B = {best}" + (f", {s[last]:.2f} at B = {last}" if last != best else "")
+    sentence = (f"speculation paid {where} here ({values}) and stopped paying by B = {batches[-1]} "
+                f"(S = {speedups[-1]:.2f}); the model with this device's roofs puts the crossover {model}")
     return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar, sentence)
 
 

@@ -173,6 +173,8 @@ class Sizes:
     peak_n: side of the square GEMM that measures the compute roof.
     warmup, repeats: timing defaults for this device.
     budget_s: seconds one measured point may take (see ``time_fn``); None: no limit.
+    min_s: seconds of samples a fast point gathers at least (``time_fn``: fastest samples from a
+        window longer than a scheduler stall).
     """
 
     copy_bytes: int
@@ -183,6 +185,7 @@ class Sizes:
     warmup: int
     repeats: int
     budget_s: float | None = None
+    min_s: float = 0.0
 
     @property
     def weight_elems(self) -> int:
@@ -229,6 +232,8 @@ def sizes_for(device: torch.device | str | None = None) -> Sizes:
         warmup=3,
         repeats=7,
         budget_s=1.0,
+        # a 2-core machine shared with other jobs stalls a process for up to ~0.2 s at a time
+        min_s=0.25,
     )
 
 

@@ -42,7 +42,7 @@ def copy_bandwidth(device=None, nbytes: int | None = None, dtype: torch.dtype | 
     dst = torch.empty_like(src)
     timing = time_fn(lambda: dst.copy_(src), warmup=sizes.warmup if warmup is None else warmup,
                      repeats=sizes.repeats if repeats is None else repeats, device=dev, budget_s=sizes.budget_s,
-                     timer=timer)
+                     timer=timer, min_s=sizes.min_s)
     moved = 2 * numel * dt.itemsize
     bw = moved / timing.median
     return Record.from_timing("copy", {"nbytes": numel * dt.itemsize}, timing, dev, dt,
@@ -54,7 +54,7 @@ def _matmul_record(x: torch.Tensor, wt: torch.Tensor, y: torch.Tensor, sizes: Si
     batch, d_in = x.shape
     d_out = wt.shape[1]
     timing = time_fn(lambda: torch.mm(x, wt, out=y), warmup=warmup, repeats=repeats, device=x.device,
-                     budget_s=sizes.budget_s)
+                     budget_s=sizes.budget_s, min_s=sizes.min_s)
     # FLOPs = 2·B·d_in·d_out; bytes = weight read once + x read + y written (cost.gemm_cost, one source of truth)
     cost = gemm_cost(batch, d_in, d_out, weight_bytes=x.dtype.itemsize)
     return Record.from_timing(name, {"batch": batch, "d_in": d_in, "d_out": d_out}, timing, x.device, x.dtype,
@@ -104,9 +104,10 @@ def matmul_sweep(batches: Sequence[int] | None = None, d_in: int | None = None, 
 
 
 def matmul_floor(device=None, dtype=None, repeats: int = 50) -> float:
-    """The overhead floor t0 of one op on this device: the fastest of ``repeats`` calls of a 1×64 @ 64×64
-    matmul, whose roofline time is nanoseconds. Seconds. (The fastest: a floor is what the op costs
-    when nothing else is in the way; on a busy machine the median can be milliseconds.)"""
+    """The overhead floor t0 of one op on this device: the fastest of at least ``repeats`` calls of a
+    1×64 @ 64×64 matmul, whose roofline time is nanoseconds, sampled for at least ``sizes_for``'s
+    ``min_s``. Seconds. (The fastest: a floor is what the op costs when nothing else is in the way;
+    on a busy machine the median can be milliseconds.)"""
     return matmul_time(1, 64, 64, dtype, device, repeats=validate.integer("repeats", repeats, low=1)).fastest_s
 
 

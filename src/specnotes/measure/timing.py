@@ -26,6 +26,8 @@ import torch
 from specnotes import validate
 from specnotes.measure.devices import resolve
 
+MAX_SAMPLES = 2000  # min_s stops stretching a very fast call here
+
 
 def sync(device: torch.device | str | None = None) -> None:
     """Wait until all queued work on ``device`` has finished (a no-op on the CPU, which runs eagerly)."""
@@ -123,6 +125,7 @@ def time_fn(
     device: torch.device | str | None = None,
     timer: Callable[[], float] | None = None,
     budget_s: float | None = None,
+    min_s: float = 0.0,
 ) -> Timing:
     """Time ``fn()``: ``warmup`` untimed calls, then ``repeats`` timed ones, each synchronized.
 
@@ -134,9 +137,14 @@ def time_fn(
     ``budget_s`` (optional) bounds slow calls: warm-up stops after at least one call once it used
     half the budget, and the number of samples drops to fit the budget, but never below
     ``min(3, repeats)``, so a median and quartiles always exist.
+
+    ``min_s`` stretches fast calls: sampling goes on past ``repeats`` until the samples add up to
+    ``min_s`` seconds (at most ``MAX_SAMPLES``), so the fastest sample comes from a window longer
+    than one stall of a shared machine's scheduler (tens to hundreds of milliseconds).
     """
     warmup = validate.integer("warmup", warmup, low=0)
     repeats = validate.integer("repeats", repeats, low=1)
+    min_s = validate.number("min_s", min_s, low=0)
     if budget_s is not None:
         budget_s = validate.number("budget_s", budget_s, low=0, low_open=True)
     dev = resolve(device)
@@ -146,10 +154,11 @@ def time_fn(
     sync(dev)
     if budget_s is not None and last > 0:
         repeats = min(repeats, max(3, math.ceil(budget_s / last)))
-    if cuda_events:
-        return Timing(_cuda_samples(fn, repeats, dev))
-    samples = []
-    for _ in range(repeats):
+    samples: list[float] = []
+    while len(samples) < repeats or (sum(samples) < min_s and len(samples) < MAX_SAMPLES):
+        if cuda_events:
+            samples += _cuda_samples(fn, 1, dev)
+            continue
         sync(dev)
         t0 = timer()
         fn()
