@@ -162,6 +162,7 @@ def test_within_roofs_holds_on_every_regime(regime):
 def test_within_roofs_rejects_a_pass_faster_than_the_roofs():
     v = checks.within_roofs([10.0, 4.0], [10.0, 10.0], ["B=1", "B=2"])  # B = 2 ran 2.5x faster than possible
     assert not v.ok and "B=2 ran 2.5×" in v.sentence
+    assert str(v).startswith("no pass beats this device's measured roofs: FAILS.\n    B=2 ran 2.5×")
     assert checks.within_roofs([10.0, 7.0], [10.0, 10.0]).ok  # 1/0.7 = 1.43: a read-only kernel may do that
     assert not checks.within_roofs([10.0, 4.0], [10.0, 10.0], cached=True).tested
 

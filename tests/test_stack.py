@@ -139,3 +139,16 @@ def test_stack_model_time_with_and_without_the_floor():
     assert model.time("draft", 1) - model.time("draft", 1, floor=False) == pytest.approx(5e-4)
     with pytest.raises(ValueError, match="kind"):
         model.time("prefill", 1)
+
+
+def test_stack_model_floor_is_bounded_by_a_real_pass():
+    accel = hardware.Accelerator("x", {"bf16": 1e12}, 1e10, 0.0, "test")
+    model = stack.StackModel(TINY, TINY, accel, t0_target=0.060, t0_draft=1e-5, k=4, alpha=0.8, context=0)
+    # a decode pass measured at 2 ms (roofline 14.8 µs: 147,840 bytes at 10 GB/s) leaves at most 1.985 ms of floor;
+    # the draft's 10 µs floor is below what its pass leaves and stays
+    times = {"decode": lambda b: 2.0, "draft": lambda b: 1.0, "verify": lambda b: 3.0, "mixed": lambda b: 3.0}
+    target, draft = build_stack(TINY), build_stack(stack_shape(2, 64, 4, 2, 128, name="draft"))
+    sizes = dataclasses.replace(stack.stack_sizes("cpu"), min_last=1, limit=1, sweep_budget_s=None)
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 0, sizes, progress=False, time_pass=fake_pass(times))
+    bounded = model.bounded_by(sweep)
+    assert bounded.t0_target == pytest.approx(0.002 - 147_840 / 1e10) and bounded.t0_draft == 1e-5

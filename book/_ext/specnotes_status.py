@@ -36,11 +36,13 @@ def version(dist: str) -> str:
         return "not installed"
 
 
-def dtype_text(meta: dict) -> str:
-    """The dtype the chapter measured in and why (``measure.provenance``), or what older metadata lacks."""
+def dtype_text(meta: dict) -> tuple[str, str]:
+    """(the dtype a chapter measured in, why: ``measure.provenance``'s reason), or what older metadata lacks."""
     if "dtype_reason" not in meta:
-        return "not recorded"
-    return meta["dtype_reason"] if meta.get("dtype") else "none (the chapter measures nothing in a chosen dtype)"
+        return "not recorded", ""
+    if not meta.get("dtype"):
+        return "none", "the chapter measures nothing in a chosen dtype"
+    return meta["dtype"], meta["dtype_reason"]
 
 
 def cell(text) -> str:
@@ -58,6 +60,7 @@ class StatusDirective(SphinxDirective):
         self.env.note_dependency(str(toc_path))
         rows = ["| Page | Stored outputs produced | Execution time | Device | dtype | Python | torch |",
                 "|---|---|---|---|---|---|---|"]
+        why = []
         for rel in toc_files(yaml.safe_load(toc_path.read_text())):
             path = root / f"{rel}.ipynb"
             if not path.is_file():
@@ -70,11 +73,15 @@ class StatusDirective(SphinxDirective):
                 rows.append(f"| {title} | not recorded: run `make refresh` | | | | | |")
                 continue
             date = str(meta.get("date", "?")).replace("T", " ").replace("Z", " UTC")
+            dtype, reason = dtype_text(meta)
             rows.append(" | ".join([
                 f"| {title}", cell(date), f"{float(meta.get('seconds', 'nan')):.1f} s",
-                cell(meta.get("host", meta.get("device", "?"))), cell(dtype_text(meta)), cell(meta.get("python", "?")),
+                cell(meta.get("host", meta.get("device", "?"))), cell(dtype), cell(meta.get("python", "?")),
                 cell(meta.get("torch", "?")) + " |"]))
-        return rows
+            if reason:
+                why.append(f"- {title}: {reason}")
+        return rows + (["", "Why each chapter measured in its dtype (a CPU probes; see Chapter 1):", "", *why]
+                       if why else [])
 
     def build_rows(self) -> list[str]:
         rows = ["| Built with | Version |", "|---|---|", f"| Python | {platform.python_version()} |"]

@@ -17,7 +17,7 @@ stops paying, next to the cost model on this device's measured roofs (:class:`St
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -253,6 +253,16 @@ class StackModel:
         t0 = stack_overhead(target.shape, target.device, target.dtype, context)
         t0_draft = stack_overhead(draft.shape, draft.device, draft.dtype, context)
         return cls(target.shape, draft.shape, roof.as_accelerator(), t0, t0_draft, k, alpha, context)
+
+    def bounded_by(self, sweep: BatchSweep) -> StackModel:
+        """This model with each floor at most what the sweep's fastest pass at its first batch left over
+        after the roofline time of that pass. A floor cannot exceed a whole real pass: on a machine whose
+        cores are taken away for seconds at a time, every sample of a tiny pass can land in a stall
+        (its threads wait for each other), while the real passes, longer, still find quiet moments."""
+        b = sweep.batches[0]
+        slack = {kind: max(0.0, sweep.time(kind, b) - self.time(kind, b, floor=False)) for kind in ("decode", "draft")}
+        return replace(self, t0_target=min(self.t0_target, slack["decode"]),
+                       t0_draft=min(self.t0_draft, slack["draft"]))
 
     def time(self, kind: str, batch: int, floor: bool = True) -> float:
         """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft"):

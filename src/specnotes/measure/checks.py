@@ -26,6 +26,7 @@ The ``describe_*`` functions pick the sentence a chapter glues into its prose fr
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -52,7 +53,8 @@ class Verdict:
     def __str__(self) -> str:
         state = "holds" if self.ok and self.tested else "not tested" if self.ok else "FAILS"
         nums = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in self.numbers.items())
-        return f"{self.claim}: {state}. {self.sentence} [{nums}]"
+        wrap = lambda text: textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="    ")
+        return f"{self.claim}: {state}.\n{wrap(self.sentence)}\n{wrap(f'[{nums}]')}"
 
 
 def _positive(name: str, values: Sequence[float]) -> list[float]:
