@@ -570,8 +570,10 @@ def bars(ax=None, categories: Sequence = (), series: Sequence = (), *, xlabel: s
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         _legend(ax, source, loc="best")
+    return ax
 
 
+# ----------------------------------------------------------------------------------------------
 # verify vs decode
 
 
