@@ -269,7 +269,7 @@ def test_provenance_has_one_date_format_and_says_why_this_dtype(monkeypatch):
     p = m.provenance(CPU)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", p["date"])
     assert p["dtype"] == "fp32" and "SPECNOTES_DTYPE" in p["dtype_reason"]
-    assert {"device", "host", "threads", "torch", "python", "cuda", "driver"} <= set(p)
+    assert {"device", "host", "threads", "torch", "python", "cuda", "driver", "cuda_graphs", "compiled"} <= set(p)
     assert m.provenance(CPU, "bf16")["dtype_reason"] == "given by the caller"  # not the dtype chosen here
 
 
