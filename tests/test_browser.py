@@ -42,7 +42,7 @@ LOCAL_HOSTS = {"127.0.0.1"}
 
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from specnotes_status import toc_files  # noqa: E402  (the walker the status page uses, tested in test_site)
+from book_toc import toc_files  # noqa: E402  (the walker the status page uses; no Sphinx needed)
 
 PAGES = toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.built
 
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from specnotes_status import toc_files as walk_toc  # noqa: E402  (tested in test_site)
+from book_toc import toc_files as walk_toc  # noqa: E402  (a plain module: no Sphinx needed; tested in test_site)
 
 
 def toc_files():

@@ -242,3 +242,21 @@ def test_time_and_ratio_vs_context():
         plots.time_vs_context(None, [("x", ctx, [1, 2], "model")])
     with pytest.raises(ValueError, match="at least one curve"):
         plots.time_vs_context(None, [])
+
+
+def test_ratio_vs_tokens_pairs_model_and_measured_and_marks_1_and_k_plus_1():
+    ax = plots.ratio_vs_tokens(None, [("all speculate", [5, 10, 20], [1.0, 1.0, 2.0], "model"),
+                                      ("all speculate", [5, 10, 20], [1.1, 1.2, 2.1], "measured")],
+                               k=4, source="test host")
+    labels = legend_texts(ax)
+    assert labels[:2] == ["model: all speculate", "measured: all speculate"]
+    assert "k + 1 = 5: verify fully compute-bound" in labels and ax.get_xscale() == "log"
+    model_line, measured_line = ax.get_lines()[:2]
+    assert model_line.get_color() == measured_line.get_color() and measured_line.get_linestyle() == "None"
+    assert ax.get_title() and "(×)" in ax.get_ylabel() and "Tokens per weight read" in ax.get_xlabel()
+
+
+@pytest.mark.parametrize("curves", [[], [("x", [1, 2], [1.0], "model")], [("x", [1], [1.0], "guess")]])
+def test_ratio_vs_tokens_rejects_bad_curves(curves):
+    with pytest.raises(ValueError):
+        plots.ratio_vs_tokens(None, curves, k=4)

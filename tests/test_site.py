@@ -82,7 +82,7 @@ def test_satisfies():
 
 
 def test_status_toc_files_walks_parts_and_sections():
-    from specnotes_status import toc_files
+    from book_toc import toc_files
 
     toc = {"root": "a", "parts": [{"chapters": [{"file": "b", "sections": [{"file": "c"}]}, {"url": "x"}]}]}
     assert toc_files(toc) == ["a", "b", "c"]
@@ -162,7 +162,7 @@ def test_internal_links_and_anchors_resolve():
 @pytest.mark.built
 def test_status_page_shows_each_notebooks_recorded_provenance():
     html = (HTML / "book" / "status.html").read_text()
-    from specnotes_status import toc_files
+    from book_toc import toc_files
 
     for rel in toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text())):
         path = ROOT / f"{rel}.ipynb"
@@ -173,7 +173,9 @@ def test_status_page_shows_each_notebooks_recorded_provenance():
             assert "not recorded" in html
             continue
         date = meta["date"].replace("T", " ").replace("Z", " UTC")
-        assert date in html and meta["device"] in html and meta["torch"] in html, rel
+        assert date in html and meta.get("host", meta["device"]) in html and meta["torch"] in html, rel
+        if meta.get("dtype"):  # which dtype the chapter measured in, and why (measure.provenance)
+            assert meta["dtype_reason"] in html, rel
         assert f"{float(meta['seconds']):.1f} s" in html, rel
     from importlib.metadata import version
 

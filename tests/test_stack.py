@@ -1,7 +1,9 @@
+import dataclasses
+
 import pytest
 import torch
 
-from specnotes import cost, measure, stack
+from specnotes import cost, hardware, measure, stack
 from specnotes.stack import build_stack, forward, pass_inputs, stack_shape
 
 TINY = stack_shape(2, 64, 4, 2, 128, name="tiny")
@@ -38,10 +40,11 @@ def test_verify_pass_equals_token_by_token_decode():
     torch.testing.assert_close(one_pass.view(b, n, -1), torch.stack(steps, dim=1), rtol=1e-4, atol=1e-4)
 
 
-def test_stack_time_record_carries_the_cost_model():
+def test_stack_time_record_carries_the_cost_model_in_the_stacks_dtype():
     st = build_stack(TINY, dtype=torch.float32)
+    assert st.shape.weight_bytes == 4 and st.shape.compute == "fp32"  # the bytes this stack really reads
     r = measure.stack_time(st, 3, 5, context=8, warmup=1, repeats=3)
-    c = cost.forward_cost(TINY, 3, 5, 8)
+    c = cost.forward_cost(TINY.in_dtype("fp32"), 3, 5, 8)
     assert r.extra["flops"] == c.flops and r.extra["bytes"] == c.bytes and r.extra["tokens"] == 15
     mixed = measure.stack_time(st, 3, 5, context=8, speculating=1, warmup=1, repeats=3)
     assert mixed.extra["tokens"] == 3 + 4  # B + k: the source note's batch
@@ -50,7 +53,7 @@ def test_stack_time_record_carries_the_cost_model():
 
 def test_bad_input():
     st = build_stack(TINY, dtype=torch.float32)
-    with pytest.raises(ValueError, match="speculating must be in"):
+    with pytest.raises(ValueError, match="speculating must be"):
         stack.groups_for(3, 5, speculating=4)
     with pytest.raises(ValueError, match="batch must be"):
         measure.stack_time(st, 0, 1)
@@ -62,12 +65,6 @@ def test_sizes_cpu_are_a_real_stack_and_the_draft_is_smaller():
     assert 4 < s.target.params / s.draft.params < 16
 
 
-def test_stack_overhead_is_a_floor_below_a_real_pass():
-    st = build_stack(TINY, dtype=torch.float32)
-    t0 = measure.stack_overhead(TINY, "cpu", "fp32", context=4, repeats=5)
-    assert 0 < t0 <= min(measure.stack_time(st, 2, 3, 4, warmup=1, repeats=3).samples) * 1.5
-
-
 @pytest.mark.parametrize("heads, kv_heads, n, context", [(8, 2, 5, 7), (8, 2, 1, 9), (4, 4, 3, 6), (6, 1, 2, 0)])
 def test_grouped_attention_is_sdpa_with_gqa(heads, kv_heads, n, context):
     gen = torch.Generator().manual_seed(0)
@@ -77,3 +74,92 @@ def test_grouped_attention_is_sdpa_with_gqa(heads, kv_heads, n, context):
     expected = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
                                                                 enable_gqa=heads != kv_heads)
     torch.testing.assert_close(stack.grouped_attention(q, keys, values, mask), expected)
+
+
+def test_stack_overhead_is_a_floor_below_a_real_pass(one_thread):
+    # the floor of TINY's layers and kernels, against a pass of the same layer count reading 30 MB of weights
+    t0 = measure.stack_overhead(TINY, "cpu", "fp32", context=4, repeats=20)
+    real = build_stack(stack_shape(2, 512, 8, 2, 2048, name="real"), dtype=torch.float32)
+    assert 0 < t0 < measure.stack_time(real, 2, 3, 4, warmup=1, repeats=5).fastest_s
+
+
+def test_pass_cost_one_formula_for_uniform_and_mixed_batches():
+    # every sequence verifying k + 1 = 5 is the plain forward pass of 5 new tokens; one verifying is B + k tokens
+    assert stack.pass_cost(TINY, 4, 5, 8) == cost.forward_cost(TINY, 4, 5, 8)
+    assert stack.pass_cost(TINY, 4, 5, 8, speculating=1).tokens == 4 + 4
+    assert stack.pass_cost(TINY, 4, 1, 8, speculating=1) == cost.forward_cost(TINY, 4, 1, 8)
+
+
+def fake_pass(times_ms):
+    """A ``time_pass`` returning a record whose one sample is times_ms[(kind, B)] milliseconds."""
+    def time_pass(st, batch, new_tokens, context, speculating):
+        kind = ("draft" if st.shape.name == "draft" else "mixed" if speculating == 1 and batch > 1
+                else "verify" if new_tokens > 1 else "decode")
+        t = times_ms[kind](batch) / 1e3
+        return measure.Record.from_timing("stack_pass", {"batch": batch, "new_tokens": new_tokens}, measure.Timing([t]),
+                                          "cpu", "fp32")
+    return time_pass
+
+
+def test_speedup_sweep_doubles_until_s_falls_below_one():
+    # decode 10 ms flat, draft 1 ms, verify 10 ms until B(k+1) = 20 tokens then linear in tokens: with alpha = 0.8,
+    # S = 3.3616·10 / (4 + verify): 2.40 (B <= 4), 1.40 (B = 8: verify 20), 0.76 (B = 16: verify 40)
+    times = {"decode": lambda b: 10.0, "draft": lambda b: 1.0, "verify": lambda b: 10.0 * max(1, 5 * b / 20),
+             "mixed": lambda b: 10.0}
+    target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"))
+    sizes = dataclasses.replace(stack.stack_sizes("cpu"), min_last=2, limit=64, sweep_budget_s=None)
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, sizes, progress=False, time_pass=fake_pass(times))
+    assert sweep.batches == [1, 2, 4, 8, 16] and sweep.stop == "done"
+    assert [round(sweep.speedup(b), 2) for b in sweep.batches] == [2.4, 2.4, 2.4, 1.4, 0.76]
+    assert sorted(sweep.records["mixed"]) == [2, 4, 8, 16] and sweep.time("verify", 16) == pytest.approx(0.040)
+
+
+def test_speedup_sweep_stops_at_its_budget_and_says_so():
+    now = [0.0]
+
+    def slow(b):  # each pass costs the fake clock 0.5 s per sequence
+        now[0] += 0.5 * b
+        return 10.0
+
+    times = {"decode": slow, "draft": lambda b: 1.0, "verify": lambda b: 10.0, "mixed": lambda b: 10.0}
+    target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"))
+    sizes = dataclasses.replace(stack.stack_sizes("cpu"), min_last=2, limit=64, sweep_budget_s=5.0)
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, sizes, progress=False, time_pass=fake_pass(times),
+                                timer=lambda: now[0])
+    # spent 0.5, 1.5 after B = 1, 2 (last 1.0): 1.5 + 2 <= 5 -> B = 4 (3.5 spent, last 2.0): 3.5 + 4 > 5: stop
+    assert sweep.batches == [1, 2, 4] and sweep.stop == "budget"
+
+
+def test_speedup_sweep_on_real_tiny_stacks():
+    target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"),
+                                                                      dtype=torch.float32)
+    sizes = stack.StackSizes(TINY, TINY, context=4, k=2, warmup=1, repeats=3, budget_s=0.5, min_last=2, limit=4,
+                             sweep_budget_s=30, min_s=0.01)
+    sweep = stack.speedup_sweep(target, draft, 2, 0.8, 4, sizes, progress=False)
+    assert sweep.batches[:2] == [1, 2] and all(sweep.speedup(b) > 0 for b in sweep.batches)
+    assert set(sweep.records) == set(stack.PASSES)
+
+
+def test_stack_model_time_with_and_without_the_floor():
+    accel = hardware.Accelerator("x", {"bf16": 1e12}, 1e10, 0.0, "test")
+    model = stack.StackModel(TINY, TINY, accel, t0_target=1e-3, t0_draft=5e-4, k=4, alpha=0.8, context=0)
+    # decode at B = 1: TINY's 2 x (2·64² + 2·64·32 + 3·64·128) + 64 = 73,792 bf16 weights = 147,584 bytes,
+    # plus K and V of one token in 2 layers (2·2·2·16·2 = 256 bytes) at 10 GB/s
+    assert model.time("decode", 1, floor=False) == pytest.approx(147_840 / 1e10, rel=1e-3)
+    assert model.time("decode", 1) == pytest.approx(147_840 / 1e10 + 1e-3, rel=1e-3)
+    assert model.time("draft", 1) - model.time("draft", 1, floor=False) == pytest.approx(5e-4)
+    with pytest.raises(ValueError, match="kind"):
+        model.time("prefill", 1)
+
+
+def test_stack_model_floor_is_bounded_by_a_real_pass():
+    accel = hardware.Accelerator("x", {"bf16": 1e12}, 1e10, 0.0, "test")
+    model = stack.StackModel(TINY, TINY, accel, t0_target=0.060, t0_draft=1e-5, k=4, alpha=0.8, context=0)
+    # a decode pass measured at 2 ms (roofline 14.8 µs: 147,840 bytes at 10 GB/s) leaves at most 1.985 ms of floor;
+    # the draft's 10 µs floor is below what its pass leaves and stays
+    times = {"decode": lambda b: 2.0, "draft": lambda b: 1.0, "verify": lambda b: 3.0, "mixed": lambda b: 3.0}
+    target, draft = build_stack(TINY), build_stack(stack_shape(2, 64, 4, 2, 128, name="draft"))
+    sizes = dataclasses.replace(stack.stack_sizes("cpu"), min_last=1, limit=1, sweep_budget_s=None)
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 0, sizes, progress=False, time_pass=fake_pass(times))
+    bounded = model.bounded_by(sweep)
+    assert bounded.t0_target == pytest.approx(0.002 - 147_840 / 1e10) and bounded.t0_draft == 1e-5

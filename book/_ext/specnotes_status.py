@@ -1,6 +1,7 @@
 """``{specnotes-status}``: the status page's tables, generated at build time.
 
-- one row per notebook in ``_toc.yml``: when and on what its stored outputs were produced, read
+- one row per notebook in ``_toc.yml``: when, on what device and in which dtype (and why that dtype)
+  its stored outputs were produced, read
   from ``metadata.specnotes`` that ``python -m specnotes.refresh`` (``make refresh``) writes;
 - the versions of the tools that built this website, and of the vendored JavaScript.
 
@@ -16,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 import yaml
+from book_toc import toc_files
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
@@ -27,27 +29,20 @@ MANIFEST = Path(__file__).resolve().parents[1] / "_assets" / "vendor" / "VENDORE
 STATUS_DOCS: set[str] = set()
 
 
-def toc_files(toc: dict) -> list[str]:
-    """Every ``file`` in a jupyter-book ``_toc.yml``, in reading order."""
-    out = [toc["root"]] if "root" in toc else []
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                out.append(entry["file"])
-            walk(entry.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return out
-
-
 def version(dist: str) -> str:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def dtype_text(meta: dict) -> tuple[str, str]:
+    """(the dtype a chapter measured in, why: ``measure.provenance``'s reason), or what older metadata lacks."""
+    if "dtype_reason" not in meta:
+        return "not recorded", ""
+    if not meta.get("dtype"):
+        return "none", "the chapter measures nothing in a chosen dtype"
+    return meta["dtype"], meta["dtype_reason"]
 
 
 def cell(text) -> str:
@@ -63,8 +58,9 @@ class StatusDirective(SphinxDirective):
         root = Path(self.env.srcdir)
         toc_path = root / "_toc.yml"
         self.env.note_dependency(str(toc_path))
-        rows = ["| Page | Stored outputs produced | Execution time | Device | Python | torch |",
-                "|---|---|---|---|---|---|"]
+        rows = ["| Page | Stored outputs produced | Execution time | Device | dtype | Python | torch |",
+                "|---|---|---|---|---|---|---|"]
+        why = []
         for rel in toc_files(yaml.safe_load(toc_path.read_text())):
             path = root / f"{rel}.ipynb"
             if not path.is_file():
@@ -74,13 +70,18 @@ class StatusDirective(SphinxDirective):
             title = f"{{doc}}`/{rel}`"
             meta = nb.get("metadata", {}).get("specnotes")
             if not meta:
-                rows.append(f"| {title} | not recorded: run `make refresh` | | | | |")
+                rows.append(f"| {title} | not recorded: run `make refresh` | | | | | |")
                 continue
             date = str(meta.get("date", "?")).replace("T", " ").replace("Z", " UTC")
+            dtype, reason = dtype_text(meta)
             rows.append(" | ".join([
                 f"| {title}", cell(date), f"{float(meta.get('seconds', 'nan')):.1f} s",
-                cell(meta.get("device", "?")), cell(meta.get("python", "?")), cell(meta.get("torch", "?")) + " |"]))
-        return rows
+                cell(meta.get("host", meta.get("device", "?"))), cell(dtype), cell(meta.get("python", "?")),
+                cell(meta.get("torch", "?")) + " |"]))
+            if reason:
+                why.append(f"- {title}: {reason}")
+        return rows + (["", "Why each chapter measured in its dtype (a CPU probes; see Chapter 1):", "", *why]
+                       if why else [])
 
     def build_rows(self) -> list[str]:
         rows = ["| Built with | Version |", "|---|---|", f"| Python | {platform.python_version()} |"]

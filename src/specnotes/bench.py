@@ -1,49 +1,70 @@
-"""Record every measurement the chapters make, on this device, as reference JSON.
+"""Record what the book measures, on this device, as ``measure.Results`` JSON (one provenance block).
 
-    python -m specnotes.bench                       # realistic sizes for the device it finds
-    python -m specnotes.bench --budget-s 360        # stop starting new sections after 6 minutes
-    python -m specnotes.bench --quick --out /tmp/x  # tiny sizes: a smoke test on any machine
+    python -m specnotes.bench                          # = bench chapters: Chapters 1, 2 and 4's measurements
+    python -m specnotes.bench chapters --budget-s 360  # start no new section after 6 minutes
+    python -m specnotes.bench chapters --quick --out /tmp/x   # tiny sizes: a smoke test on any machine
+    python -m specnotes.bench sampler [--device cuda] [--repeats 30] [--threads 1]
 
-Writes ``<out>/<device-slug>.json``: provenance (device, driver/CUDA/torch versions, dtype, date, the
-command) and the records of each section, in the order Chapters 1, 2 and 4 use them. The book ships
-such files from real GPUs in ``specnotes/data/reference/``; ``load_reference`` reads them back.
+``chapters`` writes ``<out>/<host>-<dtype>.json`` (default ``specnotes/data/reference/``): the roofs,
+the decode-GEMM sweep, and the layer stacks' decode/verify/draft sweep, in the order the chapters use
+them. No file recorded on a GPU ships yet.
+
+``sampler`` times the fused speculative sampler against the per-sequence reference loop
+(``sampling.speculative_sample`` vs ``speculative_sample_loop``) for each (B, k, V), after checking
+they agree, with the copy bandwidth measured in the same run; it writes
+``specnotes/data/bench_sampler.json``, which Chapter 3 shows (:func:`sampler_table`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import re
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
-from specnotes import measure, stack
+import torch
 
-SCHEMA = "specnotes.reference/1"
-DEFAULT_OUT = Path(__file__).parent / "data" / "reference"
+from specnotes import measure, stack, validate
+
+DATA = Path(__file__).parent / "data"
+DEFAULT_OUT = DATA / "reference"
+SAMPLER_OUT = DATA / "bench_sampler.json"
+SAMPLER_SHAPES = [(B, 4, V) for V in (256, 32000) for B in (1, 8, 64)] + [(8, 8, 256), (8, 8, 32000)]
+ALPHA = 0.8  # acceptance rate for the speedup sweep's stopping rule (Chapter 4 uses the same)
 
 
 def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def quick_sizes() -> tuple[measure.Sizes, measure.StackSizes]:
+# ---------------------------------------------------------------------------------------------- chapters
+
+
+def quick_sizes() -> tuple[measure.Sizes, stack.StackSizes]:
     """Tiny sizes for a smoke test: every section runs, in seconds, on any machine."""
     sizes = measure.Sizes(copy_bytes=8 * 2**20, d_in=256, d_out=512, batches=(1, 4, 16), peak_n=256,
                           warmup=1, repeats=3, budget_s=0.5)
-    stacks = measure.StackSizes(target=stack.stack_shape(1, 256, 4, 2, 512, name="quick target"),
-                                draft=stack.stack_shape(1, 128, 2, 1, 256, name="quick draft"),
-                                batches=(1, 4), context=16, k=2, warmup=1, repeats=3, budget_s=0.5)
+    stacks = stack.StackSizes(target=stack.stack_shape(1, 256, 4, 2, 512, name="quick target"),
+                              draft=stack.stack_shape(1, 128, 2, 1, 256, name="quick draft"),
+                              context=16, k=2, warmup=1, repeats=3, budget_s=0.5, min_last=4, limit=4,
+                              sweep_budget_s=10.0)
     return sizes, stacks
 
 
-def sections(device, dtype, sizes: measure.Sizes, stacks: measure.StackSizes):
+def sections(device, dtype, sizes: measure.Sizes, stacks: stack.StackSizes, notes: dict):
     """(name, thunk) for every measurement, cheapest first; each thunk returns a list of records."""
-    timing = {"warmup": stacks.warmup, "repeats": stacks.repeats, "budget_s": stacks.budget_s}
-    k, ctx = stacks.k, stacks.context
-    target = lambda: stack.build_stack(stacks.target, device, dtype)
+
+    def stack_sweep():
+        target = stack.build_stack(stacks.target, device, dtype)
+        draft = stack.build_stack(stacks.draft, device, dtype)
+        notes["t0_target_s"] = stack.stack_overhead(stacks.target, device, dtype, stacks.context)
+        notes["t0_draft_s"] = stack.stack_overhead(stacks.draft, device, dtype, stacks.context)
+        sweep = stack.speedup_sweep(target, draft, stacks.k, ALPHA, stacks.context, stacks, progress=False)
+        notes["stack_sweep_stop"] = sweep.stop
+        return [r for kind in stack.PASSES for r in sweep.records[kind].values()]
+
     return [
         ("roofline", lambda: [measure.copy_bandwidth(device, sizes.copy_bytes, warmup=sizes.warmup,
                                                      repeats=sizes.repeats),
@@ -51,74 +72,131 @@ def sections(device, dtype, sizes: measure.Sizes, stacks: measure.StackSizes):
                                                         repeats=sizes.repeats)]),
         ("matmul_sweep", lambda: measure.matmul_sweep(sizes.batches, sizes.d_in, sizes.d_out, dtype, device,
                                                       progress=False, warmup=sizes.warmup, repeats=sizes.repeats)),
-        ("target_stack", lambda: measure.stack_sweep(target(), stacks.batches, (1, k + 1), ctx, progress=False,
-                                                     **timing)),
-        ("target_stack_one_speculating", lambda: [
-            measure.stack_time(target(), b, k + 1, ctx, speculating=1, **timing) for b in stacks.batches if b > 1]),
-        ("draft_stack", lambda: measure.stack_sweep(stack.build_stack(stacks.draft, device, dtype), stacks.batches,
-                                                    (1,), ctx, progress=False, **timing)),
+        ("stack_sweep", stack_sweep),
     ]
 
 
-def run(device=None, dtype=None, quick: bool = False, budget_s: float = 360.0, command: str = "") -> dict:
+def run(device=None, dtype=None, quick: bool = False, budget_s: float = 360.0, command: str = "") -> measure.Results:
+    """Every section that starts within ``budget_s`` seconds; the rest are listed in ``notes["skipped"]``."""
     from tqdm.auto import tqdm
 
+    budget_s = validate.number("budget_s", budget_s, low=0)
     device = measure.pick_device(device)
     dtype = measure.default_dtype(device) if dtype is None else measure.as_dtype(dtype)
-    sizes, stacks = quick_sizes() if quick else (measure.sizes_for(device), measure.stack_sizes(device))
-    result = {"schema": SCHEMA, "provenance": {**measure.provenance(device, dtype), "command": command},
-              "budget_s": budget_s, "sections": {}, "skipped": [], "seconds": {}}
+    sizes, stacks = quick_sizes() if quick else (measure.sizes_for(device), stack.stack_sizes(device))
+    notes = {"budget_s": budget_s, "skipped": [], "seconds": {}, "alpha": ALPHA,
+             "stacks": {"target": vars(stacks.target), "draft": vars(stacks.draft), "k": stacks.k,
+                        "context": stacks.context}}
+    results = measure.Results(measure.provenance(device, dtype, command=command), {}, notes)
     start = time.perf_counter()
-    todo = sections(device, dtype, sizes, stacks)
+    todo = sections(device, dtype, sizes, stacks, notes)
     for name, thunk in tqdm(todo, desc=f"bench on {measure.device_name(device)}"):
         if time.perf_counter() - start > budget_s:
-            result["skipped"].append(name)
+            notes["skipped"].append(name)
             continue
         t = time.perf_counter()
-        result["sections"][name] = [r.to_dict() for r in thunk()]
-        result["seconds"][name] = round(time.perf_counter() - t, 2)
-    result["stack_shapes"] = {"target": vars(stacks.target), "draft": vars(stacks.draft), "k": stacks.k,
-                              "context": stacks.context}
-    return result
+        results.sections[name] = thunk()
+        notes["seconds"][name] = round(time.perf_counter() - t, 2)
+    return results
 
 
-def save(result: dict, out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{slug(result['provenance']['host'])}-{result['provenance']['dtype']}.json"
-    path.write_text(json.dumps(result, indent=1))
-    return path
+# ---------------------------------------------------------------------------------------------- sampler
 
 
-def load_reference(path: str | Path | None = None) -> list[dict]:
-    """Every reference file shipped with the package (or the one at ``path``), as dicts whose
-    ``sections`` hold ``measure.Record``s."""
-    if path is not None:
-        files = [Path(path)]
-    else:
-        folder = resources.files("specnotes") / "data" / "reference"
-        files = sorted(p for p in folder.iterdir() if p.name.endswith(".json")) if folder.is_dir() else []
-    refs = []
-    for f in files:
-        data = json.loads(Path(f).read_text())
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"{f}: not a {SCHEMA} file")
-        data["sections"] = {k: [measure.Record.from_dict(r) for r in v] for k, v in data["sections"].items()}
-        refs.append(data)
-    return refs
+def sampler_case(B: int, k: int, V: int, device, generator: torch.Generator):
+    """Random target/draft distributions (fp32), drafts drawn from q, and the uniforms both samplers share."""
+    from specnotes.sampling import draw_uniforms
+
+    q = torch.softmax(2 * torch.randn(B, k, V, generator=generator), -1)
+    p = torch.softmax(2 * torch.randn(B, k + 1, V, generator=generator), -1)
+    drafts = torch.multinomial(q.reshape(-1, V), 1, generator=generator).reshape(B, k)
+    uniforms = draw_uniforms(B, k, generator)
+    return drafts.to(device), q.to(device), p.to(device), tuple(u.to(device) for u in uniforms)
+
+
+def sampler_records(shapes, device, repeats: int) -> list[measure.Record]:
+    """For each (B, k, V): a ``sampler_fused`` and a ``sampler_loop`` record (input validation off in
+    both: this times the sampling arithmetic). ``extra["input_bytes"]``: the bytes of p and q, which
+    any sampler must read at least once."""
+    from specnotes.sampling import speculative_sample, speculative_sample_loop
+
+    repeats = validate.integer("repeats", repeats, low=1)
+    g = torch.Generator().manual_seed(0)
+    records = []
+    for B, k, V in shapes:
+        drafts, q, p, uniforms = sampler_case(B, k, V, device, g)
+        fused = functools.partial(speculative_sample, drafts, q, p, uniforms=uniforms, validate=False)
+        loop = functools.partial(speculative_sample_loop, drafts, q, p, uniforms=uniforms, validate=False)
+        a, b = fused(), loop()
+        if not (torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])):
+            raise AssertionError(f"fused and loop samplers disagree at B={B}, k={k}, V={V}")
+        params = {"B": B, "k": k, "V": V}
+        extra = {"input_bytes": p.nbytes + q.nbytes}
+        for name, fn, n in (("sampler_fused", fused, repeats), ("sampler_loop", loop, max(3, repeats // 4))):
+            timing = measure.time_fn(fn, warmup=3, repeats=n, device=device)
+            records.append(measure.Record.from_timing(name, params, timing, device, torch.float32, extra))
+    return records
+
+
+def sampler_table(results: measure.Results) -> list[dict]:
+    """One row per (B, k, V): median fused and loop times (ms) and loop/fused (Chapter 3's table)."""
+    by = {(r.name, r.params["B"], r.params["k"], r.params["V"]): r for r in results.sections["sampler"]}
+    rows = []
+    for (name, B, k, V), fused in by.items():
+        if name != "sampler_fused":
+            continue
+        loop = by["sampler_loop", B, k, V]
+        rows.append({"B": B, "k": k, "V": V, "fused ms": 1e3 * fused.median_s, "loop ms": 1e3 * loop.median_s,
+                     "loop / fused": loop.median_s / fused.median_s})
+    return rows
+
+
+def run_sampler(device=None, repeats: int = 30, threads: int | None = None, command: str = "") -> measure.Results:
+    device = measure.pick_device(device)
+    with measure.num_threads(threads):
+        roofline = [measure.copy_bandwidth(device)]
+        records = sampler_records(SAMPLER_SHAPES, device, repeats)
+        prov = measure.provenance(device, torch.float32, command=command)
+    notes = {"what": "speculative_sample (fused) vs speculative_sample_loop (reference), wall time per call",
+             "validate": False, "repeats": repeats}
+    return measure.Results(prov, {"roofline": roofline, "sampler": records}, notes)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Record the chapters' measurements on this device.")
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--dtype", default=None, help="bf16, fp16 or fp32 (default: the device's)")
-    parser.add_argument("--budget-s", type=float, default=360.0, help="no new section starts after this")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("chapters", "sampler", "-h", "--help"):
+        argv = ["chapters", *argv]
+    parser = argparse.ArgumentParser(prog="python -m specnotes.bench", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    chapters = commands.add_parser("chapters", help="Chapters 1, 2 and 4's measurements (the default)")
+    chapters.add_argument("--device", default=None)
+    chapters.add_argument("--dtype", default=None, help="bf16, fp16 or fp32 (default: the device's)")
+    chapters.add_argument("--budget-s", type=float, default=360.0, help="no new section starts after this")
+    chapters.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
+    chapters.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for <host>-<dtype>.json")
+    sampler = commands.add_parser("sampler", help="fused vs loop speculative sampler")
+    sampler.add_argument("--device", default=None)
+    sampler.add_argument("--repeats", type=int, default=30)
+    sampler.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    sampler.add_argument("--out", type=Path, default=SAMPLER_OUT, help="the JSON file to write")
     args = parser.parse_args(argv)
-    command = "python -m specnotes.bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    result = run(args.device, args.dtype, args.quick, args.budget_s, command.strip())
-    path = save(result, args.out)
-    print(f"wrote {path} ({sum(map(len, result['sections'].values()))} records, skipped: {result['skipped']})")
+    command = "python -m specnotes.bench " + " ".join(argv)
+    if args.command == "sampler":
+        results = run_sampler(args.device, args.repeats, args.threads, command)
+        path = measure.save_results(results, args.out)
+        print(f"{'B':>5} {'k':>3} {'V':>7} {'fused ms':>10} {'loop ms':>10} {'loop/fused':>10}")
+        for row in sampler_table(results):
+            print(f"{row['B']:5d} {row['k']:3d} {row['V']:7d} {row['fused ms']:10.3f} {row['loop ms']:10.3f} "
+                  f"{row['loop / fused']:9.1f}x")
+    else:
+        results = run(args.device, args.dtype, args.quick, args.budget_s, command)
+        name = f"{slug(results.provenance['host'])}-{results.provenance['dtype']}.json"
+        path = measure.save_results(results, args.out / name)
+        print(f"skipped: {results.notes['skipped']}")
+    print(f"wrote {path} ({sum(map(len, results.sections.values()))} records)")
     return 0
 
 

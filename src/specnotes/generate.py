@@ -20,6 +20,7 @@ import torch
 
 from specnotes import validate
 from specnotes.drafters import DraftModelDrafter
+from specnotes.measure.timing import sync
 from specnotes.model import Transformer, decode, encode, prefill
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
@@ -147,9 +148,6 @@ def as_prompt_list(prompts, model: Transformer, new_positions: int) -> list[torc
     return [p.to(torch.int64) for p in out]
 
 
-def synchronize(device: torch.device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @torch.inference_mode()
@@ -165,7 +163,7 @@ def generate(
     temperature = validate.number("temperature", temperature, low=0)
     prompts = as_prompt_list(prompts, model, max_new_tokens)
     device = model.lm_head.weight.device
-    synchronize(device)
+    sync(device)
     start = time.perf_counter()
     capacity = max(len(p) for p in prompts) + max_new_tokens
     cache, last, passes = prefill(model, prompts, capacity)
@@ -176,7 +174,7 @@ def generate(
         out.append(last)
     B = len(prompts)
     tokens = torch.stack(out, 1) if out else torch.zeros(B, 0, dtype=torch.int64, device=device)
-    synchronize(device)
+    sync(device)
     stats = GenerationStats(
         k=0,
         temperature=temperature,
@@ -219,7 +217,7 @@ def speculative_generate(
     device = target.lm_head.weight.device
     B = len(prompts)
     rows = torch.arange(B, device=device)
-    synchronize(device)
+    sync(device)
     start = time.perf_counter()
     capacity = max(len(p) for p in prompts) + extra
     cache, last, target_passes = prefill(target, prompts, capacity)
@@ -250,7 +248,7 @@ def speculative_generate(
         last = torch.where(active, tokens[rows, num_accepted], last)
         produced += gained
         accepted_log.append(torch.where(active, num_accepted, -1).cpu())
-    synchronize(device)
+    sync(device)
     stats = GenerationStats(
         k=k,
         temperature=temperature,

@@ -45,7 +45,8 @@ import torch
 
 from specnotes import validate
 from specnotes.drafters import DraftModelDrafter
-from specnotes.generate import Generation, GenerationStats, as_prompt_list, synchronize
+from specnotes.generate import Generation, GenerationStats, as_prompt_list
+from specnotes.measure.timing import sync
 from specnotes.model import ModelConfig, Transformer, prefill
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
@@ -406,7 +407,7 @@ def generate_cached(model: Transformer, prompts, max_new_tokens: int, cache: Pre
     each block as the policy allows, release the blocks at the end (published ones stay cached)."""
     prompts = _check_common(prompts, model, max_new_tokens, temperature, cache)
     device = model.lm_head.weight.device
-    synchronize(device)
+    sync(device)
     start = time.perf_counter()
     tokens = [p.tolist() for p in prompts]
     kv, _ = cache.admit(tokens)
@@ -423,7 +424,7 @@ def generate_cached(model: Transformer, prompts, max_new_tokens: int, cache: Pre
     kv.release()
     B = len(prompts)
     new = torch.stack(out, 1) if out else torch.zeros(B, 0, dtype=torch.int64, device=device)
-    synchronize(device)
+    sync(device)
     stats = GenerationStats(k=0, temperature=temperature, batch=B,
                             accepted=torch.zeros(max_new_tokens, B, dtype=torch.int64),
                             target_passes=passes + max_new_tokens, wall_time_s=time.perf_counter() - start,
@@ -449,7 +450,7 @@ def speculative_generate_cached(target: Transformer, drafter: DraftModelDrafter,
     device = target.lm_head.weight.device
     B = len(prompts)
     rows = torch.arange(B, device=device)
-    synchronize(device)
+    sync(device)
     start = time.perf_counter()
     tokens = [p.tolist() for p in prompts]
     kv, draft_kv = cache.admit(tokens, lag)
@@ -483,7 +484,7 @@ def speculative_generate_cached(target: Transformer, drafter: DraftModelDrafter,
         cache.publish(drafter.cache, tokens, draft_published, lag, flags)
     kv.release()
     drafter.cache.release()
-    synchronize(device)
+    sync(device)
     stats = GenerationStats(
         k=k, temperature=temperature, batch=B,
         accepted=torch.stack(accepted_log) if accepted_log else torch.zeros(0, B, dtype=torch.int64),

@@ -571,3 +571,37 @@ def bars(ax=None, categories: Sequence = (), series: Sequence = (), *, xlabel: s
         ax.set_title(title)
         _legend(ax, source, loc="best")
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# verify vs decode
+
+
+def ratio_vs_tokens(ax=None, curves: Sequence = (), *, k: int, title: str | None = None, source: str | None = None):
+    """Time of a pass relative to a plain decode pass, against the tokens per weight read (log2 x axis),
+    with 1 (free) and k + 1 (fully compute-bound verify) marked.
+
+    curves: ``(label, tokens, ratios, "model" | "measured")``; curves of the same label stem share a
+        colour in the order given (a model line, then its measured markers).
+    Returns the Axes.
+    """
+    if not curves:
+        raise ValueError("ratio_vs_tokens needs at least one curve")
+    with house_style():
+        ax = _axes(ax)
+        for i, (label, tokens, ratios, kind) in enumerate(curves):
+            if kind not in ("model", "measured"):
+                raise ValueError(f"curve kind must be 'model' or 'measured', got {kind!r}")
+            if len(tokens) != len(ratios):
+                raise ValueError(f"{label}: {len(tokens)} x values but {len(ratios)} ratios")
+            color = PALETTE[(i // 2) % len(PALETTE)]
+            style = MODEL if kind == "model" else {**MEASURED, "marker": MARKERS[(i // 2) % len(MARKERS)]}
+            ax.plot(list(tokens), list(ratios), color=color, label=f"{kind}: {label}", **style)
+        ax.axhline(1, color="0.4", linestyle="--", linewidth=1, label="1: as cheap as a decode pass")
+        ax.axhline(k + 1, color="0.4", linestyle=":", linewidth=1, label=f"k + 1 = {k + 1}: verify fully compute-bound")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("Tokens per weight read in the pass (B(k+1) or B+k)")
+        ax.set_ylabel("Pass time / decode pass time (×)")
+        ax.set_title(title or "What verifying costs, relative to decoding")
+        _legend(ax, source, loc="best", fontsize=8)
+    return ax

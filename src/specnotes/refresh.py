@@ -2,31 +2,33 @@
 
 ``python -m specnotes.refresh notebooks/01_roofline_decode.ipynb ...`` (``make refresh``).
 Widget state is stored (so explorers render with no kernel), and each notebook records in its
-metadata how long it took and on what it ran, for the book's status page.
+metadata how long it took and, in ``measure.provenance``'s one format, on what it ran: the kernel that
+executed the chapter reports its own device and the dtype it chose, with the reason (the status page
+shows them). Needs ``nbformat`` and ``nbclient`` (the book's build tools, ``requirements.txt``).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import platform
+import json
 import sys
 import time
 from pathlib import Path
 
+MARK = "specnotes-provenance:"
+# Run in the chapter's own kernel after its last cell, so the dtype is the one the chapter chose (its
+# probe is cached per process), not one a second probe might choose; a chapter that chose none says so.
+PROVENANCE_CELL = (f"import json as _json\nfrom specnotes import measure as _m\n"
+                   f"print({MARK!r} + _json.dumps(_m.provenance(choose=False)))")
 
-def execution_provenance(seconds: float) -> dict:
-    import torch
 
-    from specnotes.measure import device_name, pick_device
-
-    return {
-        "seconds": round(seconds, 1),
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "device": device_name(pick_device()),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-    }
+def kernel_provenance(outputs: list) -> dict:
+    """The provenance the extra cell printed (its stream output)."""
+    for out in outputs:
+        for line in out.get("text", "").splitlines():
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK):])
+    raise RuntimeError(f"the kernel printed no provenance line; outputs: {outputs}")
 
 
 def refresh(path: Path, timeout: int = 900) -> float:
@@ -38,11 +40,14 @@ def refresh(path: Path, timeout: int = 900) -> float:
                          "pip install 'specnotes[refresh]'") from None
 
     nb = nbformat.read(path, as_version=4)
+    probe = nbformat.v4.new_code_cell(PROVENANCE_CELL)
+    nb.cells.append(probe)
     start = time.perf_counter()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     seconds = time.perf_counter() - start
-    nb.metadata["specnotes"] = execution_provenance(seconds)
+    nb.cells.pop()
+    nb.metadata["specnotes"] = {**kernel_provenance(probe.outputs), "seconds": round(seconds, 1)}
     nbformat.write(nb, path)
     return seconds
 

@@ -7,16 +7,26 @@ so the source note's "B + k" batch can be timed next to the "B(k + 1)" one.
 
 Linear layers run on the flattened [tokens, d_model] matrix (every weight read once per pass,
 whatever the mix); attention runs per group of sequences with the same number of new tokens.
+
+The second half times it (through ``measure.timing``, the book's one timer): one pass
+(:func:`stack_time`), the per-pass floor (:func:`stack_overhead`), and Chapters 2 and 4's sweep
+(:func:`speedup_sweep`): decode, verify and draft passes at B = 1, 2, 4, ... until speculation
+stops paying, next to the cost model on this device's measured roofs (:class:`StackModel`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
+from specnotes import cost, validate
 from specnotes.cost import ModelShape
+from specnotes.measure.devices import as_dtype, default_dtype, dtype_name, resolve
+from specnotes.measure.records import Record, rates
+from specnotes.measure.timing import Sweep, doubling_sweep, time_fn
 
 
 def stack_shape(n_layers: int, d_model: int, n_heads: int, n_kv_heads: int, d_ff: int, name: str = "") -> ModelShape:
@@ -33,6 +43,10 @@ class LayerStack:
 
 
 def build_stack(shape: ModelShape, device="cpu", dtype=torch.bfloat16, seed: int = 0) -> LayerStack:
+    """Random weights of ``shape`` in ``dtype``; the stack's shape is ``shape`` in that dtype, so the
+    cost model counts the bytes the stack really reads."""
+    dtype = as_dtype(dtype)
+    shape = shape.in_dtype(dtype_name(dtype))
     gen = torch.Generator().manual_seed(seed)
     d, dh, dff = shape.d_model, shape.d_head, shape.d_ff
     qkv_rows = (shape.n_heads + 2 * shape.n_kv_heads) * dh
@@ -66,8 +80,7 @@ def groups_for(batch: int, new_tokens: int, speculating: int | None = None) -> l
     sequences add ``new_tokens`` and the other batch - s add one (a batch where only some speculate)."""
     if speculating is None or speculating == batch:
         return [(0, batch, new_tokens)]
-    if not 0 <= speculating <= batch:
-        raise ValueError(f"speculating must be in [0, batch={batch}], got {speculating}")
+    speculating = validate.integer("speculating", speculating, low=0, high=batch)
     groups = [(0, speculating, new_tokens)] if speculating else []
     return groups + [(speculating, batch, 1)]
 
@@ -138,3 +151,217 @@ def pass_inputs(stack: LayerStack, batch: int, new_tokens: int, context: int, sp
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(tokens, stack.shape.d_model, generator=gen).to(stack.device, stack.dtype)
     return x, kv_cache(stack, batch, context + new_tokens, seed), groups
+
+
+# ---------------------------------------------------------------------------------------------- timing
+
+
+@dataclass(frozen=True)
+class StackSizes:
+    """Layer stacks and sweep sizes for one device.
+
+    target, draft: the same fraction of each model's layers, so their time ratio is the full
+        models' ratio (LM heads left out: a stack is layers only).
+    context: cached tokens per sequence; k: draft tokens.
+    warmup, repeats, budget_s: timing of one pass (``time_fn``).
+    min_last, limit, sweep_budget_s: the batch sweep (``speedup_sweep``) measures at least up to
+        B = min_last, never past B = limit, and starts no batch that would not fit in sweep_budget_s.
+    min_s: seconds of samples a fast pass gathers at least (``time_fn``).
+    """
+
+    target: ModelShape
+    draft: ModelShape
+    context: int
+    k: int
+    warmup: int
+    repeats: int
+    budget_s: float | None
+    min_last: int = 8
+    limit: int = 256
+    sweep_budget_s: float | None = 20.0
+    min_s: float = 0.0
+
+
+def stack_sizes(device: torch.device | str | None = None) -> StackSizes:
+    dev = resolve(device)
+    if dev.type == "cuda":
+        return StackSizes(
+            # 4 of Llama-3-8B's 32 layers and 2 of Llama-3.2-1B's 16: an eighth of each model.
+            target=stack_shape(4, 4096, 32, 8, 14336, name="Llama-3-8B, 4 of 32 layers"),
+            draft=stack_shape(2, 2048, 32, 8, 8192, name="Llama-3.2-1B, 2 of 16 layers"),
+            # B(k+1) crosses every GPU's ridge (~200-600 tokens) by B = 128; the sweep goes on until S < 1.
+            context=512, k=4, warmup=5, repeats=15, budget_s=2.0, min_last=64, limit=4096, sweep_budget_s=90.0,
+        )
+    return StackSizes(
+        # Llama-shaped but small: 2 layers of d=2048 (180 MB of bf16 weights, larger than most CPUs' L3),
+        # and a draft an eighth of its size. The sweep doubles B from 1 until S < 1 (at least to 8, at most
+        # 256) within 20 s: a CPU without bf16 units crosses at B = 1, one with AMX near B = 100.
+        target=stack_shape(2, 2048, 16, 4, 5632, name="2 layers, d=2048"),
+        draft=stack_shape(1, 1024, 8, 2, 2816, name="1 layer, d=1024"),
+        # each pass sampled for at least 0.15 s (a shared machine stalls a process for up to ~0.2 s at a
+        # time; the fastest sample must come from outside a stall), slow ones at least 3 times
+        context=256, k=4, warmup=2, repeats=5, budget_s=0.5, min_last=8, limit=256, sweep_budget_s=20.0,
+        min_s=0.15,
+    )
+
+
+def pass_cost(shape: ModelShape, batch: int, new_tokens: int, context: int = 0,
+              speculating: int | None = None) -> cost.PassCost:
+    """The cost model's FLOPs and bytes for one stack pass: ``batch`` sequences adding ``new_tokens``
+    each (or, with ``speculating`` = s, only the first s adding ``new_tokens`` and the rest one)."""
+    batch = validate.integer("batch", batch, low=1)
+    new_tokens = validate.integer("new_tokens", new_tokens, low=1)
+    speculating = batch if speculating is None else speculating
+    return cost.mixed_verify_cost(shape, batch, new_tokens - 1, speculating, context)
+
+
+def stack_time(stack: LayerStack, batch: int, new_tokens: int, context: int = 0, speculating: int | None = None, *,
+               warmup: int = 2, repeats: int = 5, budget_s: float | None = None, min_s: float = 0.0) -> Record:
+    """Time one forward pass of ``stack``: ``batch`` sequences adding ``new_tokens`` each after
+    ``context`` cached tokens (or, with ``speculating`` = s, only the first s adding ``new_tokens``
+    and the rest one). ``extra`` holds the cost model's FLOPs and bytes for the same pass
+    (:func:`pass_cost`) and the achieved rates."""
+    model = pass_cost(stack.shape, batch, new_tokens, validate.integer("context", context, low=0), speculating)
+    x, caches, groups = pass_inputs(stack, batch, new_tokens, context, speculating)
+    with torch.inference_mode():
+        timing = time_fn(lambda: forward(stack, x, caches, context, groups), warmup=warmup, repeats=repeats,
+                         device=stack.device, budget_s=budget_s, min_s=min_s)
+    params = {"stack": stack.shape.name, "batch": batch, "new_tokens": new_tokens, "context": context,
+              "speculating": batch if speculating is None else speculating}
+    return Record.from_timing("stack_pass", params, timing, stack.device, stack.dtype,
+                              {**rates(model.flops, model.bytes, timing.median, model.tokens), "tokens": model.tokens})
+
+
+def stack_overhead(shape: ModelShape, device=None, dtype=None, context: int = 0, repeats: int = 30,
+                   min_s: float = 0.25) -> float:
+    """The per-pass floor t0 of a layer stack: the fastest pass of a stack with ``shape``'s layers and
+    kernels but tiny dimensions (4 per head), whose roofline time is nanoseconds, over at least
+    ``repeats`` passes and ``min_s`` seconds of them. Seconds."""
+    dev = resolve(device)
+    dt = default_dtype(dev) if dtype is None else as_dtype(dtype)
+    tiny = stack_shape(shape.n_layers, 4 * shape.n_heads, shape.n_heads, shape.n_kv_heads, 8, name="floor")
+    return stack_time(build_stack(tiny, dev, dt), 1, 1, context, warmup=3, repeats=repeats, min_s=min_s).fastest_s
+
+
+# ---------------------------------------------------------------------------------------------- Chapters 2 and 4
+
+
+@dataclass(frozen=True)
+class StackModel:
+    """The cost model of the stacks on this device: its measured roofs (an ``Accelerator``, e.g.
+    ``measure.measured_roofline().as_accelerator()``) and each stack's per-pass floor."""
+
+    target: ModelShape
+    draft: ModelShape
+    accel: object  # hardware.Accelerator
+    t0_target: float
+    t0_draft: float
+    k: int
+    alpha: float
+    context: int
+
+    @classmethod
+    def measure(cls, target: LayerStack, draft: LayerStack, roof, k: int, alpha: float, context: int) -> StackModel:
+        """The model of these stacks on this device: ``roof`` from ``measure.measured_roofline`` and each
+        stack's per-pass floor, measured now (:func:`stack_overhead`)."""
+        t0 = stack_overhead(target.shape, target.device, target.dtype, context)
+        t0_draft = stack_overhead(draft.shape, draft.device, draft.dtype, context)
+        return cls(target.shape, draft.shape, roof.as_accelerator(), t0, t0_draft, k, alpha, context)
+
+    def bounded_by(self, sweep: BatchSweep) -> StackModel:
+        """This model with each floor at most what the sweep's fastest pass at its first batch left over
+        after the roofline time of that pass. A floor cannot exceed a whole real pass: on a machine whose
+        cores are taken away for seconds at a time, every sample of a tiny pass can land in a stall
+        (its threads wait for each other), while the real passes, longer, still find quiet moments."""
+        b = sweep.batches[0]
+        slack = {kind: max(0.0, sweep.time(kind, b) - self.time(kind, b, floor=False)) for kind in ("decode", "draft")}
+        return replace(self, t0_target=min(self.t0_target, slack["decode"]),
+                       t0_draft=min(self.t0_draft, slack["draft"]))
+
+    def time(self, kind: str, batch: int, floor: bool = True) -> float:
+        """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft"):
+        its roofline time plus, with ``floor``, the stack's per-pass floor."""
+        shape, t0 = (self.draft, self.t0_draft) if kind == "draft" else (self.target, self.t0_target)
+        new, spec = {"decode": (1, None), "verify": (self.k + 1, None), "mixed": (self.k + 1, 1),
+                     "draft": (1, None)}[validate.choice("kind", kind, PASSES)]
+        return cost.roofline_time(pass_cost(shape, batch, new, self.context, spec), self.accel,
+                                  overhead=t0 if floor else 0.0)
+
+    def speedup(self, batch: int) -> float:
+        return cost.batch_speedup(self.target, self.draft, self.accel, batch, self.k, self.alpha, self.context,
+                                  overhead=self.t0_target, draft_overhead=self.t0_draft)
+
+    def crossover(self, limit: int = 1 << 16) -> int | None:
+        """The model's B*: S(B) <= 1 from there on (None: it still pays at ``limit``)."""
+        return cost.crossover_batch(self.target, self.draft, self.accel, self.k, self.alpha, self.context,
+                                    max_batch=limit, overhead=self.t0_target, draft_overhead=self.t0_draft)
+
+
+PASSES = ("decode", "verify", "mixed", "draft")
+
+
+@dataclass
+class BatchSweep:
+    """Chapters 2 and 4's measurement: ``records[kind][B]`` for kind in ``PASSES`` at each B in
+    ``batches``, and why the sweep stopped (``measure.timing.Sweep``: "done" = S fell below 1,
+    "budget", "limit")."""
+
+    k: int
+    alpha: float
+    context: int
+    batches: list[int]
+    records: dict[str, dict[int, Record]]
+    sweep: Sweep
+
+    def time(self, kind: str, batch: int) -> float:
+        """The fastest sample of that pass: contention on a shared machine only ever adds time."""
+        return self.records[kind][batch].fastest_s
+
+    def speedup(self, batch: int) -> float:
+        """S(B) from the measured passes: E[N]·T_decode / (k·T_draft + T_verify)."""
+        return cost.speedup_from_times(self.alpha, self.k, self.time("decode", batch), self.time("draft", batch),
+                                       self.time("verify", batch))
+
+    @property
+    def stop(self) -> str:
+        return self.sweep.stop
+
+
+def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, context: int,
+                  sizes: StackSizes | None = None, *, mixed: bool = True, progress: bool = True,
+                  timer: Callable[[], float] | None = None,
+                  time_pass: Callable[..., Record] | None = None) -> BatchSweep:
+    """Time decode, verify (k + 1 tokens for every sequence), draft and, with ``mixed``, the "B + k"
+    pass (one sequence verifies) at B = 1, 2, 4, ... until the measured S(B) has fallen below 1 at a
+    B >= ``sizes.min_last``, or B would pass ``sizes.limit``, or the next B would not fit in
+    ``sizes.sweep_budget_s`` (``measure.timing.doubling_sweep``); each pass timed with ``sizes``'
+    warmup, repeats, budget_s and min_s (:func:`stack_time`). ``sizes`` defaults to
+    :func:`stack_sizes` for the target's device; ``time_pass(stack, batch, new_tokens, context,
+    speculating)`` replaces :func:`stack_time` (tests)."""
+    from tqdm.auto import tqdm
+
+    k = validate.integer("k", k, low=1)
+    alpha = validate.probability("alpha", alpha)
+    context = validate.integer("context", context, low=0)
+    sizes = sizes or stack_sizes(target.device)
+    time_pass = time_pass or (lambda stack, b, n, ctx, spec: stack_time(
+        stack, b, n, ctx, spec, warmup=sizes.warmup, repeats=sizes.repeats, budget_s=sizes.budget_s,
+        min_s=sizes.min_s))
+    records: dict[str, dict[int, Record]] = {kind: {} for kind in PASSES}
+    bar = tqdm(desc=f"{target.shape.name} + {draft.shape.name}: batch", disable=not progress)
+
+    def point(b: int) -> float:
+        bar.set_postfix(B=b)
+        records["decode"][b] = time_pass(target, b, 1, context, None)
+        records["verify"][b] = time_pass(target, b, k + 1, context, None)
+        records["draft"][b] = time_pass(draft, b, 1, context, None)
+        if mixed and b > 1:
+            records["mixed"][b] = time_pass(target, b, k + 1, context, 1)
+        bar.update()
+        return cost.speedup_from_times(alpha, k, records["decode"][b].fastest_s, records["draft"][b].fastest_s,
+                                       records["verify"][b].fastest_s)
+
+    sweep = doubling_sweep(point, lambda batches, speedups: speedups[-1] < 1, min_last=sizes.min_last,
+                           limit=sizes.limit, budget_s=sizes.sweep_budget_s, timer=timer)
+    bar.close()
+    return BatchSweep(k, alpha, context, sweep.batches, records, sweep)

@@ -10,10 +10,8 @@ The target is trained with a joint loss on its early-exit head, so self-speculat
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
-import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from specnotes.measure.records import provenance
 from specnotes.model import (
     DRAFT_CONFIG,
     TARGET_CONFIG,
@@ -113,10 +112,7 @@ def train(
         "params": model.num_params,
         "train": {**tc.__dict__, "tokens_seen": tc.steps * tc.batch * tc.block},
         "wall_time_s": round(wall, 1),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(),
-        "date": datetime.date.today().isoformat(),
+        "provenance": provenance("cpu", torch.float32),
     }
     nats = eval_loss(model, eval_text)
     record["eval_loss_nats_per_byte"] = round(nats, 4)

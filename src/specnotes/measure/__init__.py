@@ -1,0 +1,66 @@
+"""How the book measures, on whatever device it finds (introduced in Chapter 1).
+
+One module per job:
+
+- ``devices``  which device and dtype (probed on a CPU; ``SPECNOTES_DEVICE``, ``SPECNOTES_DTYPE``), sizes;
+- ``timing``   the one timer: sync, warm-up, repeats, median/IQR, budgets, the doubling sweep;
+- ``probes``   this device's measured roofs: copy bandwidth, GEMM peak, overhead floor, GEMM sweeps, knee;
+- ``records``  one record format with one provenance block (bench, sampler benchmark, training, refresh);
+- ``checks``   what a measurement may assert on *this* device, derived from its measured roofs.
+
+The layer stack's timing (``stack_time``, ``stack_overhead``, ``stack_sizes``, ``speedup_sweep``) lives
+with the stack in ``specnotes.stack``; ``measure.stack_time`` and friends still work.
+"""
+
+from specnotes.measure import checks
+from specnotes.measure.devices import (
+    DEVICE_ENV,
+    DTYPE_ENV,
+    DTYPES,
+    DtypeChoice,
+    GiB,
+    MiB,
+    Sizes,
+    as_dtype,
+    default_dtype,
+    device_name,
+    dtype_choice,
+    dtype_name,
+    num_threads,
+    pick_device,
+    sizes_for,
+)
+from specnotes.measure.probes import (
+    KneeFit,
+    MeasuredRoof,
+    copy_bandwidth,
+    knee,
+    knee_fit,
+    matmul_floor,
+    matmul_sweep,
+    matmul_time,
+    measured_roofline,
+    peak_matmul_flops,
+)
+from specnotes.measure.records import SCHEMA, Record, Results, load_results, provenance, save_results
+from specnotes.measure.timing import Timing, doubling_sweep, sync, time_fn
+
+_STACK = ("StackSizes", "stack_sizes", "stack_time", "stack_overhead")
+
+
+def __getattr__(name: str):
+    # specnotes.stack imports this package, so its names are looked up on first use, not at import time
+    if name in _STACK:
+        from specnotes import stack
+
+        return getattr(stack, name)
+    raise AttributeError(f"module 'specnotes.measure' has no attribute {name!r}")
+
+
+__all__ = [
+    "DEVICE_ENV", "DTYPE_ENV", "DTYPES", "GiB", "MiB", "SCHEMA", "DtypeChoice", "KneeFit", "MeasuredRoof", "Record",
+    "Results", "Sizes", "Timing", "as_dtype", "checks", "copy_bandwidth", "default_dtype", "device_name",
+    "doubling_sweep", "dtype_choice", "dtype_name", "knee", "knee_fit", "load_results", "matmul_floor",
+    "matmul_sweep", "matmul_time", "measured_roofline", "num_threads", "peak_matmul_flops", "pick_device",
+    "provenance", "save_results", "sizes_for", "sync", "time_fn", *_STACK,
+]

@@ -1,0 +1,262 @@
+"""This device's measured roofs: copy bandwidth, GEMM peak, the overhead floor, decode-GEMM sweeps,
+and the knee of a time-vs-batch curve.
+
+Introduced in Chapter 1 (``01_roofline_decode``). Every probe times through ``measure.timing.time_fn``
+and returns ``measure.records.Record``\\ s. Units: seconds, bytes, FLOPs; bandwidth in bytes/s
+(``gb_per_s`` is decimal GB/s, 1 GB = 1e9 bytes).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from specnotes import validate
+from specnotes.cost import gemm_cost
+from specnotes.measure.devices import Sizes, as_dtype, default_dtype, dtype_name, resolve, sizes_for
+from specnotes.measure.records import Record, rates
+from specnotes.measure.timing import time_fn
+
+
+def copy_bandwidth(device=None, nbytes: int | None = None, dtype: torch.dtype | str = torch.float32, *,
+                   warmup: int | None = None, repeats: int | None = None, timer=None) -> Record:
+    """Memory bandwidth from ``dst.copy_(src)`` of a buffer several times the last-level cache
+    (``nbytes`` from ``sizes_for`` unless given).
+
+    Bytes counted: ``2 * nbytes`` (each byte read once and written once, as STREAM counts). CPUs
+    without streaming stores also read the destination before writing it (write-allocate), so the
+    true DRAM traffic can be 3x; we do not count it, which makes this a conservative roof (a kernel
+    that only reads, such as a GEMV, can stream up to 1.5x faster). ``extra``: ``bytes`` moved per
+    copy, ``bytes_per_s``, ``gb_per_s``.
+    """
+    dev = resolve(device)
+    sizes = sizes_for(dev)
+    nbytes = sizes.copy_bytes if nbytes is None else validate.integer("nbytes", nbytes, low=1)
+    dt = as_dtype(dtype)
+    numel = max(1, nbytes // dt.itemsize)
+    src = torch.ones(numel, dtype=dt, device=dev)
+    dst = torch.empty_like(src)
+    timing = time_fn(lambda: dst.copy_(src), warmup=sizes.warmup if warmup is None else warmup,
+                     repeats=sizes.repeats if repeats is None else repeats, device=dev, budget_s=sizes.budget_s,
+                     timer=timer, min_s=sizes.min_s)
+    moved = 2 * numel * dt.itemsize
+    bw = moved / timing.median
+    return Record.from_timing("copy", {"nbytes": numel * dt.itemsize}, timing, dev, dt,
+                              {"bytes": moved, "bytes_per_s": bw, "gb_per_s": bw / 1e9})
+
+
+def _matmul_record(x: torch.Tensor, wt: torch.Tensor, y: torch.Tensor, sizes: Sizes, warmup: int,
+                   repeats: int, name: str = "matmul") -> Record:
+    batch, d_in = x.shape
+    d_out = wt.shape[1]
+    timing = time_fn(lambda: torch.mm(x, wt, out=y), warmup=warmup, repeats=repeats, device=x.device,
+                     budget_s=sizes.budget_s, min_s=sizes.min_s)
+    # FLOPs = 2·B·d_in·d_out; bytes = weight read once + x read + y written (cost.gemm_cost, one source of truth)
+    cost = gemm_cost(batch, d_in, d_out, weight_bytes=x.dtype.itemsize)
+    return Record.from_timing(name, {"batch": batch, "d_in": d_in, "d_out": d_out}, timing, x.device, x.dtype,
+                              rates(cost.flops, cost.bytes, timing.median, batch))
+
+
+def _weight(d_in: int, d_out: int, dt: torch.dtype, dev: torch.device) -> torch.Tensor:
+    """``W.T`` as a view of a ``[d_out, d_in]`` weight: the layout of ``nn.Linear``, which ``F.linear``
+    multiplies as ``x @ W.T`` too (a contiguous ``[d_in, d_out]`` copy can hit a far slower bf16 CPU path)."""
+    return (torch.randn(d_out, d_in, device=dev, dtype=torch.float32) * d_in**-0.5).to(dt).t()
+
+
+def matmul_time(batch: int, d_in: int | None = None, d_out: int | None = None, dtype=None, device=None, *,
+                warmup: int | None = None, repeats: int | None = None) -> Record:
+    """Time one decode-style GEMM ``y = x[B, d_in] @ W.T`` (weight ``[d_out, d_in]``, as ``nn.Linear``;
+    output preallocated so the allocator is not timed). Sizes and dtype default to ``sizes_for`` /
+    ``default_dtype`` for the device. ``extra``: flops, bytes (``cost.gemm_cost``), intensity,
+    flops_per_s, bytes_per_s, gb_per_s, per_token_s."""
+    return matmul_sweep([batch], d_in, d_out, dtype, device, progress=False, warmup=warmup, repeats=repeats)[0]
+
+
+def matmul_sweep(batches: Sequence[int] | None = None, d_in: int | None = None, d_out: int | None = None,
+                 dtype=None, device=None, progress: bool = True, *, warmup: int | None = None,
+                 repeats: int | None = None) -> list[Record]:
+    """:func:`matmul_time` at each batch size (default ``sizes_for(device).batches``), sharing one
+    weight; shows a tqdm progress bar unless ``progress=False``."""
+    from tqdm.auto import tqdm
+
+    dev = resolve(device)
+    sizes = sizes_for(dev)
+    batches = validate.integers("batches", sizes.batches if batches is None else batches, low=1)
+    d_in = validate.integer("d_in", sizes.d_in if d_in is None else d_in, low=1)
+    d_out = validate.integer("d_out", sizes.d_out if d_out is None else d_out, low=1)
+    dt = default_dtype(dev) if dtype is None else as_dtype(dtype)
+    warmup = sizes.warmup if warmup is None else warmup
+    repeats = sizes.repeats if repeats is None else repeats
+    wt = _weight(d_in, d_out, dt, dev)
+    records = []
+    bar = tqdm(batches, desc=f"matmul {d_in}x{d_out} {dtype_name(dt)}", disable=not progress)
+    for b in bar:
+        x = torch.randn(b, d_in, device=dev, dtype=dt)
+        y = torch.empty(b, d_out, device=dev, dtype=dt)
+        rec = _matmul_record(x, wt, y, sizes, warmup, repeats)
+        bar.set_postfix(B=b, GBps=f"{rec.gb_per_s:.1f}", GFLOPs=f"{rec.flops_per_s / 1e9:.0f}")
+        records.append(rec)
+    return records
+
+
+def matmul_floor(device=None, dtype=None, repeats: int = 50) -> float:
+    """The overhead floor t0 of one op on this device: the fastest of at least ``repeats`` calls of a
+    1×64 @ 64×64 matmul, whose roofline time is nanoseconds, sampled for at least ``sizes_for``'s
+    ``min_s``. Seconds. (The fastest: a floor is what the op costs when nothing else is in the way;
+    on a busy machine the median can be milliseconds.)"""
+    return matmul_time(1, 64, 64, dtype, device, repeats=validate.integer("repeats", repeats, low=1)).fastest_s
+
+
+def peak_matmul_flops(device=None, dtype=None, n: int | None = None, *, warmup: int | None = None,
+                      repeats: int | None = None) -> Record:
+    """The measured compute roof: the best FLOP/s of two GEMMs far above any ridge, a square
+    ``n x n x n`` one and a wide decode-shaped ``(n/4) x n x n`` one (``n`` from ``sizes_for``).
+
+    Why two: on GPUs the square GEMM is the fastest, but some CPU libraries' bf16 kernels run
+    decode-shaped GEMMs faster than square ones, and a roof that measured decode points poke through
+    teaches nothing. Returns the record of the shape with the fastest sample; ``extra["shapes"]``
+    holds both shapes' FLOPs and times.
+    """
+    dev = resolve(device)
+    sizes = sizes_for(dev)
+    n = sizes.peak_n if n is None else validate.integer("n", n, low=4)
+    dt = default_dtype(dev) if dtype is None else as_dtype(dtype)
+    warmup = sizes.warmup if warmup is None else warmup
+    repeats = sizes.repeats if repeats is None else repeats
+    wt = _weight(n, n, dt, dev)
+    recs = []
+    for m in (n, n // 4):
+        x = torch.randn(m, n, device=dev, dtype=dt)
+        y = torch.empty(m, n, device=dev, dtype=dt)
+        recs.append(_matmul_record(x, wt, y, sizes, warmup, repeats, name="peak_matmul"))
+    best = max(recs, key=lambda r: r.extra["flops"] / r.fastest_s)
+    best.extra["shapes"] = [{**r.params, "flops": r.extra["flops"], "median_s": r.median_s, "fastest_s": r.fastest_s}
+                            for r in recs]
+    return best
+
+
+@dataclass(frozen=True)
+class MeasuredRoof:
+    """A roofline measured on this device: ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) in ``dtype``,
+    with the records they came from. Unpacks as a pair: ``bw, flops = measured_roofline()``."""
+
+    bandwidth: float
+    flops: float
+    records: tuple[Record, ...] = ()
+    dtype: str = "bf16"
+
+    @property
+    def ridge(self) -> float:
+        """FLOP per byte where the two roofs meet."""
+        return self.flops / self.bandwidth
+
+    @property
+    def critical_batch(self) -> float:
+        """Tokens per weight read at which a GEMM with ``dtype`` weights reaches the ridge: ridge · w / 2."""
+        return self.ridge * as_dtype(self.dtype).itemsize / 2
+
+    def __iter__(self):
+        return iter((self.bandwidth, self.flops))
+
+    def __str__(self) -> str:
+        return (f"{self.bandwidth / 1e9:.1f} GB/s, {self.flops / 1e9:.0f} GFLOP/s in {self.dtype}: ridge "
+                f"{self.ridge:.2g} FLOP/byte, critical batch {self.critical_batch:.2g} tokens")
+
+    def as_accelerator(self, dtype: str | None = None, name: str = "this device (measured)"):
+        """This roof as a ``hardware.Accelerator``, so the cost model can predict times on it."""
+        from specnotes.hardware import Accelerator
+
+        return Accelerator(name, {dtype_name(dtype or self.dtype): self.flops}, self.bandwidth, 0.0,
+                           "measured: copy_ and GEMM")
+
+
+def measured_roofline(device=None, dtype=None) -> MeasuredRoof:
+    """(bandwidth, flops) measured here: :func:`copy_bandwidth` and :func:`peak_matmul_flops`, from
+    their fastest samples, what the device does when nothing else is in the way (the passes the
+    chapters compare with these roofs are judged by their fastest samples too). This is how the CPU
+    (which has no datasheet entry) gets a roofline."""
+    dev = resolve(device)
+    dt = default_dtype(dev) if dtype is None else as_dtype(dtype)
+    copy = copy_bandwidth(dev)
+    peak = peak_matmul_flops(dev, dt)
+    return MeasuredRoof(copy.extra["bytes"] / copy.fastest_s, peak.extra["flops"] / peak.fastest_s, (copy, peak),
+                        dtype_name(dt))
+
+
+# ---------------------------------------------------------------------------------------------- the knee
+
+
+@dataclass(frozen=True)
+class KneeFit:
+    """Two-segment fit of step time vs batch: flat ``flat_s`` up to the knee, then the power law
+    ``coef * B**exponent`` (exponent 1 = compute-bound, linear in B). ``batch`` is where they meet,
+    None if no rise was measured (the knee lies beyond the largest batch)."""
+
+    batch: float | None
+    flat_s: float
+    coef: float
+    exponent: float
+    split: int  # number of points assigned to the flat segment
+
+    def predict(self, batches: Iterable[float]) -> list[float]:
+        if self.batch is None:
+            return [self.flat_s for _ in batches]
+        return [max(self.flat_s, self.coef * b**self.exponent) for b in batches]
+
+
+def knee_fit(batches: Sequence[float], times: Sequence[float], tol: float = 0.25) -> KneeFit:
+    """Fit ``time(B)`` with a flat segment then a rising power law, in log-log space.
+
+    For every split point (first i points flat, the rest - at least two - rising) we fit the flat level
+    as the geometric mean of the flat points and the rise by least squares on ``log t = log c + p log B``,
+    keep the split with the smallest squared log error, and report where the two fits meet.
+    Log space because timing noise is multiplicative. If no point exceeds ``(1 + tol)`` times the
+    flat level fitted to all points, nothing rose: ``batch`` is None.
+    """
+    if len(batches) != len(times):
+        raise validate.BadArgument(f"batches and times differ in length ({len(batches)} vs {len(times)})")
+    if len(batches) < 3:
+        raise validate.BadArgument(f"need at least 3 points to find a knee, got {len(batches)}")
+    if any(b <= 0 for b in batches) or any(t <= 0 for t in times):
+        raise validate.BadArgument("batches and times must all be > 0")
+    pts = sorted(zip(batches, times, strict=True))
+    if len({b for b, _ in pts}) != len(pts):
+        raise validate.BadArgument("batch sizes must be distinct")
+    lb = [math.log(b) for b, _ in pts]
+    lt = [math.log(t) for _, t in pts]
+    n = len(pts)
+
+    all_flat = statistics.fmean(lt)
+    if max(lt) <= all_flat + math.log1p(tol):
+        return KneeFit(None, math.exp(all_flat), 0.0, 0.0, n)
+
+    best = None
+    for i in range(1, n - 1):  # flat: [0, i), rising: [i, n), >= 2 points
+        flat = statistics.fmean(lt[:i])
+        xs, ys = lb[i:], lt[i:]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        p = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+        c = my - p * mx
+        err = sum((y - flat) ** 2 for y in lt[:i]) + sum((y - (c + p * x)) ** 2 for x, y in zip(xs, ys,
+                                                                                            strict=True))
+        if p > 0 and (best is None or err < best[0]):
+            best = (err, i, flat, c, p)
+    if best is None:  # time falls with B (noise at B = 1): no knee measured
+        return KneeFit(None, math.exp(all_flat), 0.0, 0.0, n)
+    _, i, flat, c, p = best
+    batch = math.exp((flat - c) / p)
+    batch = min(max(batch, pts[0][0]), pts[-1][0])
+    return KneeFit(batch, math.exp(flat), math.exp(c), p, i)
+
+
+def knee(batches: Sequence[float], times: Sequence[float], tol: float = 0.25) -> float | None:
+    """The measured knee of a step-time-vs-batch curve: the batch at which the flat (memory-bound)
+    fit and the rising (compute-bound) fit intersect - the measured counterpart of the roofline's
+    critical batch. None if the curve never rose by more than ``tol`` (25 %) over the batches
+    measured. See :func:`knee_fit`."""
+    return knee_fit(batches, times, tol).batch

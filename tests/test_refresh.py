@@ -1,0 +1,30 @@
+"""specnotes.refresh: the provenance a chapter's own kernel reports, in measure.provenance's format."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specnotes import refresh
+
+
+def test_kernel_provenance_reads_the_marked_line():
+    prov = {"device": "cpu", "dtype": "bf16", "dtype_reason": "bf16: probe", "date": "2026-12-02T16:00:00Z"}
+    outputs = [{"output_type": "stream", "text": "noise\n"},
+               {"output_type": "stream", "text": f"{refresh.MARK}{json.dumps(prov)}\n"}]
+    assert refresh.kernel_provenance(outputs) == prov
+    with pytest.raises(RuntimeError, match="no provenance line"):
+        refresh.kernel_provenance([{"output_type": "stream", "text": "nothing\n"}])
+
+
+def test_the_provenance_cell_reports_the_dtype_the_kernel_chose():
+    # a kernel that chose a dtype reports it with its reason; one that chose none says so (and does not probe)
+    chose = f"from specnotes import measure\nmeasure.dtype_choice('cpu')\n{refresh.PROVENANCE_CELL}"
+    none = refresh.PROVENANCE_CELL
+    env = {"SPECNOTES_DTYPE": "float32", "PATH": "/usr/bin:/bin"}
+    out = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+           for code in (chose, none)]
+    chosen, unchosen = (refresh.kernel_provenance([{"text": o}]) for o in out)
+    assert chosen["dtype"] == "fp32" and "SPECNOTES_DTYPE" in chosen["dtype_reason"]
+    assert unchosen["dtype"] is None and unchosen["dtype_reason"] == "no dtype chosen"
