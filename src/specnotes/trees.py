@@ -32,6 +32,7 @@ from functools import cached_property
 import torch
 
 from specnotes import validate
+from specnotes.measure.timing import sync
 from specnotes.model import KVCache, Transformer, prefill
 from specnotes.sampling import draw_uniforms, inverse_cdf, logits_to_probs, sample_from
 
@@ -337,7 +338,7 @@ def tree_generate(target: Transformer, drafter: TreeDrafter, prompts, max_new_to
     """Batched speculative decoding with token trees: the tree drafter proposes, the target verifies all
     T + 1 tokens per sequence in one pass with the tree mask, ``tree_sample`` walks the tree, and the
     accepted path's K/V are compacted. Stats as ``speculative_generate``'s, with k = the tree's depth."""
-    from specnotes.generate import Generation, GenerationStats, as_prompt_list, synchronize
+    from specnotes.generate import Generation, GenerationStats, as_prompt_list
 
     max_new_tokens = validate.integer("max_new_tokens", max_new_tokens, low=0)
     temperature = validate.number("temperature", temperature, low=0)
@@ -348,7 +349,7 @@ def tree_generate(target: Transformer, drafter: TreeDrafter, prompts, max_new_to
     device = target.lm_head.weight.device
     B = len(prompts)
     rows = torch.arange(B, device=device)
-    synchronize(device)
+    sync(device)
     start = time.perf_counter()
     capacity = max(len(p) for p in prompts) + extra
     cache, last, target_passes = prefill(target, prompts, capacity)
@@ -376,7 +377,7 @@ def tree_generate(target: Transformer, drafter: TreeDrafter, prompts, max_new_to
         last = torch.where(active, tokens[rows, num_accepted], last)
         produced += gained
         accepted_log.append(torch.where(active, num_accepted, -1).cpu())
-    synchronize(device)
+    sync(device)
     stats = GenerationStats(
         k=D, temperature=temperature, batch=B,
         accepted=torch.stack(accepted_log) if accepted_log else torch.zeros(0, B, dtype=torch.int64),
