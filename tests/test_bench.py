@@ -30,12 +30,18 @@ def test_budget_skips_sections_instead_of_running_over():
 
 def test_sampler_records_agree_and_carry_the_input_bytes():
     records = bench.sampler_records([(2, 3, 16)], "cpu", repeats=3)
-    assert [r.name for r in records] == ["sampler_fused", "sampler_loop"]
-    # p is [2, 4, 16] and q [2, 3, 16] float32: (128 + 96) · 4 bytes
+    assert [r.name for r in records] == ["sampler_fused", "sampler_loop", "sampler_from_logits"]
+    # p is [2, 4, 16] and q [2, 3, 16] float32: (128 + 96) · 4 bytes; their logits, the same
     assert all(r.extra["input_bytes"] == 896 and r.params == {"B": 2, "k": 3, "V": 16} for r in records)
     table = bench.sampler_table(measure.Results({}, {"sampler": records}))
     assert table == [{"B": 2, "k": 3, "V": 16, "fused ms": 1e3 * records[0].median_s,
                       "loop ms": 1e3 * records[1].median_s, "loop / fused": records[1].median_s / records[0].median_s}]
+    # with a copy bandwidth, every sampler's time over the time to read its inputs once: 896 B at 896 B/ms
+    copy = measure.Record("copy", {}, 1.0, 1.0, 1.0, [1.0], "cpu", "fp32", extra={"bytes_per_s": 896e3})
+    table = bench.sampler_table(measure.Results({}, {"sampler": records, "roofline": [copy]}))
+    assert table[0]["fused / read once"] == pytest.approx(1e3 * records[0].median_s)
+    assert table[0]["from logits / read once"] == pytest.approx(1e3 * records[2].median_s)
+    assert table[0]["from logits ms"] == 1e3 * records[2].median_s
 
 
 def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):

@@ -279,7 +279,7 @@ def test_shipped_results_load_in_the_one_format():
 
     sampler = m.load_results(data_file("bench_sampler.json"))
     shapes = {(r.params["B"], r.params["k"], r.params["V"]) for r in sampler.sections["sampler"]}
-    assert shapes == set(bench.SAMPLER_SHAPES) and len(sampler.sections["sampler"]) == 2 * len(shapes)
+    assert shapes == set(bench.SAMPLER_SHAPES) and len(sampler.sections["sampler"]) == 3 * len(shapes)
     assert sampler.sections["roofline"][0].name == "copy"
     card = json.loads(data_file("models.json").read_text())
     assert card["target"]["provenance"]["device"] == "cpu" and card["draft"]["provenance"]["dtype"] == "fp32"

@@ -198,3 +198,38 @@ def test_total_variation_by_hand():
     assert total_variation(p, p) == 0.0
     assert total_variation(p, torch.tensor([0.0, 0.0, 1.0])) == 1.0
     assert total_variation(p, torch.tensor([0.25, 0.5, 0.25])) == pytest.approx(0.25)
+
+
+# ---------------------------------------------------------------------------------------------- large vocabularies
+# Past sampling.FLAT tokens the inverse CDF runs in two levels (block sums, then one block). Both samplers use it.
+
+
+@pytest.mark.parametrize(("B", "k", "vocab"), [(64, 4, 5000), (1, 4, 32000), (1, 3, 6), (2, 4, 32000)])
+def test_loop_and_vectorized_agree_past_the_flat_limit_and_at_batch_one(B, k, vocab):
+    g = torch.Generator().manual_seed(vocab + B)
+    drafts, q, p = random_case(g, B, k, vocab)
+    uniforms = draw_uniforms(B, k, g)
+    fused = speculative_sample(drafts, q, p, uniforms=uniforms)
+    loop = speculative_sample_loop(drafts, q, p, uniforms=uniforms)
+    assert torch.equal(fused[0], loop[0]) and torch.equal(fused[1], loop[1])
+
+
+@pytest.mark.parametrize("vocab", [2049, 32000, 128256])
+def test_the_two_level_inverse_cdf_is_the_flat_one(vocab):
+    from specnotes.sampling import sample_cdf, sample_weights
+
+    g = torch.Generator().manual_seed(vocab)
+    weights = torch.softmax(3 * torch.randn(500, vocab, generator=g, dtype=torch.float64), -1)
+    v = torch.rand(500, generator=g, dtype=torch.float64)
+    assert (sample_weights(weights, v) == sample_cdf(weights.cumsum(-1), v)).double().mean() > 0.998
+    # zero weights: whole empty blocks, an empty tail, v at the very top; a zero-weight token never comes back
+    sparse = torch.zeros(300, vocab, dtype=torch.float64)
+    picks = torch.randint(0, vocab - 200, (300, 3), generator=g)
+    sparse.scatter_(1, picks, torch.rand(300, 3, generator=g, dtype=torch.float64) + 0.1)
+    for top in (torch.rand(300, generator=g, dtype=torch.float64), torch.full((300,), 1 - 1e-12, dtype=torch.float64),
+                torch.zeros(300, dtype=torch.float64)):
+        chosen = sample_weights(sparse, top)
+        assert (sparse.gather(1, chosen[:, None]) > 0).all()
+    one = torch.zeros(vocab, dtype=torch.float64)
+    one[vocab - 1] = 1.0  # the last token only: the padded tail of the last block must not catch it
+    assert int(sample_weights(one, torch.tensor(0.5, dtype=torch.float64))) == vocab - 1

@@ -104,50 +104,71 @@ def run(device=None, dtype=None, quick: bool = False, budget_s: float = 360.0, c
 
 
 def sampler_case(B: int, k: int, V: int, device, generator: torch.Generator):
-    """Random target/draft distributions (fp32), drafts drawn from q, and the uniforms both samplers share."""
+    """Random target/draft logits and their distributions (fp32), drafts drawn from q, the uniforms the samplers
+    share -> (drafts, q, p, uniforms, (draft_logits, target_logits))."""
     from specnotes.sampling import draw_uniforms
 
-    q = torch.softmax(2 * torch.randn(B, k, V, generator=generator), -1)
-    p = torch.softmax(2 * torch.randn(B, k + 1, V, generator=generator), -1)
+    draft_logits = 2 * torch.randn(B, k, V, generator=generator)
+    target_logits = 2 * torch.randn(B, k + 1, V, generator=generator)
+    q, p = torch.softmax(draft_logits, -1), torch.softmax(target_logits, -1)
     drafts = torch.multinomial(q.reshape(-1, V), 1, generator=generator).reshape(B, k)
     uniforms = draw_uniforms(B, k, generator)
-    return drafts.to(device), q.to(device), p.to(device), tuple(u.to(device) for u in uniforms)
+    return (drafts.to(device), q.to(device), p.to(device), tuple(u.to(device) for u in uniforms),
+            (draft_logits.to(device), target_logits.to(device)))
 
 
 def sampler_records(shapes, device, repeats: int) -> list[measure.Record]:
-    """For each (B, k, V): a ``sampler_fused`` and a ``sampler_loop`` record (input validation off in
-    both: this times the sampling arithmetic). ``extra["input_bytes"]``: the bytes of p and q, which
-    any sampler must read at least once."""
+    """For each (B, k, V): ``sampler_fused`` (speculative_sample), ``sampler_loop`` (the reference) and
+    ``sampler_from_logits`` (fused.sample_from_logits on the logits p and q came from) records, input
+    validation off: this times the sampling arithmetic. ``extra["input_bytes"]``: the bytes of the sampler's
+    inputs (p and q, or their logits), which a sampler that needs every row must read at least once."""
+    from specnotes.fused import sample_from_logits
     from specnotes.sampling import speculative_sample, speculative_sample_loop
 
     repeats = validate.integer("repeats", repeats, low=1)
     g = torch.Generator().manual_seed(0)
     records = []
     for B, k, V in shapes:
-        drafts, q, p, uniforms = sampler_case(B, k, V, device, g)
+        drafts, q, p, uniforms, logits = sampler_case(B, k, V, device, g)
         fused = functools.partial(speculative_sample, drafts, q, p, uniforms=uniforms, validate=False)
         loop = functools.partial(speculative_sample_loop, drafts, q, p, uniforms=uniforms, validate=False)
-        a, b = fused(), loop()
+        from_logits = functools.partial(sample_from_logits, drafts, *logits, 1.0, uniforms=uniforms)
+        a, b, c = fused(), loop(), from_logits()
         if not (torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])):
             raise AssertionError(f"fused and loop samplers disagree at B={B}, k={k}, V={V}")
+        if (c[1] == a[1]).float().mean() < 0.98 or (c[0] == a[0]).all(1).float().mean() < 0.98:
+            raise AssertionError(f"sampling from logits disagrees with speculative_sample at B={B}, k={k}, V={V}")
         params = {"B": B, "k": k, "V": V}
-        extra = {"input_bytes": p.nbytes + q.nbytes}
-        for name, fn, n in (("sampler_fused", fused, repeats), ("sampler_loop", loop, max(3, repeats // 4))):
+        probs, raw = {"input_bytes": p.nbytes + q.nbytes}, {"input_bytes": sum(t.nbytes for t in logits)}
+        for name, fn, n, extra in (("sampler_fused", fused, repeats, probs),
+                                   ("sampler_loop", loop, max(3, repeats // 4), probs),
+                                   ("sampler_from_logits", from_logits, repeats, raw)):
             timing = measure.time_fn(fn, warmup=3, repeats=n, device=device)
             records.append(measure.Record.from_timing(name, params, timing, device, torch.float32, extra))
     return records
 
 
 def sampler_table(results: measure.Results) -> list[dict]:
-    """One row per (B, k, V): median fused and loop times (ms) and loop/fused (Chapter 3's table)."""
+    """One row per (B, k, V): median fused and loop times (ms) and loop/fused (Chapter 3's table); with a
+    recorded copy bandwidth (``roofline``), also each sampler's time over the time to read its inputs once
+    at that bandwidth, and sampling from logits (Chapter 7)."""
     by = {(r.name, r.params["B"], r.params["k"], r.params["V"]): r for r in results.sections["sampler"]}
+    copy = results.sections.get("roofline", [])
+    bandwidth = copy[0].extra["bytes_per_s"] if copy else None
     rows = []
     for (name, B, k, V), fused in by.items():
         if name != "sampler_fused":
             continue
         loop = by["sampler_loop", B, k, V]
-        rows.append({"B": B, "k": k, "V": V, "fused ms": 1e3 * fused.median_s, "loop ms": 1e3 * loop.median_s,
-                     "loop / fused": loop.median_s / fused.median_s})
+        row = {"B": B, "k": k, "V": V, "fused ms": 1e3 * fused.median_s, "loop ms": 1e3 * loop.median_s,
+               "loop / fused": loop.median_s / fused.median_s}
+        if bandwidth:
+            row["fused / read once"] = fused.median_s * bandwidth / fused.extra["input_bytes"]
+            logits = by.get(("sampler_from_logits", B, k, V))
+            if logits is not None:
+                row["from logits ms"] = 1e3 * logits.median_s
+                row["from logits / read once"] = logits.median_s * bandwidth / logits.extra["input_bytes"]
+        rows.append(row)
     return rows
 
 
@@ -157,7 +178,8 @@ def run_sampler(device=None, repeats: int = 30, threads: int | None = None, comm
         roofline = [measure.copy_bandwidth(device)]
         records = sampler_records(SAMPLER_SHAPES, device, repeats)
         prov = measure.provenance(device, torch.float32, command=command)
-    notes = {"what": "speculative_sample (fused) vs speculative_sample_loop (reference), wall time per call",
+    notes = {"what": "speculative_sample (fused) vs speculative_sample_loop (reference), and sampling from logits "
+                     "(fused.sample_from_logits), wall time per call",
              "validate": False, "repeats": repeats}
     return measure.Results(prov, {"roofline": roofline, "sampler": records}, notes)
 
@@ -187,10 +209,12 @@ def main(argv=None) -> int:
     if args.command == "sampler":
         results = run_sampler(args.device, args.repeats, args.threads, command)
         path = measure.save_results(results, args.out)
-        print(f"{'B':>5} {'k':>3} {'V':>7} {'fused ms':>10} {'loop ms':>10} {'loop/fused':>10}")
+        print(f"{'B':>5} {'k':>3} {'V':>7} {'fused ms':>10} {'loop ms':>10} {'loop/fused':>10} {'fused/read':>10} "
+              f"{'logits ms':>10} {'logits/read':>11}   (x/read: time over reading the inputs once at copy bandwidth)")
         for row in sampler_table(results):
             print(f"{row['B']:5d} {row['k']:3d} {row['V']:7d} {row['fused ms']:10.3f} {row['loop ms']:10.3f} "
-                  f"{row['loop / fused']:9.1f}x")
+                  f"{row['loop / fused']:9.1f}x {row['fused / read once']:9.2f}x {row['from logits ms']:10.3f} "
+                  f"{row['from logits / read once']:10.2f}x")
     else:
         results = run(args.device, args.dtype, args.quick, args.budget_s, command)
         name = f"{slug(results.provenance['host'])}-{results.provenance['dtype']}.json"

@@ -11,13 +11,19 @@ Every drafter follows the same three-call protocol, driven by ``specnotes.genera
 ``DraftModelDrafter`` runs a small autoregressive model with its own KV cache: k sequential
 passes of one token per sequence (AI = B each; see DESIGN §2). ``EarlyExitDrafter`` is the same
 loop over the target's first j layers and its early-exit head (self-speculation, LayerSkip-style).
+``NgramDrafter`` reads no weights: it copies what followed the last n tokens earlier in the text.
+
+A drafter that may propose fewer than k tokens for a sequence sets ``proposed`` ([B] int64) in
+``propose``; its padding drafts are one-hot, and ``speculative_generate`` keeps at most ``proposed[b]``
+of them (see ``generate.keep_proposed``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from specnotes.model import Transformer, prefill
+from specnotes import validate
+from specnotes.model import VOCAB_SIZE, Transformer, prefill
 from specnotes.sampling import logits_to_probs, sample_from
 from specnotes.validate import BadArgument, BadArgumentType
 
@@ -101,3 +107,67 @@ class EarlyExitDrafter(DraftModelDrafter):
             raise BadArgument("EarlyExitDrafter needs a target with an early-exit head (config.exit_layer) and an "
                               f"exit_layer below its {target.config.n_layers} layers, got exit_layer={exit_layer}")
         super().__init__(target, exit_layer)
+
+
+class NgramDrafter:
+    """Prompt lookup (n-gram drafting): no weights, no passes. For each sequence, take its last n tokens
+    (n = ``max_ngram`` down to ``min_ngram``, the longest that matches), find their first earlier occurrence
+    in the prompt and the text generated so far, and propose the (up to k) tokens that followed it.
+
+    This is the rule of Hugging Face's prompt-lookup decoding (``PromptLookupCandidateGenerator``):
+    the leftmost match whose continuation is not empty; the continuation may be shorter than k and is
+    then proposed as it is (``proposed`` < k); no match proposes nothing. Drafts are deterministic: q is
+    one-hot, which the exact sampler handles at any temperature.
+    """
+
+    def __init__(self, max_ngram: int = 2, min_ngram: int = 1, vocab_size: int = VOCAB_SIZE, device="cpu"):
+        self.max_ngram = validate.integer("max_ngram", max_ngram, low=1)
+        self.min_ngram = validate.integer("min_ngram", min_ngram, low=1, high=self.max_ngram)
+        self.vocab_size = validate.integer("vocab_size", vocab_size, low=1)
+        self.device = torch.device(device)
+        self.passes = 0  # no model passes, ever
+        self.lookups = 0
+
+    def start(self, prompts: list[torch.Tensor], capacity: int):
+        self.history = [p.tolist() for p in prompts]
+
+    def lookup(self, history: list[int], k: int) -> list[int]:
+        """The continuation after the first earlier occurrence of the longest matching suffix."""
+        self.lookups += 1
+        text = torch.tensor(history)
+        for n in range(min(self.max_ngram, len(history) - 1), self.min_ngram - 1, -1):
+            windows = text.unfold(0, n, 1)  # every n-gram of the text, the suffix itself included
+            for start in (windows == text[-n:]).all(1).nonzero().flatten().tolist():
+                follow = history[start + n: start + n + k]
+                if follow:
+                    return follow
+        return []
+
+    def propose(self, k: int, temperature: float, generator: torch.Generator | None = None):
+        k = validate.integer("k", k, low=1)
+        drafts = torch.zeros(len(self.history), k, dtype=torch.int64)
+        proposed = torch.zeros(len(self.history), dtype=torch.int64)
+        for b, history in enumerate(self.history):
+            follow = self.lookup(history, k)
+            drafts[b, : len(follow)] = torch.tensor(follow, dtype=torch.int64)
+            proposed[b] = len(follow)
+        self.proposed = proposed.to(self.device)
+        probs = torch.nn.functional.one_hot(drafts, self.vocab_size).to(torch.float32)
+        return drafts.to(self.device), probs.to(self.device)
+
+    def commit(self, tokens: torch.Tensor, num_accepted: torch.Tensor, active: torch.Tensor | None = None):
+        for b, history in enumerate(self.history):
+            if active is None or bool(active[b]):
+                history.extend(tokens[b, : int(num_accepted[b]) + 1].tolist())
+
+
+def edit_task(passage: str, edit_rate: float, generator: torch.Generator | None = None) -> tuple[str, str]:
+    """A prompt and the output a model would write for "repeat this passage with some words changed":
+    (passage + an instruction, the passage with each word replaced, with probability ``edit_rate``, by another
+    word of the passage). Its output copies its input, the case prompt lookup was made for."""
+    edit_rate = validate.probability("edit_rate", edit_rate)
+    words = passage.split(" ")
+    draws = torch.rand(len(words), generator=generator).tolist()
+    picks = torch.randint(len(words), (len(words),), generator=generator).tolist()
+    edited = [words[p] if u < edit_rate and words[p] != w else w for w, u, p in zip(words, draws, picks, strict=True)]
+    return passage + "\n\nThe same passage, revised:\n", " ".join(edited)

@@ -38,6 +38,12 @@ class GenerationStats:
     draft_passes: int = 0  # including the prefill pass
     wall_time_s: float = 0.0
     new_tokens: int = 0  # kept tokens, all sequences together
+    proposed: torch.Tensor | None = field(default=None, repr=False)  # [iterations, B] drafts proposed (default: k)
+
+    @property
+    def drafts_proposed(self) -> torch.Tensor:
+        """[iterations, B]: drafts proposed per iteration (k, unless the drafter proposed fewer)."""
+        return torch.full_like(self.accepted, self.k) if self.proposed is None else self.proposed
 
     @property
     def iterations(self) -> int:
@@ -67,7 +73,7 @@ class GenerationStats:
         """Achieved acceptance rate: accepted drafts / drafts that were checked. A draft after the
         first rejection is never checked; under i.i.d. acceptance this estimates alpha."""
         accepted = self.accepted[self.active]
-        rejections = (accepted < self.k).sum()
+        rejections = (accepted < self.drafts_proposed[self.active]).sum()
         total = accepted.sum() + rejections
         return float(accepted.sum() / total) if total else float("nan")
 
@@ -77,9 +83,10 @@ class GenerationStats:
         i.e. P(draft i accepted | drafts 1..i-1 accepted). Constant (= alpha) under i.i.d. acceptance;
         nan where no draft reached position i."""
         accepted = self.accepted[self.active]
+        proposed = self.drafts_proposed[self.active]
         rates = []
         for i in range(self.k):
-            reached = int((accepted >= i).sum())
+            reached = int(((accepted >= i) & (proposed > i)).sum())
             rates.append(int((accepted >= i + 1).sum()) / reached if reached else float("nan"))
         return rates
 
@@ -218,7 +225,7 @@ def speculative_generate(
     drafter.start(prompts, capacity)
     out = torch.full((B, max_new_tokens + k + 1), -1, dtype=torch.int64, device=device)
     produced = torch.zeros(B, dtype=torch.int64, device=device)
-    accepted_log = []
+    accepted_log, proposed_log = [], []
     while (produced < max_new_tokens).any():
         active = produced < max_new_tokens
         draft_tokens, draft_probs = drafter.propose(k, temperature, generator)
@@ -227,6 +234,10 @@ def speculative_generate(
         target_probs = logits_to_probs(target(verify_input, cache), temperature)
         target_passes += 1
         tokens, num_accepted = sampler(draft_tokens, draft_probs.float(), target_probs, generator=generator)
+        proposed = getattr(drafter, "proposed", None)
+        if proposed is not None:
+            tokens, num_accepted = keep_proposed(tokens, num_accepted, proposed)
+            proposed_log.append(torch.where(active, proposed, -1).cpu())
         # keep the pending token and the accepted drafts; finished sequences keep nothing
         cache.rollback(torch.where(active, before + 1 + num_accepted, before))
         drafter.commit(tokens, num_accepted, active)
@@ -247,15 +258,27 @@ def speculative_generate(
         draft_passes=getattr(drafter, "passes", 0) - draft_passes_before,
         wall_time_s=time.perf_counter() - start,
         new_tokens=B * max_new_tokens,
+        proposed=torch.stack(proposed_log) if proposed_log else None,
     )
     return Generation(out[:, :max_new_tokens].cpu(), stats)
 
 
+def keep_proposed(tokens: torch.Tensor, num_accepted: torch.Tensor, proposed: torch.Tensor):
+    """For a drafter that proposed only ``proposed[b]`` real drafts (one-hot padding after them): keep at most
+    that many. The token at position proposed[b] is a sample of the target's distribution there, whichever
+    way it came (a padding draft accepted with probability p(x), or the residual p without x): the bonus
+    token a shorter draft would have earned. Later tokens are dropped."""
+    kept = torch.minimum(num_accepted, proposed)
+    steps = torch.arange(tokens.shape[1], device=tokens.device)
+    return torch.where(steps <= kept[:, None], tokens, -1), kept
+
+
 def forward_timing(model: Transformer, ids: torch.Tensor, context: int, new_tokens: int, *, warmup: int = 5,
-                   repeats: int = 40):
+                   repeats: int = 40, exit_layer: int | None = None):
     """Timing of one cached forward of ``new_tokens`` tokens after ``context`` cached ones, batch 1:
     the pass a decode step (n = 1) or a verify step (n = k + 1) runs. The cache is rolled back after
-    every call, so each repeat does the same work. ``ids``: at least context + new_tokens token ids."""
+    every call, so each repeat does the same work. ``ids``: at least context + new_tokens token ids.
+    ``exit_layer``: time the early exit's pass (its first layers and head) instead."""
     from specnotes.measure import time_fn
 
     context = validate.integer("context", context, low=1)
@@ -266,13 +289,40 @@ def forward_timing(model: Transformer, ids: torch.Tensor, context: int, new_toke
     ids = ids.reshape(1, -1).to(next(model.parameters()).device)
     cache = model.new_cache(1, context + new_tokens)
     with torch.inference_mode():
-        model(ids[:, :context], cache)
+        model(ids[:, :context], cache, exit_layer=exit_layer)
     at = torch.tensor([context], device=ids.device)
     new = ids[:, context:context + new_tokens]
 
     @torch.inference_mode()
     def one_pass():
-        model(new, cache)
+        model(new, cache, exit_layer=exit_layer)
         cache.rollback(at)
 
     return time_fn(one_pass, warmup=warmup, repeats=repeats, device=ids.device)
+
+
+def replay(drafter, prompt, output, k: int = 4) -> GenerationStats:
+    """Speculative decoding against a target whose greedy output is already known: ``output`` (1-D token ids)
+    is what the target writes after ``prompt``. Each iteration the drafter proposes k tokens; those that
+    match ``output`` are accepted, and the next token of ``output`` is the target's own. This is exactly
+    what greedy speculative decoding with that target would do, without running it: for drafters that do
+    not need the target's logits (n-gram lookup), and for outputs that copy their input (edits, quotes)."""
+    k = validate.integer("k", k, low=1)
+    prompt = encode(prompt) if isinstance(prompt, str) else torch.as_tensor(prompt, dtype=torch.int64).cpu()
+    output = encode(output) if isinstance(output, str) else torch.as_tensor(output, dtype=torch.int64).cpu()
+    drafter.start([prompt], len(prompt) + len(output) + k + 1)
+    accepted, proposed, done = [], [], 0
+    while done < len(output):
+        drafts, _ = drafter.propose(k, 0.0)
+        limit = int(getattr(drafter, "proposed", torch.tensor([k]))[0])
+        truth = output[done: done + k + 1]
+        m = min(limit, len(truth) - 1)  # the last token of the output is the target's own, never a draft's
+        n = int((drafts[0, :m].cpu() == truth[:m]).long().cumprod(0).sum())
+        tokens = torch.full((1, k + 1), -1, dtype=torch.int64)
+        tokens[0, : n + 1] = truth[: n + 1]
+        drafter.commit(tokens, torch.tensor([n]))
+        accepted.append(n)
+        proposed.append(limit)
+        done += n + 1
+    return GenerationStats(k=k, temperature=0.0, batch=1, accepted=torch.tensor(accepted)[:, None],
+                           proposed=torch.tensor(proposed)[:, None], new_tokens=len(output))

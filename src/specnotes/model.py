@@ -190,6 +190,8 @@ class Transformer(nn.Module):
         cache: KVCache | None = None,
         n_valid: torch.Tensor | None = None,
         exit_layer: int | None = None,
+        positions: torch.Tensor | None = None,
+        visible: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits [B, n, V] for tokens [B, n].
 
@@ -199,20 +201,25 @@ class Transformer(nn.Module):
         their logits mean nothing.
         With ``exit_layer=j`` only blocks 0..j-1 run (and only their cache is written); the
         logits come from the early-exit head.
+        Token trees (``specnotes.trees``): ``positions`` [B, n] (rotary positions) and ``visible``
+        [B, n, context] (the cache slots each new token attends to, context = max(lengths) + n)
+        replace the causal defaults; the new tokens are still written at slots lengths + i.
         """
         n_blocks = self.check_exit_layer(exit_layer)
         check_tokens(tokens)
-        positions, mask = self.positions_and_mask(tokens, cache)
+        slots, mask = self.positions_and_mask(tokens, cache)
+        if positions is not None or visible is not None:
+            mask = self.tree_mask(slots, mask, positions, visible)
         if cache is not None:
-            cache.reserve(positions, n_valid)
-        cos, sin = self.rope_at(positions)
+            cache.reserve(slots, n_valid)
+        cos, sin = self.rope_at(slots if positions is None else positions)
         try:
             x = self.tok_emb(tokens)
         except IndexError:  # raised on a CPU; a GPU reports it asynchronously, so check ids before (generate)
             raise validate.BadArgument(f"tokens must be ids in [0, {self.config.vocab_size}), got ids from "
                                        f"{int(tokens.min())} to {int(tokens.max())}") from None
         for layer, block in enumerate(self.blocks[:n_blocks]):
-            x = block(x, cos, sin, layer, cache, positions, mask)
+            x = block(x, cos, sin, layer, cache, slots, mask)
         if cache is not None:
             cache.lengths = cache.lengths + (tokens.shape[1] if n_valid is None else n_valid)
         norm = self.norm if n_blocks == self.config.n_layers else self.exit_norm
@@ -256,6 +263,17 @@ class Transformer(nn.Module):
         # query i of sequence b sees keys 0..positions[b, i]: its prefix, then causally the new tokens
         mask = torch.arange(context, device=tokens.device) <= positions[:, :, None]
         return positions, mask[:, None]  # [B, 1, n, context]
+
+    def tree_mask(self, slots, mask, positions, visible):
+        if mask is None or positions is None or visible is None:
+            raise validate.BadArgument("a token tree needs a cache, positions and visible together")
+        want = (mask.shape[0],) + mask.shape[2:]
+        if positions.shape != slots.shape or visible.shape != want:
+            raise validate.BadArgument(f"positions must be {tuple(slots.shape)} and visible {want}, "
+                                       f"got {tuple(positions.shape)} and {tuple(visible.shape)}")
+        if int(positions.max()) >= self.config.max_seq_len:
+            raise validate.BadArgument(f"a tree position reaches {int(positions.max())}, past max_seq_len")
+        return visible.to(torch.bool)[:, None]
 
     def new_cache(self, batch: int, capacity: int, exit_layer: int | None = None) -> KVCache:
         """An empty cache for ``batch`` sequences of up to ``capacity`` tokens (an early exit at

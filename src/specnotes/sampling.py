@@ -12,8 +12,8 @@ Two implementations that agree sample for sample:
 - ``speculative_sample``: the same arithmetic vectorized over batch x k x vocabulary.
 
 Both draw their randomness in one place (``draw_uniforms``): u [B, k] for the accept tests and
-v [B] for the single token each sequence draws at the end (by inverting its CDF). Pass the same
-``uniforms`` to both and they return the same tokens.
+v [B] for the single token each sequence draws at the end (by inverting its CDF, ``sample_weights``).
+Pass the same ``uniforms`` to both and they return the same tokens.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Ten
     return torch.softmax(logits.float() / temperature, dim=-1)
 
 
+BLOCK = 128  # tokens per block of the two-level inverse CDF
+FLAT = 2048  # up to this many tokens, one cumulative sum over the whole row
+
+
 def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None, validate: bool = True
                 ) -> torch.Tensor:
     """One token per row of probs [..., V] (int64 [...]), via the same inverse CDF as below.
@@ -40,7 +44,36 @@ def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None, v
     if validate:
         check_weights("probs", probs)
     v = torch.rand(probs.shape[:-1], generator=generator, device=probs.device)
-    return sample_cdf(probs.cumsum(-1), v)
+    return sample_weights(probs, v)
+
+
+def block_sums(weights: torch.Tensor) -> torch.Tensor:
+    """[R, V] -> [R, ceil(V / BLOCK)]: the weight of each block of ``BLOCK`` consecutive tokens."""
+    full = weights.shape[1] // BLOCK * BLOCK
+    sums = weights[:, :full].reshape(weights.shape[0], -1, BLOCK).sum(-1)
+    return torch.cat([sums, weights[:, full:].sum(1, keepdim=True)], 1) if full < weights.shape[1] else sums
+
+
+def sample_weights(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The first index whose cumulative weight exceeds v · total, per row of weights [..., V] (unnormalized,
+    >= 0; a zero-weight token is never returned), unchecked. Up to ``FLAT`` tokens, one cumulative sum over
+    the row; past that, two levels: the sums of blocks of ``BLOCK`` tokens, then the cumulative sum inside
+    the one block that holds v · total, a scan over V/BLOCK + BLOCK numbers instead of V."""
+    V = weights.shape[-1]
+    if V <= FLAT:
+        return sample_cdf(weights.cumsum(-1), v)
+    rows = weights.reshape(-1, V)
+    sums = block_sums(rows)
+    cdf = sums.cumsum(-1)
+    goal = v.reshape(-1, 1).to(cdf.dtype) * cdf[:, -1:]
+    j = torch.searchsorted(cdf, goal, right=True)
+    j = torch.minimum(j, (cdf < cdf[:, -1:]).sum(-1, keepdim=True))  # rounding: never a block with no weight
+    before = cdf.gather(1, j) - sums.gather(1, j)
+    cols = (j * BLOCK + torch.arange(BLOCK, device=j.device)).clamp_(max=V - 1)
+    inside = torch.where(j * BLOCK + torch.arange(BLOCK, device=j.device) < V, rows.gather(1, cols), 0).cumsum(-1)
+    i = torch.searchsorted(inside, goal - before, right=True)
+    i = torch.minimum(i, (inside < inside[:, -1:]).sum(-1, keepdim=True))  # and never a token with no weight
+    return (j * BLOCK + i).view(v.shape)
 
 
 def inverse_cdf(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -52,7 +85,7 @@ def inverse_cdf(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     if not isinstance(v, torch.Tensor) or v.shape != weights.shape[:-1]:
         raise BadArgument(f"v must be a tensor of shape {tuple(weights.shape[:-1])}, one uniform per row of "
                           f"weights; got {tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__}")
-    return sample_cdf(weights.cumsum(-1), v)
+    return sample_weights(weights, v)
 
 
 def sample_cdf(cdf: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -120,29 +153,28 @@ def speculative_sample(
     """
     check_inputs(draft_tokens, draft_probs, target_probs, uniforms, validate)
     B, k = draft_tokens.shape
+    if B == 1:  # one sequence: walking its positions takes fewer operations than the vectorized form
+        return speculative_sample_loop(draft_tokens, draft_probs, target_probs, generator, uniforms, validate=False)
     u, v = draw_uniforms(B, k, generator, target_probs.device) if uniforms is None else uniforms
 
     # accept draft i with probability min(1, p(x_i) / q(x_i)); written without a division
-    p_x = target_probs[:, :k].gather(-1, draft_tokens[..., None]).squeeze(-1)
-    q_x = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1)
-    accepted = u * q_x < p_x
+    x = draft_tokens[..., None]
+    accepted = u * draft_probs.gather(-1, x)[..., 0] < target_probs[:, :k].gather(-1, x)[..., 0]
     num_accepted = accepted.long().cumprod(-1).sum(-1)  # drafts before the first rejection
 
-    # the last token: from norm(max(0, p - q)) at the first rejection, from p[k] if none
+    # the last token: from norm(max(0, p - q)) at the first rejection, from p[k] if none; only these rows
+    # of p and q are read whole
+    V = target_probs.shape[-1]
     rows = torch.arange(B, device=target_probs.device)
-    p_n = target_probs[rows, num_accepted]
+    weights = target_probs.reshape(-1, V).index_select(0, rows * (k + 1) + num_accepted)
     if k:
-        rejected = (num_accepted < k).to(draft_probs.dtype)[:, None]
-        q_n = draft_probs[rows, num_accepted.clamp(max=k - 1)]
-        weights = torch.addcmul(p_n, q_n, rejected, value=-1).clamp_(min=0)  # p - q, or p if none rejected
-        cdf = weights.cumsum(-1)
+        q_n = draft_probs.reshape(-1, V).index_select(0, rows * k + num_accepted.clamp(max=k - 1))
+        rejected = (num_accepted < k).to(q_n.dtype)[:, None]
+        residual = torch.addcmul(weights, q_n, rejected, value=-1).clamp_(min=0)  # p - q, or p if none rejected
         # p == q up to rounding leaves no residual mass; then p itself is the right answer
-        empty = cdf[:, -1] <= 0
-        if empty.any():
-            cdf[empty] = p_n[empty].cumsum(-1)
-    else:
-        cdf = p_n.cumsum(-1)
-    last = sample_cdf(cdf, v)
+        empty = residual.sum(-1) <= 0
+        weights = torch.where(empty[:, None], weights, residual) if empty.any() else residual
+    last = sample_weights(weights, v)
 
     steps = torch.arange(k + 1, device=target_probs.device)
     padded = torch.cat([draft_tokens, draft_tokens.new_full((B, 1), -1)], dim=1)
@@ -176,10 +208,10 @@ def speculative_sample_loop(
                 continue
             residual = (p - q).clamp(min=0)
             weights = residual if residual.sum() > 0 else p
-            tokens[b, n] = sample_cdf(weights.cumsum(-1), v[b])
+            tokens[b, n] = sample_weights(weights, v[b])
             break
         else:  # all k drafts accepted: a bonus token from the target after the last draft
-            tokens[b, k] = sample_cdf(target_probs[b, k].cumsum(-1), v[b])
+            tokens[b, k] = sample_weights(target_probs[b, k], v[b])
         num_accepted[b] = n
     return tokens, num_accepted
 

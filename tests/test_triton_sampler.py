@@ -1,0 +1,52 @@
+"""The Triton rejection kernel (optional ``specnotes[triton]``) against the PyTorch sampler it mirrors, draw for
+draw. Without a CUDA device it runs under Triton's interpreter (numpy on the CPU)."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
+pytest.importorskip("triton")
+
+from specnotes.fused import sample_from_logits  # noqa: E402
+from specnotes.sampling import draw_uniforms  # noqa: E402
+from specnotes.triton_sampler import sample_from_logits_triton  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def case(B, k, V, T, seed):
+    g = torch.Generator().manual_seed(seed)
+    lq, lp = 1.5 * torch.randn(B, k, V, generator=g), 1.5 * torch.randn(B, k + 1, V, generator=g)
+    drafts = torch.multinomial(torch.softmax(lq / T, -1).reshape(-1, V), 1, generator=g).reshape(B, k)
+    return [x.to(DEVICE) for x in (drafts, lq, lp, *draw_uniforms(B, k, g))]
+
+
+@pytest.mark.parametrize(("B", "k", "V", "T"),
+                         [(60, 3, 300, 1.0), (40, 4, 50, 0.7), (30, 2, 1000, 1.3), (20, 1, 7, 1.0)])
+def test_the_kernel_draws_what_the_pytorch_sampler_draws(B, k, V, T):
+    drafts, lq, lp, u, v = case(B, k, V, T, B + V)
+    ours = sample_from_logits_triton(drafts, lq, lp, T, uniforms=(u, v), block=64)
+    ref = sample_from_logits(drafts, lq, lp, T, uniforms=(u, v))
+    assert torch.equal(ours[1], ref[1])  # the same acceptances
+    assert (ours[0] == ref[0]).all(1).float().mean() >= 0.98  # the same last token, up to float32 rounding
+    assert len(ref[1].unique()) > 1  # ragged: rejections at several positions, and some bonus tokens
+
+
+def test_the_comparison_catches_a_wrong_temperature():
+    drafts, lq, lp, u, v = case(60, 3, 300, 0.7, 1)
+    wrong = sample_from_logits_triton(drafts, lq, lp, 1.0, uniforms=(u, v))
+    ref = sample_from_logits(drafts, lq, lp, 0.7, uniforms=(u, v))
+    assert not (torch.equal(wrong[1], ref[1]) and torch.equal(wrong[0], ref[0]))
+
+
+def test_greedy_and_k_zero_take_the_pytorch_path():
+    drafts, lq, lp, u, v = case(10, 2, 20, 1.0, 2)
+    greedy = sample_from_logits_triton(drafts, None, lp, 0.0, uniforms=(u, v))
+    assert torch.equal(greedy[0], sample_from_logits(drafts, None, lp, 0.0, uniforms=(u, v))[0])
+    tokens, n = sample_from_logits_triton(drafts[:, :0], lq[:, :0], lp[:, :1], 1.0)
+    assert tokens.shape == (10, 1) and (n == 0).all()
+    with pytest.raises(ValueError):
+        sample_from_logits_triton(drafts, lq, lp[:, :2], 1.0)
