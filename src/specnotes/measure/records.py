@@ -47,8 +47,9 @@ def provenance(device: torch.device | str | None = None, dtype: torch.dtype | st
     host (GPU name, or CPU model with threads and vector capability), CPU threads, torch, Python,
     CUDA and driver versions (None off CUDA), whether CUDA graphs or ``torch.compile`` were used (the
     book's measurements use neither: both False unless a caller says otherwise), the date
-    (``DATE_FORMAT``), and any ``extra`` keys (the command, the seconds it took, ...). ``dtype=None`` means the device's ``dtype_choice``; with
-    ``choose=False``, the choice already made in this process, if any (else dtype None)."""
+    (``DATE_FORMAT``), and any ``extra`` keys (the command, the seconds it took, ...). ``dtype=None``
+    means the device's ``dtype_choice``; with ``choose=False``, the choice already made in this process,
+    if any (else dtype None)."""
     dev = resolve(device)
     if dtype is None and not choose and last_choice(dev) is None:
         name, reason = None, "no dtype chosen"
