@@ -241,10 +241,7 @@ def speculative_generate(
         # keep the pending token and the accepted drafts; finished sequences keep nothing
         cache.rollback(torch.where(active, before + 1 + num_accepted, before))
         drafter.commit(tokens, num_accepted, active)
-        gained = torch.where(active, num_accepted + 1, 0)
-        slots = produced[:, None] + torch.arange(k + 1, device=device)
-        keep = torch.arange(k + 1, device=device) < gained[:, None]
-        out[rows[:, None].expand_as(slots)[keep], slots[keep]] = tokens[keep]
+        gained = append_emitted(out, produced, tokens, num_accepted, active)
         last = torch.where(active, tokens[rows, num_accepted], last)
         produced += gained
         accepted_log.append(torch.where(active, num_accepted, -1).cpu())
@@ -261,6 +258,20 @@ def speculative_generate(
         proposed=torch.stack(proposed_log) if proposed_log else None,
     )
     return Generation(out[:, :max_new_tokens].cpu(), stats)
+
+
+def append_emitted(out: torch.Tensor, produced: torch.Tensor, tokens: torch.Tensor, num_accepted: torch.Tensor,
+                   active: torch.Tensor) -> torch.Tensor:
+    """Write what each active sequence emitted this iteration (its accepted drafts and one more token,
+    ``tokens`` in ``speculative_sample``'s layout) into ``out`` after its ``produced`` tokens; return
+    the tokens each sequence gained [B] (0 where inactive)."""
+    gained = torch.where(active, num_accepted + 1, 0)
+    steps = torch.arange(tokens.shape[1], device=out.device)
+    slots = produced[:, None] + steps
+    keep = steps < gained[:, None]
+    rows = torch.arange(out.shape[0], device=out.device)[:, None].expand_as(slots)
+    out[rows[keep], slots[keep]] = tokens[keep]
+    return gained
 
 
 def keep_proposed(tokens: torch.Tensor, num_accepted: torch.Tensor, proposed: torch.Tensor):

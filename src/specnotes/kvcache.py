@@ -45,9 +45,9 @@ import torch
 
 from specnotes import validate
 from specnotes.drafters import DraftModelDrafter
-from specnotes.generate import Generation, GenerationStats, as_prompt_list
+from specnotes.generate import Generation, GenerationStats, append_emitted, as_prompt_list
 from specnotes.measure.timing import sync
-from specnotes.model import ModelConfig, Transformer, prefill
+from specnotes.model import ModelConfig, Transformer, prefill, shortened
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
 ROOT = b"specnotes-kv"  # the parent of a sequence's first block
@@ -244,12 +244,7 @@ class PagedKVCache:
 
     def rollback(self, new_lengths: torch.Tensor):
         """Forget every position at or past ``new_lengths[b]``; the blocks stay with the sequence."""
-        new_lengths = torch.as_tensor(new_lengths, dtype=torch.int64, device=self.lengths.device)
-        if new_lengths.shape != self.lengths.shape:
-            raise ValueError(f"new_lengths must have shape {tuple(self.lengths.shape)}")
-        if (new_lengths < 0).any() or (new_lengths > self.lengths).any():
-            raise ValueError("rollback can only shorten sequences (0 <= new_lengths <= lengths)")
-        self.lengths = new_lengths.clone()
+        self.lengths = shortened(self.lengths, new_lengths)
 
     def release(self):
         for table in self.tables:
@@ -470,12 +465,9 @@ def speculative_generate_cached(target: Transformer, drafter: DraftModelDrafter,
         new, num_accepted = sampler(draft_tokens, draft_probs.float(), target_probs, generator=generator)
         kv.rollback(torch.where(active, before + 1 + num_accepted, before))
         drafter.commit(new, num_accepted, active)
-        gained = torch.where(active, num_accepted + 1, 0)
+        gained = append_emitted(out, produced, new, num_accepted, active)
         for b in torch.nonzero(active).flatten().tolist():
             tokens[b].extend(new[b, : int(gained[b])].tolist())
-        slots = produced[:, None] + torch.arange(k + 1, device=device)
-        keep = torch.arange(k + 1, device=device) < gained[:, None]
-        out[rows[:, None].expand_as(slots)[keep], slots[keep]] = new[keep]
         last = torch.where(active, new[rows, num_accepted], last)
         produced += gained
         accepted_log.append(torch.where(active, num_accepted, -1).cpu())

@@ -107,12 +107,17 @@ class KVCache:
 
     def rollback(self, new_lengths: torch.Tensor):
         """Forget every position at or past ``new_lengths[b]`` in sequence b."""
-        new_lengths = torch.as_tensor(new_lengths, dtype=torch.int64, device=self.lengths.device)
-        if new_lengths.shape != self.lengths.shape:
-            raise ValueError(f"new_lengths must have shape {tuple(self.lengths.shape)}")
-        if (new_lengths < 0).any() or (new_lengths > self.lengths).any():
-            raise ValueError("rollback can only shorten sequences (0 <= new_lengths <= lengths)")
-        self.lengths = new_lengths.clone()
+        self.lengths = shortened(self.lengths, new_lengths)
+
+
+def shortened(lengths: torch.Tensor, new_lengths) -> torch.Tensor:
+    """``new_lengths`` as a copy, checked: one per sequence, each in 0..its current length (a rollback)."""
+    new_lengths = torch.as_tensor(new_lengths, dtype=torch.int64, device=lengths.device)
+    if new_lengths.shape != lengths.shape:
+        raise ValueError(f"new_lengths must have shape {tuple(lengths.shape)}")
+    if (new_lengths < 0).any() or (new_lengths > lengths).any():
+        raise ValueError("rollback can only shorten sequences (0 <= new_lengths <= lengths)")
+    return new_lengths.clone()
 
 
 class RMSNorm(nn.Module):

@@ -338,7 +338,7 @@ def tree_generate(target: Transformer, drafter: TreeDrafter, prompts, max_new_to
     """Batched speculative decoding with token trees: the tree drafter proposes, the target verifies all
     T + 1 tokens per sequence in one pass with the tree mask, ``tree_sample`` walks the tree, and the
     accepted path's K/V are compacted. Stats as ``speculative_generate``'s, with k = the tree's depth."""
-    from specnotes.generate import Generation, GenerationStats, as_prompt_list
+    from specnotes.generate import Generation, GenerationStats, append_emitted, as_prompt_list
 
     max_new_tokens = validate.integer("max_new_tokens", max_new_tokens, low=0)
     temperature = validate.number("temperature", temperature, low=0)
@@ -370,10 +370,7 @@ def tree_generate(target: Transformer, drafter: TreeDrafter, prompts, max_new_to
         keep_path(cache, base, path, torch.where(active, num_accepted, 0))
         cache.lengths = torch.where(active, cache.lengths, base)
         drafter.commit(tokens, num_accepted, active)
-        gained = torch.where(active, num_accepted + 1, 0)
-        slots = produced[:, None] + torch.arange(D + 1, device=device)
-        keep = torch.arange(D + 1, device=device) < gained[:, None]
-        out[rows[:, None].expand_as(slots)[keep], slots[keep]] = tokens[keep]
+        gained = append_emitted(out, produced, tokens, num_accepted, active)
         last = torch.where(active, tokens[rows, num_accepted], last)
         produced += gained
         accepted_log.append(torch.where(active, num_accepted, -1).cpu())
