@@ -263,7 +263,13 @@ def test_onboarding_page_uses_real_ids_and_shows_real_checker_output():
     ids = set(re.findall(r"`(ch\d\.p\d[a-z]?)`", text))
     assert ids <= set(exercises.PROBLEMS)
     chapters_1_to_4 = {p for p in exercises.PROBLEMS if p[2] in "1234"}
-    assert ids == chapters_1_to_4  # every problem is on the route or named as a second pass
+    assert chapters_1_to_4 <= ids  # every problem of Chapters 1-4 is on the route or named as a second pass
+    route = text.split("## The route")[1].split("\n\n")[1]  # the table
+    on_route = set(re.findall(r"`(ch\d\.p\d[a-z]?)`", route))
+    assert {p[2] for p in on_route} == set("12345689")  # and one problem from each later chapter with checkers
+    minutes = [tuple(map(int, m)) for m in re.findall(r"^\| (\d+)–(\d+) \|", route, re.M)]
+    assert minutes[0][0] == 0 and minutes[-1][1] == 90
+    assert all(a[1] == b[0] for a, b in zip(minutes, minutes[1:], strict=False))  # 90 minutes, no gap
     shown = re.findall(r'exercises\.check\("([^"]+)", ([^)]+)\)\s+# (.+?)(?: \.\.\.)?\n', text)
     assert shown
     for pid, value, message in shown:
