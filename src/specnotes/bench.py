@@ -4,7 +4,7 @@
     python -m specnotes.bench chapters --budget-s 360  # start no new section after 6 minutes
     python -m specnotes.bench chapters --quick --out /tmp/x   # tiny sizes: a smoke test on any machine
     python -m specnotes.bench sampler [--device cuda] [--repeats 30] [--threads 1]
-    python -m specnotes.bench serve --url http://HOST:PORT/v1 --model NAME --concurrency 1,2,4,...,256 \\
+    python -m specnotes.bench serve --url http://HOST:PORT/v1 --model NAME --concurrency 1,2,4,8,16,32,64,128,256 \\
         --label off --out serve-off.json     # then again with speculation on, --label on --out serve-on.json
     python -m specnotes.bench serve-speedup --off serve-off.json --on serve-on.json --out serve-speedup.json
 
