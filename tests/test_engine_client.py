@@ -15,7 +15,7 @@ import pytest
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
 
-from specnotes import engine_client  # noqa: E402
+from specnotes import bench, engine_client, measure  # noqa: E402
 from specnotes.engine_client import EngineError  # noqa: E402
 
 MODEL = "stub-model"
@@ -24,12 +24,14 @@ MODEL = "stub-model"
 class Stub:
     """Streams ``max_tokens`` tokens: the first chunk after ``first_delay`` s, then a chunk of
     ``per_chunk`` tokens every ``per_chunk * token_delay`` s, then usage and [DONE]. Misbehaves on request:
-    ``status=500``, ``drop_after=n`` (close the connection after n chunks), ``stall_after=n`` (go silent)."""
+    ``status=500``, ``drop_after=n`` (close the connection after n chunks), ``stall_after=n`` (go silent),
+    ``fail_from=n`` (answer HTTP 500 once n requests have completed)."""
 
     def __init__(self, first_delay=0.08, token_delay=0.02, per_chunk=1, status=200, drop_after=None,
-                 stall_after=None, usage=True):
+                 stall_after=None, usage=True, fail_from=None):
         self.first_delay, self.token_delay, self.per_chunk = first_delay, token_delay, per_chunk
         self.status, self.drop_after, self.stall_after, self.usage = status, drop_after, stall_after, usage
+        self.fail_from = fail_from
         self.active = self.max_active = self.completions = 0
         self.payloads = []
 
@@ -45,8 +47,8 @@ class Stub:
     async def complete(self, request):
         payload = await request.json()
         self.payloads.append(payload)
-        if self.status != 200:
-            return web.Response(status=self.status, text="stub: internal error")
+        if self.status != 200 or (self.fail_from is not None and self.completions >= self.fail_from):
+            return web.Response(status=self.status if self.status != 200 else 500, text="stub: internal error")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         self.active += 1
@@ -97,7 +99,7 @@ def serving(stub):
         loop.close()
 
 
-def measure(url, concurrencies=(1,), max_tokens=12, requests=None, timeout=5.0, warmup=0):
+def run_levels(url, concurrencies=(1,), max_tokens=12, requests=None, timeout=5.0, warmup=0):
     return asyncio.run(engine_client.measure(url, MODEL, list(concurrencies), max_tokens, 64, requests, warmup,
                                              timeout, progress=lambda *_: None))
 
@@ -105,7 +107,7 @@ def measure(url, concurrencies=(1,), max_tokens=12, requests=None, timeout=5.0, 
 def test_measures_the_injected_ttft_and_tpot():
     stub = Stub(first_delay=0.08, token_delay=0.02)
     with serving(stub) as url:
-        [level] = measure(url, max_tokens=12, requests=3)
+        [level] = run_levels(url, max_tokens=12, requests=3)
     assert [r.tokens for r in level.requests] == [12, 12, 12]
     for r in level.requests:
         assert 0.08 <= r.ttft_s < 0.08 + 0.25, r  # never less than the server waited
@@ -120,7 +122,7 @@ def test_counts_tokens_from_usage_when_chunks_carry_several():
     # a speculating engine streams the tokens one verify pass accepted in one chunk
     stub = Stub(first_delay=0.02, token_delay=0.02, per_chunk=3)
     with serving(stub) as url:
-        [level] = measure(url, max_tokens=12, requests=2)
+        [level] = run_levels(url, max_tokens=12, requests=2)
     for r in level.requests:
         assert r.tokens == 12 and len(r.chunk_times) == 4
         # chunks 3 tokens apart: (last - first) = 9 token delays, over 12 - 1 tokens
@@ -131,14 +133,14 @@ def test_counts_tokens_from_usage_when_chunks_carry_several():
 def test_without_usage_it_counts_chunks_and_says_so():
     stub = Stub(first_delay=0.01, token_delay=0.005, usage=False)
     with serving(stub) as url:
-        [level] = measure(url, max_tokens=5, requests=1)
+        [level] = run_levels(url, max_tokens=5, requests=1)
     assert level.requests[0].tokens == 5 and level.requests[0].tokens_from == "chunks"
 
 
 def test_holds_the_requested_concurrency():
     stub = Stub(first_delay=0.05, token_delay=0.01)
     with serving(stub) as url:
-        levels = measure(url, concurrencies=(1, 4), max_tokens=6, requests=8)
+        levels = run_levels(url, concurrencies=(1, 4), max_tokens=6, requests=8)
     assert [lv.concurrency for lv in levels] == [1, 4]
     assert stub.max_active == 4 and stub.completions == 16
     assert all(len(lv.requests) == 8 for lv in levels)
@@ -146,18 +148,18 @@ def test_holds_the_requested_concurrency():
 
 def test_an_http_error_is_reported_with_its_status():
     with serving(Stub(status=500)) as url, pytest.raises(EngineError, match=r"HTTP 500 .*stub: internal error"):
-        measure(url)
+        run_levels(url)
 
 
 def test_a_dropped_stream_is_reported():
     with serving(Stub(drop_after=3)) as url, pytest.raises(EngineError, match=r"(ended before \[DONE\]|broke) after"):
-        measure(url)
+        run_levels(url)
 
 
 def test_a_silent_engine_times_out():
     start = time.perf_counter()
     with serving(Stub(stall_after=2)) as url, pytest.raises(EngineError, match=r"no data .* for 0.3 s .*timeout"):
-        measure(url, timeout=0.3)
+        run_levels(url, timeout=0.3)
     assert time.perf_counter() - start < 10
 
 
@@ -165,57 +167,147 @@ def test_an_unreachable_server_and_a_wrong_model_are_explained():
     with serving(Stub()) as url:
         pass  # the port is closed again
     with pytest.raises(EngineError, match="cannot reach .*/models"):
-        measure(url)
+        run_levels(url)
     with serving(Stub()) as url, pytest.raises(EngineError, match="not 'nope'"):
         asyncio.run(engine_client.measure(url, "nope", [1], 4, 16, 1, 0, 2.0, progress=lambda *_: None))
 
 
-def test_main_writes_a_complete_record_that_measure_can_read(tmp_path):
-    from specnotes.measure import Record
+# ---------------------------------------------------------------------------------------------- bench serve
 
+
+def serve(url, out, *extra):
+    return bench.main(["serve", "--url", url, "--model", MODEL, "--max-tokens", "6", "--requests", "4",
+                       "--warmup", "0", "--timeout", "2", "--out", str(out), *extra])
+
+
+def test_bench_serve_writes_one_results_file_that_measure_reads(tmp_path):
     out = tmp_path / "off.json"
     with serving(Stub(first_delay=0.01, token_delay=0.005)) as url:
-        assert engine_client.main(["--url", url, "--model", MODEL, "--concurrency", "1,2", "--max-tokens", "6",
-                                   "--requests", "4", "--warmup", "1", "--label", "off", "--out", str(out)]) == 0
-    doc = json.loads(out.read_text())
-    assert doc["schema"] == engine_client.SCHEMA and doc["provenance"]["label"] == "off"
-    records = [Record.from_dict(r) for r in doc["sections"][engine_client.SECTION]]
+        assert serve(url, out, "--concurrency", "1,2", "--label", "off") == 0
+    results = measure.load_results(out)  # the one format: schema specnotes.results/1
+    prov = results.provenance
+    assert set(measure.provenance("cpu")) <= set(prov)  # the same provenance block, every key present
+    assert prov["device"] == "remote engine" and prov["host"] == url and prov["label"] == "off"
+    assert prov["engine_model"] == MODEL and "bench serve --url" in prov["command"]
+    records = results.sections[engine_client.SECTION]
     assert [r.params["concurrency"] for r in records] == [1, 2]
     for r in records:
         assert r.params["requests"] == 4 and len(r.samples) == 4 and r.q1_s <= r.median_s <= r.q3_s
         assert r.extra["output_tokens"] == 24 and r.extra["output_tokens_per_s"] > 0
-    assert not list(tmp_path.glob("*.tmp"))
+        assert 0.9 * 0.005 <= r.median_s < 2 * 0.005 + 0.02  # the injected TPOT, never less
+    assert [p.name for p in tmp_path.iterdir()] == ["off.json"]  # no temporary file left
 
 
-@pytest.mark.parametrize("stub", [Stub(status=500), Stub(drop_after=2)], ids=["http-500", "dropped-stream"])
-def test_main_writes_nothing_when_a_request_fails(tmp_path, capsys, stub):
+@pytest.mark.parametrize("stub, extra", [
+    (Stub(status=500), ()),
+    (Stub(drop_after=2), ()),
+    (Stub(stall_after=1, token_delay=0.005), ("--timeout", "0.3")),
+    (Stub(fail_from=4, first_delay=0.01, token_delay=0.005), ()),  # level 1 completes, level 2 fails
+], ids=["http-500", "dropped-stream", "timeout", "second-level-fails"])
+def test_bench_serve_writes_nothing_when_a_request_fails(tmp_path, capsys, stub, extra):
     out = tmp_path / "run.json"
+    out.write_text("an earlier complete file\n")
     with serving(stub) as url:
-        code = engine_client.main(["--url", url, "--model", MODEL, "--concurrency", "1", "--max-tokens", "6",
-                                   "--requests", "2", "--warmup", "0", "--timeout", "2", "--out", str(out)])
-    assert code == 1 and not out.exists() and not list(tmp_path.iterdir())
-    assert "Nothing was written" in capsys.readouterr().err
-
-
-def test_speedup_divides_the_two_runs():
-    def doc(tpots, tokens_per_s):
-        return {"sections": {engine_client.SECTION: [
-            {"params": {"concurrency": c}, "median_s": t, "extra": {"output_tokens_per_s": r, "ttft_median_s": 0.1}}
-            for c, t, r in zip((1, 8), tpots, tokens_per_s, strict=True)]}}
-
-    rows = engine_client.speedup(doc([0.020, 0.030], [50, 260]), doc([0.010, 0.040], [100, 195]))
-    assert [r["concurrency"] for r in rows] == [1, 8]
-    assert rows[0]["S (TPOT)"] == pytest.approx(2.0) and rows[1]["S (TPOT)"] == pytest.approx(0.75)
-    assert rows[0]["S (tokens/s)"] == pytest.approx(2.0) and rows[1]["S (tokens/s)"] == pytest.approx(0.75)
+        assert serve(url, out, "--concurrency", "1,2", *extra) == 1
+    assert out.read_text() == "an earlier complete file\n" and len(list(tmp_path.iterdir())) == 1
+    err = capsys.readouterr().err
+    assert "Nothing was written" in err
+    if stub.fail_from:
+        assert "at concurrency 2: HTTP 500" in err and stub.completions == 4
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--url", "localhost:8000/v1"], "must start with http"),
     (["--url", "http://h/v1", "--concurrency", "1,0"], "--concurrency"),
+    (["--url", "http://h/v1", "--concurrency", "1,two"], "--concurrency must be integers"),
     (["--url", "http://h/v1", "--max-tokens", "1"], "--max-tokens"),
     (["--url", "http://h/v1", "--timeout", "0"], "--timeout"),
 ])
-def test_bad_arguments_are_refused(argv, message, capsys, tmp_path):
+def test_bench_serve_refuses_bad_arguments(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["serve", *argv, "--model", MODEL, "--out", str(tmp_path / "x.json")])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_engine_client_module_is_bench_serve(capsys, tmp_path):
     with pytest.raises(SystemExit):
-        engine_client.parse_args([*argv, "--model", MODEL, "--out", str(tmp_path / "x.json")])
-    assert message in capsys.readouterr().err
+        engine_client.main(["--url", "ftp://h/v1", "--model", MODEL, "--out", str(tmp_path / "x.json")])
+    assert "python -m specnotes.bench serve" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- S(B)
+
+
+def run_file(label, levels, model=MODEL, max_tokens=6):
+    """A ``bench serve`` result written by hand: {concurrency: (TPOT samples, output tokens/s, TTFT)}."""
+    records = [measure.Record(engine_client.SECTION, {"concurrency": c, "model": model, "max_tokens": max_tokens,
+                                                      "prompt_chars": 64, "requests": len(tpots)},
+                              sorted(tpots)[len(tpots) // 2], min(tpots), max(tpots), sorted(tpots),
+                              "remote engine", "", {"output_tokens_per_s": rate, "ttft_median_s": ttft})
+               for c, (tpots, rate, ttft) in levels.items()]
+    return measure.Results(engine_client.provenance("http://h/v1", model, label), {engine_client.SECTION: records})
+
+
+OFF = run_file("off", {1: ([0.019, 0.020, 0.021], 50.0, 0.10), 8: ([0.030] * 3, 260.0, 0.20),
+                       16: ([0.05] * 3, 300.0, 0.3)})
+ON = run_file("on, k=4", {1: ([0.0095, 0.010, 0.0105], 100.0, 0.12), 8: ([0.040] * 3, 195.0, 0.25),
+                          32: ([0.06] * 3, 500.0, 0.4)})
+
+
+def test_speedup_divides_the_two_runs_by_hand():
+    result = engine_client.speedup(OFF, ON, command="by hand")
+    records = result.sections[engine_client.SPEEDUP]
+    assert [r.params["concurrency"] for r in records] == [1, 8]  # the concurrencies both runs measured
+    one, eight = (r.extra for r in records)
+    assert one["speedup"] == pytest.approx(0.020 / 0.010) and eight["speedup"] == pytest.approx(0.75)
+    assert one["speedup_tokens_per_s"] == pytest.approx(2.0) and eight["speedup_tokens_per_s"] == pytest.approx(0.75)
+    # identical requests in a run: every bootstrap resample has the same medians, so the IQR is the point
+    assert eight["speedup_q1"] == pytest.approx(0.75) and eight["speedup_q3"] == pytest.approx(0.75)
+    # three requests each: resampled medians lie in [0.019, 0.021] and [0.0095, 0.0105]
+    assert 0.019 / 0.0105 <= one["speedup_q1"] <= one["speedup"] <= one["speedup_q3"] <= 0.021 / 0.0095
+    assert records[1].median_s == 0.040 and records[1].samples == [0.040] * 3  # timing: the run with speculation
+    assert records[0].params["off"] == "off" and records[0].params["on"] == "on, k=4"
+    assert [r.params["concurrency"] for r in result.sections["engine_serve_off"]] == [1, 8, 16]
+    assert result.notes["off"]["label"] == "off" and result.provenance["command"] == "by hand"
+    row = engine_client.speedup_table(result)[1]
+    assert row == {"concurrency": 8, "S (TPOT)": pytest.approx(0.75), "S q1": pytest.approx(0.75),
+                   "S q3": pytest.approx(0.75), "S (tokens/s)": pytest.approx(0.75), "TTFT off ms": pytest.approx(200),
+                   "TTFT on ms": pytest.approx(250)}
+
+
+@pytest.mark.parametrize("on, message", [
+    (run_file("on", {1: ([0.01], 1.0, 0.1)}, model="other"), "differ in model"),
+    (run_file("on", {1: ([0.01], 1.0, 0.1)}, max_tokens=128), "differ in max_tokens"),
+    (run_file("on", {4: ([0.01], 1.0, 0.1)}), "share no concurrency"),
+    (measure.Results({}, {"sampler": []}), "no engine_serve records"),
+])
+def test_speedup_refuses_runs_that_do_not_divide(on, message):
+    with pytest.raises(ValueError, match=message):
+        engine_client.speedup(OFF, on)
+
+
+def test_bench_serve_speedup_writes_s_of_b_records(tmp_path, capsys):
+    off, on, out = tmp_path / "off.json", tmp_path / "on.json", tmp_path / "s.json"
+    measure.save_results(OFF, off)
+    measure.save_results(ON, on)
+    assert bench.main(["serve-speedup", "--off", str(off), "--on", str(on), "--out", str(out)]) == 0
+    records = measure.load_results(out).sections[engine_client.SPEEDUP]
+    assert [(r.params["concurrency"], round(r.extra["speedup"], 6)) for r in records] == [(1, 2.0), (8, 0.75)]
+    assert "0.750" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench.main(["serve-speedup", "--off", str(off), "--on", str(off), "--out", str(out)])
+    assert "same file" in capsys.readouterr().err
+
+
+def test_two_stub_runs_end_to_end(tmp_path):
+    # off: 6 tokens one per chunk, 0.04 s apart, TPOT 5 · 0.04 / 5 = 0.04 s. "On": chunks of 4 and 2 tokens,
+    # 2 · 0.01 s apart, TPOT 0.02 / 5 = 0.004 s. S = 10 injected; contention can only add time to both
+    off, on, out = tmp_path / "off.json", tmp_path / "on.json", tmp_path / "s.json"
+    with serving(Stub(first_delay=0.01, token_delay=0.04)) as url:
+        assert serve(url, off, "--concurrency", "1,2", "--label", "off") == 0
+    with serving(Stub(first_delay=0.01, token_delay=0.01, per_chunk=4)) as url:
+        assert serve(url, on, "--concurrency", "1,2", "--label", "on") == 0
+    assert bench.main(["serve-speedup", "--off", str(off), "--on", str(on), "--out", str(out)]) == 0
+    for r in measure.load_results(out).sections[engine_client.SPEEDUP]:
+        assert r.extra["speedup"] > 1.5 and r.extra["speedup_tokens_per_s"] > 1.5, r.extra

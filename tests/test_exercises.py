@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specnotes import cost, exercises
+from specnotes import cost, exercises, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 GB, TB, T = 1e9, 1e12, 1e12
@@ -64,13 +64,13 @@ HAND = {
     "ch4.p3": en(0.7, 3) * max(2 * P_70B / H200_BW, 2 * P_70B * 96 / H100_PEAK) / (
         3 * max(2 * P_1B / H200_BW, 2 * P_1B * 96 / H100_PEAK) + max(2 * P_70B / H200_BW, 2 * P_70B * 384 / H100_PEAK)),
 }
-CHOICES = {"ch2.p3": "b", "ch3.p3": "a"}
+CHOICES = {"ch2.p3": "b", "ch3.p3": "a", "ch8.p4": "a", "ch9.p3": "a", "ch9.p4": "a"}
 
 
 def test_every_problem_of_chapters_1_to_4_has_a_checker():
     chapters = {p.chapter for p in exercises.PROBLEMS.values()}
     assert {"01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size"} <= chapters
-    by_hand = set(HAND) | set(CHOICES) | {"ch4.p1b"}
+    by_hand = set(HAND) | {p for p in CHOICES if p[2] in "1234"} | {"ch4.p1b"}
     assert by_hand == {p for p in exercises.PROBLEMS if p[2] in "1234"}
 
 
@@ -107,6 +107,42 @@ def test_chapter_6_answers_from_the_data_files_and_the_hints_facts():
     rms = {mode: v["rms_log"] for mode, v in fit.by_overlap.items()}
     assert fit.knobs["overlap"] == "none" and max(rms, key=rms.get) == "pass"
     assert fit.by_overlap["pass"]["knobs"]["overhead"] == pytest.approx(0.02)
+
+
+def test_chapter_8_answers_by_hand():
+    assert exercises.answer("ch8.p1a") == pytest.approx(6 * 300 * 0.020)  # B = λ · N_out · TPOT: 36 requests
+    assert exercises.answer("ch8.p1b") == pytest.approx(6 * 300 * 0.012)
+    # Problems 2 and 3 from the fitted pool's step times, by scanning B with E[N] summed by hand
+    pool = serving.fit_blog_pool()
+    n, a, step = pool.requests_tokens, pool.alpha, pool.step
+
+    def capacity(k_of):  # requests/s: B · E[N] / (N_out · T_step), at its best B ≤ 256
+        return max(b * en(a, k_of(b)) / (n * step(b, k_of(b))) for b in range(1, 257))
+
+    def best_k(b):  # the largest goodput B · E[N] / T_step over k = 0..6
+        return max(range(7), key=lambda k: b * en(a, k) / step(b, k))
+
+    assert exercises.answer("ch8.p2a") == pytest.approx(capacity(lambda b: 0), rel=1e-12)
+    assert exercises.answer("ch8.p2b") == pytest.approx(capacity(lambda b: 4), rel=1e-12)
+    assert exercises.answer("ch8.p2c") == pytest.approx(capacity(best_k), rel=1e-12)
+    # the flag: one past the last batch at which k = 4 beats plain decoding
+    flag = 1 + max(b for b in range(1, 257) if en(a, 4) / step(b, 4) > 1 / step(b, 0))
+    assert exercises.answer("ch8.p3a") == flag
+    assert exercises.answer("ch8.p3b") == pytest.approx(flag / (n * step(flag, 0)), rel=1e-12)
+
+
+def test_chapter_9_answers_by_hand():
+    # 1,000 tokens: 998 servable (the last prompt token, the drafter's lag), 62 blocks of 16, one dropped;
+    # 1,648-token blocks: none whole; 5,000 tokens: 4,998 servable, 3 whole blocks, one dropped
+    assert [exercises.answer(f"ch9.p1{x}") for x in "abcde"] == [61 * 16, 16, 0, 2 * 1648, 1648]
+    # Llama-3-70B on an H100: a 1,648-token prefill after 4,096 is compute-bound (2P per token plus attention,
+    # 4·layers·d per token pair, over L + n/2 positions on average); a batch-1 decode step reads 2P bytes and
+    # the bf16 cache (2 · 80 layers · 8 KV heads · 128 · 2 bytes per token)
+    n, L = 1648, 4096
+    prefill = (2 * P_70B * n + 4 * 80 * 8192 * n * (L + n / 2)) / H100_PEAK
+    decode = (2 * P_70B + L * 2 * 80 * 8 * 128 * 2) / H100_BW
+    assert exercises.answer("ch9.p2a") == pytest.approx(prefill / decode, rel=1e-3)
+    assert exercises.answer("ch9.p2b") == pytest.approx(100 * prefill / decode / 200, rel=1e-3)
 
 
 @pytest.mark.parametrize("pid", sorted(HAND))
@@ -189,17 +225,21 @@ def test_registry_lists_id_chapter_summary_and_takes_one_entry():
 
 
 @pytest.mark.parametrize("chapter", ["01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size",
-                                     "05_context_length", "06_published_record",
-                                     "07_cheaper_drafters"])
+                                     "05_context_length", "06_published_record", "07_cheaper_drafters",
+                                     "08_serving", "09_kv_reuse"])
 def test_every_problem_has_a_check_cell_in_its_chapter(chapter):
     cells = json.loads((ROOT / "notebooks" / f"{chapter}.ipynb").read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert exercises.problems(chapter)
     for pid, _, _ in exercises.problems(chapter):
         assert f'exercises.check("{pid}"' in code, pid  # the reader's example call
         assert f"`{pid}`" in text, pid  # and the line that tells them how
-        if not exercises.PROBLEMS[pid].choices:  # the hidden cell that ties the glued answer to it
+        choices = exercises.PROBLEMS[pid].choices
+        if not choices:  # the hidden cell that ties the glued answer to it
             assert f'exercises.answer("{pid}")' in code, pid
+        for letter, statement in choices.items():  # lettered choices: the chapter lists the checker's statements
+            assert len(letter) > 1 or f"({letter}) {statement}" in " ".join(text.split()), (pid, letter)
 
 
 def test_spec_bench_value_is_chapter_3s():
@@ -224,7 +264,13 @@ def test_onboarding_page_uses_real_ids_and_shows_real_checker_output():
     ids = set(re.findall(r"`(ch\d\.p\d[a-z]?)`", text))
     assert ids <= set(exercises.PROBLEMS)
     chapters_1_to_4 = {p for p in exercises.PROBLEMS if p[2] in "1234"}
-    assert ids == chapters_1_to_4  # every problem is on the route or named as a second pass
+    assert chapters_1_to_4 <= ids  # every problem of Chapters 1-4 is on the route or named as a second pass
+    route = text.split("## The route")[1].split("\n\n")[1]  # the table
+    on_route = set(re.findall(r"`(ch\d\.p\d[a-z]?)`", route))
+    assert {p[2] for p in on_route} == set("12345689")  # and one problem from each later chapter with checkers
+    minutes = [tuple(map(int, m)) for m in re.findall(r"^\| (\d+)–(\d+) \|", route, re.M)]
+    assert minutes[0][0] == 0 and minutes[-1][1] == 90
+    assert all(a[1] == b[0] for a, b in zip(minutes, minutes[1:], strict=False))  # 90 minutes, no gap
     shown = re.findall(r'exercises\.check\("([^"]+)", ([^)]+)\)\s+# (.+?)(?: \.\.\.)?\n', text)
     assert shown
     for pid, value, message in shown:

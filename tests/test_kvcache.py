@@ -257,6 +257,35 @@ def test_the_drop_rule_recomputes_one_block_per_hit(shipped64):
     assert cache.stats.recomputed_tokens == 0 and cache.stats.hit_tokens - before == hits_keep
 
 
+def test_prefix_hit_by_hand():
+    # 1,000 tokens, blocks of 16, a drafter one behind: 998 servable, 62 blocks, the drop gives one back
+    assert vars(kvcache.prefix_hit(1000, 16)) == {"servable": 998, "blocks": 62, "reused": 976, "recomputed": 16}
+    assert vars(kvcache.prefix_hit(1000, 16, drop=False)) == {"servable": 998, "blocks": 62, "reused": 992,
+                                                               "recomputed": 0}
+    assert kvcache.prefix_hit(1000, 16, lag=0).reused == 62 * 16  # an aligned drafter: nothing to drop
+    assert vars(kvcache.prefix_hit(1000, 1648)) == {"servable": 998, "blocks": 0, "reused": 0, "recomputed": 0}
+    assert kvcache.prefix_hit(2, 16).servable == 0
+    with pytest.raises(ValueError, match="block_size"):
+        kvcache.prefix_hit(100, 0)
+
+
+def test_prefix_hit_counts_what_the_cache_serves(shipped64):
+    target, draft = shipped64
+    prompts = first_turn_prompts(3, length=57)
+    cache = PrefixCache(target, draft, block_size=BS)  # the rule: publish verified, drop on a hit
+    first = speculative_generate_cached(target, LookaheadDrafter(draft), prompts, 40, cache)
+    resend = [encode(p).tolist() + o.tolist() for p, o in zip(prompts, first.tokens, strict=True)]
+    # 97 tokens: 95 servable, 5 whole blocks, where 96 (forgetting the drafter's lag) would make 6
+    assert {len(r) for r in resend} == {97}
+    before = cache.stats.recomputed_tokens
+    kv, draft_kv = cache.admit(resend, lag=1)
+    kv.release()
+    draft_kv.release()
+    expected = [kvcache.prefix_hit(len(r), BS) for r in resend]
+    assert cache.stats.last_hits == [e.reused for e in expected] and expected[0].reused > 0
+    assert cache.stats.recomputed_tokens - before == sum(e.recomputed for e in expected)
+
+
 def test_admission_timing_runs_and_leaves_the_cache_as_it_was(shipped32):
     target, draft = shipped32
     prompts = first_turn_prompts(2)

@@ -255,6 +255,23 @@ def test_record_and_results_round_trip_with_one_provenance_block(tmp_path):
     assert back.sections["sweep"] == [rec, rec] and back.provenance == prov and back.notes == {"budget_s": 1.0}
 
 
+def test_save_results_never_leaves_a_partial_file(tmp_path, monkeypatch):
+    path = tmp_path / "r.json"
+    path.write_text("the earlier, complete file\n")
+    with pytest.raises(TypeError):  # notes that JSON cannot hold: nothing is written
+        m.save_results(m.Results({}, {}, {"bad": object()}), path)
+    assert path.read_text() == "the earlier, complete file\n" and len(list(tmp_path.iterdir())) == 1
+
+    def dies_half_way(self, text):  # the disk fills up mid-write: the temporary file has half the text
+        open(self, "w").write(text[: len(text) // 2])
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(type(path), "write_text", dies_half_way)
+    with pytest.raises(OSError, match="no space"):
+        m.save_results(m.Results({"device": "cpu"}, {}), path)
+    assert path.read_text() == "the earlier, complete file\n" and len(list(tmp_path.iterdir())) == 1
+
+
 def test_load_results_rejects_other_files(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text(json.dumps({"schema": "something else", "sections": {}}))

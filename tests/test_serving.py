@@ -169,3 +169,23 @@ def test_fit_lines_recovers_a_line_and_smooths_noise():
     assert serving.fit_lines(noisy)(8, 1) == pytest.approx(lines(8, 1), rel=0.1)
     flat = serving.fit_lines(serving.StepTimes((1, 2), ((0.003, 0.002),)))
     assert flat.slopes == (0.0,) and flat(100, 0) == pytest.approx(0.0025)
+
+
+def test_the_blog_pool_fit_reproduces_the_bars_it_was_fitted_to():
+    import json
+    from importlib import resources
+
+    # the three bars, read from the data file as plain JSON (qps 1: with and without; qps 4: with)
+    doc = json.loads((resources.files("specnotes") / "data" / "published" / "vllm_blog_2024.json").read_text())
+    series = next(s for s in doc["series"] if s["id"] == "fig5_draft_model_sharegpt")
+    bars = {p["qps"]: p for p in series["points"]}
+    pool = serving.fit_blog_pool()
+    assert serving.fit_blog_pool() is pool  # fitted once per process: the chapter and the checker share it
+    plain, fixed = serving.FixedK(0), serving.FixedK(serving.BLOG_K)
+    latency = lambda rate, step, policy: serving.mean_latency(rate, step, policy, pool.alpha,  # noqa: E731
+                                                              pool.output_tokens, **pool.simulation)
+    # eight bisection steps leave each fitted number within a fraction of a percent of its bar
+    assert latency(1, pool.roofline_step, plain) == pytest.approx(bars[1]["latency_plain"], rel=0.02)
+    assert latency(1, pool.roofline_step, fixed) == pytest.approx(bars[1]["latency_sd"], rel=0.02)
+    assert latency(4, pool.step, fixed) == pytest.approx(bars[4]["latency_sd"], rel=0.02)
+    assert pool.step(64, 4) > pool.roofline_step(64, 4) and pool.step(64, 0) == pool.roofline_step(64, 0)

@@ -89,6 +89,25 @@ def test_status_toc_files_walks_parts_and_sections():
     assert toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))[0] == "book/intro"
 
 
+def test_front_pages_link_every_chapter_of_the_toc():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    chapters = [c["file"].split("/")[-1] for part in toc["parts"] if part.get("caption") == "Chapters"
+                for c in part["chapters"]]
+    intro = (ROOT / "book" / "intro.md").read_text().split("## The chapters")[1]
+    numbered = re.findall(r"^(\d+)\. (.+)$", intro, re.M)
+    assert [int(n) for n, _ in numbered] == list(range(1, len(numbered) + 1))
+    # the list is the table of contents in order; a chapter not in it yet is named in bold, not linked
+    linked = [m for _, line in numbered for m in re.findall(r"</notebooks/(\w+)>", line)]
+    assert linked == chapters
+    for n, line in numbered:
+        assert "</notebooks/" in line or (line.startswith("**") and not list((ROOT / "notebooks").glob(f"0{n}_*"))), n
+    # the onboarding page links the chapters that exist and names none by bare file name
+    onboarding = (ROOT / "book" / "onboarding.md").read_text()
+    for name in chapters:
+        assert f"{{doc}}`../notebooks/{name}`" in onboarding or f"</notebooks/{name}>" in onboarding, name
+        assert f"`{name}`" not in onboarding.replace(f"{{doc}}`../notebooks/{name}`", ""), name
+
+
 # ---- on the built site -------------------------------------------------------------------------
 
 class _Refs(HTMLParser):

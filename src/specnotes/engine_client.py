@@ -1,43 +1,44 @@
 """Measure S(B) on a real serving engine: a streaming client for any OpenAI-compatible server (Chapter 8).
 
-    python -m specnotes.engine_client --url http://HOST:PORT/v1 --model NAME --label off \\
+    python -m specnotes.bench serve --url http://HOST:PORT/v1 --model NAME --label off \\
         --concurrency 1,2,4,8,16,32,64,128,256 --max-tokens 256 --out serve-off.json
+    python -m specnotes.bench serve-speedup --off serve-off.json --on serve-on.json --out serve-speedup.json
 
-drives the server (vLLM's ``vllm serve``, SGLang's ``launch_server``, anything that speaks the OpenAI
-``/v1/completions`` streaming protocol) at each concurrency in turn: ``concurrency`` requests always
-in flight (closed loop), a fixed prompt set, a fixed output length (``max_tokens`` with ``ignore_eos``,
-which both engines accept), temperature 0. For every request it records the time to the first token
-(TTFT), the time per output token after it (TPOT = (last − first chunk) / (tokens − 1), tokens from the
-stream's ``usage``, since a speculating engine sends several tokens per chunk) and the gaps between
-chunks; for every level, output tokens per second. Run it once with speculation off and once on: the
-ratio of the two records is S(B) on that engine (``speedup``).
+``serve`` drives the server (vLLM's ``vllm serve``, SGLang's ``launch_server``, anything that speaks the
+OpenAI ``/v1/completions`` streaming protocol) at each concurrency in turn: ``concurrency`` requests
+always in flight (closed loop), a fixed prompt set, a fixed output length (``max_tokens`` with
+``ignore_eos``, which both engines accept), temperature 0. For every request it records the time to the
+first token (TTFT), the time per output token after it (TPOT = (last − first chunk) / (tokens − 1),
+tokens from the stream's ``usage``, since a speculating engine sends several tokens per chunk) and the
+gaps between chunks; for every level, output tokens per second. Run it once with speculation off and
+once on; ``serve-speedup`` (:func:`speedup`) turns the two into S(B) records.
 
 Any failed request (an HTTP error, a stream that ends before ``[DONE]``, no data for ``--timeout``
-seconds) stops the run with a message that says which, and writes nothing: a record on disk is always
-complete. The record is the same document ``specnotes.bench`` writes: provenance, then per-level
-records (``measure.Record`` fields; the samples are the requests' TPOTs).
+seconds) stops the run with a message that says which, and writes nothing: a file on disk is always
+complete. Both write ``Results`` (``specnotes.results/1``, one provenance block), the format of
+every ``specnotes.bench`` command: an ``engine_serve`` record per concurrency, whose samples are the
+requests' TPOTs.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import datetime
 import json
-import os
 import platform
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
-from urllib.parse import urlparse
+
+import numpy as np
 
 from specnotes import validate
+from specnotes.measure.records import Record, Results, utc_now
 
-SCHEMA = "specnotes.reference/1"  # the document specnotes.bench writes
-SECTION = "engine_serve"
+SECTION = "engine_serve"  # one record per concurrency of one run
+SPEEDUP = "engine_speedup"  # one record per concurrency of two runs, off and on
+DEVICE = "remote engine"
+SAME = ("model", "max_tokens", "prompt_chars")  # what two runs must share to be divided
 
 
 class EngineError(RuntimeError):
@@ -72,31 +73,24 @@ class LevelResult:
     def output_tokens(self) -> int:
         return sum(r.tokens for r in self.requests)
 
-    def record(self, label: str, model: str, url: str, max_tokens: int, prompt_chars: int) -> dict:
-        """One ``measure.Record`` (as a dict) for this level: samples are the requests' TPOTs."""
+    def record(self, model: str, max_tokens: int, prompt_chars: int) -> Record:
+        """This level as one ``measure.Record``: the samples are the requests' TPOTs."""
         tpots = sorted(r.tpot_s for r in self.requests)
         ttfts = sorted(r.ttft_s for r in self.requests)
         gaps = [g for r in self.requests for g in r.gaps_s]
         q1, median, q3 = statistics.quantiles(tpots, n=4, method="inclusive") if len(tpots) > 1 else tpots * 3
-        return {
-            "name": SECTION,
-            "params": {"concurrency": self.concurrency, "label": label, "model": model, "max_tokens": max_tokens,
-                       "prompt_chars": prompt_chars, "requests": len(self.requests)},
-            "median_s": median, "q1_s": q1, "q3_s": q3, "samples": tpots,
-            "device": "remote engine", "dtype": "", "torch": "",
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": url,
-            "extra": {
-                "what": "samples: per-request TPOT in seconds",
-                "ttft_median_s": statistics.median(ttfts), "ttft_p90_s": _quantile(ttfts, 0.9),
-                "tpot_mean_s": statistics.fmean(tpots), "tpot_p90_s": _quantile(tpots, 0.9),
-                "chunk_gap_median_s": statistics.median(gaps) if gaps else None,
-                "output_tokens": self.output_tokens, "output_tokens_per_s": self.output_tokens / self.wall_s,
-                "requests_per_s": len(self.requests) / self.wall_s, "wall_s": self.wall_s,
-                "tokens_from": sorted({r.tokens_from for r in self.requests}),
-            },
-            "threads": None, "cuda": None, "driver": None,
-        }
+        return Record(
+            name=SECTION,
+            params={"concurrency": self.concurrency, "model": model, "max_tokens": max_tokens,
+                    "prompt_chars": prompt_chars, "requests": len(self.requests)},
+            median_s=median, q1_s=q1, q3_s=q3, samples=tpots, device=DEVICE, dtype="",
+            extra={"what": "samples: per-request TPOT in seconds",
+                   "ttft_median_s": statistics.median(ttfts), "ttft_p90_s": _quantile(ttfts, 0.9),
+                   "tpot_mean_s": statistics.fmean(tpots), "tpot_p90_s": _quantile(tpots, 0.9),
+                   "chunk_gap_median_s": statistics.median(gaps) if gaps else None,
+                   "output_tokens": self.output_tokens, "output_tokens_per_s": self.output_tokens / self.wall_s,
+                   "requests_per_s": len(self.requests) / self.wall_s, "wall_s": self.wall_s,
+                   "tokens_from": sorted({r.tokens_from for r in self.requests})})
 
 
 def _quantile(sorted_xs: list[float], q: float) -> float:
@@ -229,86 +223,96 @@ async def measure(url: str, model: str, concurrencies: list[int], max_tokens: in
 # ---------------------------------------------------------------------------------------------- records
 
 
-def document(levels: list[LevelResult], label: str, model: str, url: str, max_tokens: int, prompt_chars: int,
-             command: str) -> dict:
-    """The bench-format document: provenance and one record per level."""
-    provenance = {"device": "remote engine", "host": url, "engine_model": model, "label": label,
-                  "client": platform.node(), "python": platform.python_version(),
-                  "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "command": command}
-    return {"schema": SCHEMA, "provenance": provenance,
-            "sections": {SECTION: [lv.record(label, model, url, max_tokens, prompt_chars) for lv in levels]},
-            "skipped": [], "seconds": {SECTION: round(sum(lv.wall_s for lv in levels), 2)}}
+def provenance(url: str, model: str, label: str, command: str = "") -> dict:
+    """``measure.provenance``'s keys for a remote engine: the engine's URL as the host, the served model
+    and what this run is (``label``); torch, dtype and threads are the engine's business (None here)."""
+    return {"device": DEVICE, "dtype": None, "dtype_reason": "chosen by the engine", "host": url,
+            "threads": None, "torch": None, "python": platform.python_version(), "cuda": None, "driver": None,
+            "date": utc_now(), "engine_model": model, "label": label, "client": platform.node(),
+            "command": command}
 
 
-def write_atomic(doc: dict, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
-    return path
+def results(levels: list[LevelResult], url: str, model: str, label: str, max_tokens: int, prompt_chars: int,
+            command: str = "") -> Results:
+    """One run as ``Results``: an ``engine_serve`` record per concurrency."""
+    notes = {"what": "engine_serve samples: per-request TPOT (s); see extra for TTFT and tokens/s",
+             "seconds": round(sum(lv.wall_s for lv in levels), 2)}
+    return Results(provenance(url, model, label, command),
+                           {SECTION: [lv.record(model, max_tokens, prompt_chars) for lv in levels]}, notes)
 
 
-def speedup(off: dict, on: dict) -> list[dict]:
-    """S at each concurrency both documents measured: TPOT off / TPOT on (medians), and the ratio of
-    output tokens per second."""
-    by_c = lambda doc: {r["params"]["concurrency"]: r for r in doc["sections"][SECTION]}  # noqa: E731
-    a, b = by_c(off), by_c(on)
-    return [{"concurrency": c, "S (TPOT)": a[c]["median_s"] / b[c]["median_s"],
-             "S (tokens/s)": b[c]["extra"]["output_tokens_per_s"] / a[c]["extra"]["output_tokens_per_s"],
-             "TTFT off ms": 1e3 * a[c]["extra"]["ttft_median_s"], "TTFT on ms": 1e3 * b[c]["extra"]["ttft_median_s"]}
-            for c in sorted(a.keys() & b.keys())]
+def _run_records(run: Results, which: str) -> dict[int, Record]:
+    if SECTION not in run.sections or not run.sections[SECTION]:
+        raise validate.BadArgument(f"the {which} run has no {SECTION} records: is it a `bench serve` file?")
+    return {r.params["concurrency"]: r for r in run.sections[SECTION]}
 
 
-# ---------------------------------------------------------------------------------------------- command line
+def median_ratio_iqr(off: list[float], on: list[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """The quartiles of median(off) / median(on) over bootstrap resamples of both runs' requests."""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(off), np.asarray(on)
+    ratios = (np.median(rng.choice(a, (resamples, a.size)), axis=1)
+              / np.median(rng.choice(b, (resamples, b.size)), axis=1))
+    q1, q3 = np.quantile(ratios, [0.25, 0.75])
+    return float(q1), float(q3)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m specnotes.engine_client",
-                                     description="Measure TPOT, TTFT and tokens/s of an OpenAI-compatible engine at "
-                                                 "several concurrencies (run once with speculation off, once on).")
-    parser.add_argument("--url", required=True, help="the OpenAI base URL, e.g. http://HOST:8000/v1")
-    parser.add_argument("--model", required=True, help="the served model name (GET /v1/models lists them)")
-    parser.add_argument("--concurrency", default="1,2,4,8,16,32,64,128,256",
-                        help="comma-separated requests in flight (default: 1,2,4,...,256)")
-    parser.add_argument("--label", default="", help="what this run is, e.g. 'off' or 'on, k=4' (kept in the record)")
-    parser.add_argument("--max-tokens", type=int, default=256, help="output tokens per request (ignore_eos)")
-    parser.add_argument("--prompt-chars", type=int, default=1024, help="characters per prompt (book text)")
-    parser.add_argument("--requests", type=int, default=None, help="requests per level (default 4 x concurrency, "
-                                                                   ">= 16)")
-    parser.add_argument("--warmup", type=int, default=2, help="unmeasured requests first")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before a request fails")
-    parser.add_argument("--out", type=Path, required=True, help="where to write the record (JSON)")
-    args = parser.parse_args(argv)
-    if urlparse(args.url).scheme not in ("http", "https"):
-        parser.error(f"--url must start with http:// or https://, got {args.url!r}")
-    try:
-        args.concurrency = validate.integers("--concurrency", [int(c) for c in args.concurrency.split(",")], low=1)
-        validate.integer("--max-tokens", args.max_tokens, low=2)
-        validate.integer("--prompt-chars", args.prompt_chars, low=1)
-        validate.integer("--warmup", args.warmup, low=0)
-        validate.number("--timeout", args.timeout, low=0, low_open=True)
-        if args.requests is not None:
-            validate.integer("--requests", args.requests, low=1)
-    except ValueError as e:
-        parser.error(str(e))
-    return args
+def speedup(off: Results, on: Results, command: str = "") -> Results:
+    """S(B) from a run with speculation off and one with it on, at every concurrency both measured.
+
+    An ``engine_speedup`` record per concurrency B: its timing is the speculative run's TPOT (samples per
+    request), and ``extra`` holds S = median TPOT off / median TPOT on (``speedup``), the bootstrap IQR of
+    that ratio (``speedup_q1``, ``speedup_q3``), S from output tokens per second (``speedup_tokens_per_s``),
+    and both runs' TPOT and TTFT medians. The two runs' records travel along (``engine_serve_off``,
+    ``engine_serve_on``) and their provenance blocks in the notes. Runs of different models, output lengths
+    or prompt sizes are refused."""
+    a, b = _run_records(off, "off"), _run_records(on, "on")
+    for key in SAME:
+        values = {r.params[key] for r in [*a.values(), *b.values()]}
+        if len(values) > 1:
+            raise validate.BadArgument(f"the two runs differ in {key} ({sorted(map(str, values))}): S(B) divides "
+                                       "two runs of the same model, output length and prompts")
+    common = sorted(a.keys() & b.keys())
+    if not common:
+        raise validate.BadArgument(f"the two runs share no concurrency (off: {sorted(a)}, on: {sorted(b)})")
+    records = []
+    for c in common:
+        x, y = a[c], b[c]
+        q1, q3 = median_ratio_iqr(x.samples, y.samples)
+        records.append(Record(
+            name=SPEEDUP, params={**y.params, "off": off.provenance.get("label", ""),
+                                  "on": on.provenance.get("label", "")},
+            median_s=y.median_s, q1_s=y.q1_s, q3_s=y.q3_s, samples=list(y.samples), device=DEVICE, dtype="",
+            extra={"what": "S(B) = median TPOT off / median TPOT on; timing: the speculative run's TPOT",
+                   "speedup": x.median_s / y.median_s, "speedup_q1": q1, "speedup_q3": q3,
+                   "speedup_tokens_per_s": y.extra["output_tokens_per_s"] / x.extra["output_tokens_per_s"],
+                   "tpot_off_median_s": x.median_s, "tpot_on_median_s": y.median_s,
+                   "ttft_off_median_s": x.extra["ttft_median_s"], "ttft_on_median_s": y.extra["ttft_median_s"]}))
+    prov = provenance(on.provenance.get("host", ""), next(iter(b.values())).params["model"],
+                      f"S(B): {on.provenance.get('label', 'on')} over {off.provenance.get('label', 'off')}", command)
+    return Results(prov, {SPEEDUP: records, f"{SECTION}_off": list(a.values()),
+                                  f"{SECTION}_on": list(b.values())},
+                           {"off": off.provenance, "on": on.provenance,
+                            "what": "S(B) at each concurrency B (requests in flight) both runs measured"})
+
+
+def speedup_table(results: Results) -> list[dict]:
+    """One row per concurrency of a ``speedup`` document: S from TPOT with its IQR, S from tokens/s, TTFTs."""
+    return [{"concurrency": r.params["concurrency"], "S (TPOT)": r.extra["speedup"],
+             "S q1": r.extra["speedup_q1"], "S q3": r.extra["speedup_q3"],
+             "S (tokens/s)": r.extra["speedup_tokens_per_s"],
+             "TTFT off ms": 1e3 * r.extra["ttft_off_median_s"], "TTFT on ms": 1e3 * r.extra["ttft_on_median_s"]}
+            for r in results.sections[SPEEDUP]]
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    command = "python -m specnotes.engine_client " + " ".join(argv if argv is not None else sys.argv[1:])
-    try:
-        levels = asyncio.run(measure(args.url, args.model, args.concurrency, args.max_tokens, args.prompt_chars,
-                                     args.requests, args.warmup, args.timeout))
-    except EngineError as e:
-        print(f"error: {e}\nNothing was written: a record is only written when every level completed.",
-              file=sys.stderr)
-        return 1
-    doc = document(levels, args.label, args.model, args.url, args.max_tokens, args.prompt_chars, command.strip())
-    print(f"wrote {write_atomic(doc, args.out)} ({len(levels)} levels)")
-    return 0
+    """``python -m specnotes.engine_client ...`` is ``python -m specnotes.bench serve ...``."""
+    import sys
+
+    from specnotes import bench
+
+    return bench.main(["serve", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

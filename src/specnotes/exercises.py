@@ -303,6 +303,99 @@ def constant(value):
     return lambda: value
 
 
+def little_batch(rate: float, output_tokens: float, tpot_s: float) -> float:
+    """Little's law for a decode pool: B = λ · N_out · TPOT (Chapter 8, Problem 1)."""
+    return rate * output_tokens * tpot_s
+
+
+# Chapter 8, Problems 2 and 3: the vLLM blog's pool as the chapter fits it (``serving.fit_blog_pool``), with
+# at most 256 requests running and the adaptive table's k up to 6
+BLOG_MAX_BATCH, BLOG_K_MAX = 256, 6
+
+
+def blog_policy(name: str):
+    """"plain", "fixed" (k = 4) or "adaptive" (``serving.adaptive_k`` of the fitted pool)."""
+    from specnotes import serving
+
+    pool = serving.fit_blog_pool()
+    if name == "adaptive":
+        return serving.adaptive_k(pool.step, pool.alpha, BLOG_MAX_BATCH, BLOG_K_MAX)
+    return serving.FixedK(0 if name == "plain" else serving.BLOG_K)
+
+
+def blog_step(expansion: bool = True):
+    """The fitted pool's step time, with V0's batch-expansion cost or (a wrong answer) without it."""
+    from specnotes import serving
+
+    pool = serving.fit_blog_pool()
+    return pool.step if expansion else pool.roofline_step
+
+
+def blog_capacity(policy: str, expansion: bool = True) -> float:
+    """``poolsim.max_rate`` of the fitted pool (requests/s)."""
+    from specnotes import poolsim, serving
+
+    pool = serving.fit_blog_pool()
+    return poolsim.max_rate(blog_step(expansion), blog_policy(policy), pool.alpha, pool.requests_tokens,
+                            BLOG_MAX_BATCH)
+
+
+def blog_rate(batch: int, k: int, tpot_batch: int | None = None, tokens_per_step: bool = True,
+              per_request: bool = True) -> float:
+    """λ that holds ``batch`` requests running: B · E[N] / (N_out · T_step(B, k)), equation (1) solved for λ.
+    The wrong answers: T_step at ``tpot_batch`` instead of B; E[N] left out; N_out left out."""
+    from specnotes import serving
+
+    pool = serving.fit_blog_pool()
+    tokens = cost.expected_tokens(pool.alpha, k) if tokens_per_step else 1.0
+    return batch * tokens / ((pool.requests_tokens if per_request else 1) * pool.step(tpot_batch or batch, k))
+
+
+def blog_flag(expansion: bool = True) -> int | None:
+    """The V0 flag at its best for k = 4: the batch from which k = 4 stops paying (``serving.crossover``)."""
+    from specnotes import serving
+
+    pool = serving.fit_blog_pool()
+    return serving.crossover(blog_step(expansion), pool.alpha, serving.BLOG_K, BLOG_MAX_BATCH)
+
+
+def blog_adaptive_off() -> int:
+    """The first batch at which the adaptive table stops speculating altogether."""
+    table = blog_policy("adaptive")
+    return next(b for b in range(1, BLOG_MAX_BATCH + 1) if table(b) == 0)
+
+
+def blog_flag_rate(per_request: bool = True) -> float:
+    """The request rate that holds the pool at the flag's batch, where the rule decodes plainly."""
+    return blog_rate(blog_flag(), 0, per_request=per_request)
+
+
+def hit_tokens(prompt_tokens: int, block_size: int, part: str = "reused", drop: bool = True) -> int:
+    """Tokens a full-prefix hit reuses or recomputes for a drafter one token behind (``kvcache.prefix_hit``)."""
+    from specnotes import kvcache
+
+    return getattr(kvcache.prefix_hit(prompt_tokens, block_size, lag=1, drop=drop), part)
+
+
+def not_reused(prompt_tokens: int, block_size: int) -> int:
+    """Every prompt token a hit does not serve (a wrong answer for the drop rule's recompute)."""
+    return prompt_tokens - hit_tokens(prompt_tokens, block_size)
+
+
+def recompute_steps(shape: cost.ModelShape, accel: str, tokens: int, context: int = 4096) -> float:
+    """One sequence's prefill of ``tokens`` after ``context`` cached ones, in decode steps at batch 1 at that
+    context (roofline, Chapter 9)."""
+    return (cost.roofline_time(cost.forward_cost(shape, 1, tokens, context), accel)
+            / cost.roofline_time(cost.decode_cost(shape, 1, context), accel))
+
+
+def recompute_pct(decode_steps: int, fraction_of_total: bool = False, scale: float = 100) -> float:
+    """Chapter 9, Problem 2: the 1,648-token recompute over ``decode_steps`` decode steps of Llama-3-70B, %.
+    The wrong answers: over the total (recompute included), or a fraction (``scale=1``)."""
+    steps = recompute_steps(LLAMA_3_70B, H100, 1648)
+    return scale * steps / (decode_steps + steps if fraction_of_total else decode_steps)
+
+
 # ---------------------------------------------------------------------------------------------- problems
 
 _P = Problem
@@ -540,6 +633,118 @@ for _problem in [
        your_engine_worst_error,
        mistakes=(_M(your_engine_rms_log, "that is the rms error of log S over the four points: the question asks "
                     "for the largest error at one point (fit.residuals)"),)),
+    # Chapter 8: speculation in a server
+    _P("ch8.p1a", "08_serving", "mean running batch at 6 requests/s, 300 output tokens, TPOT 20 ms (requests)",
+       partial(little_batch, 6, 300, 0.020), "requests",
+       mistakes=(_M(partial(little_batch, 6, 1, 0.020), "that is λ · TPOT: a request stays in the batch for all "
+                    "its tokens, N_out · TPOT seconds, so B = λ · N_out · TPOT"),)),
+    _P("ch8.p1b", "08_serving", "the batch when speculation brings TPOT to 12 ms at the same traffic (requests)",
+       partial(little_batch, 6, 300, 0.012), "requests",
+       mistakes=(_M(partial(little_batch, 6, 300, 0.020), "that is the batch without speculation: a server does not "
+                    "choose its batch, the traffic sets it, and shorter stays make it smaller"),
+                 _M(lambda: little_batch(6, 300, 0.020) ** 2 / little_batch(6, 300, 0.012), "the batch scales "
+                    "with TPOT, not against it: 12 ms per token means shorter stays and fewer requests in flight"))),
+    _P("ch8.p2a", "08_serving", "capacity of the fitted vLLM-blog pool without speculation, ≤ 256 running "
+       "(requests/s)", partial(blog_capacity, "plain"), "requests/s",
+       mistakes=(_M(partial(blog_rate, BLOG_MAX_BATCH, 0, tpot_batch=1), "that uses the batch-1 step time for 256 "
+                    "requests: a step over 256 sequences takes longer, so take T_step at the batch itself"),)),
+    _P("ch8.p2b", "08_serving", "its capacity with k = 4 (requests/s)", partial(blog_capacity, "fixed"),
+       "requests/s",
+       mistakes=(_M(partial(blog_capacity, "fixed", expansion=False), "that leaves out V0's batch-expansion cost: "
+                    "the fitted pool pays it for every one of the B·(k + 1) expanded sequences"),
+                 _M(partial(blog_rate, BLOG_MAX_BATCH, 4, tokens_per_step=False), "a speculative step gives each "
+                    "request E[N](α, k) tokens, not one: multiply by E[N]"))),
+    _P("ch8.p2c", "08_serving", "its capacity with the adaptive table (requests/s)", partial(blog_capacity, "adaptive"),
+       "requests/s",
+       mistakes=(_M(partial(blog_capacity, "fixed"), "that is fixed k = 4: the adaptive table runs k = 0 at the "
+                    "large batches that set the capacity"),)),
+    _P("ch8.p3a", "08_serving", "the best --speculative-disable-by-batch-size for k = 4 in that pool (requests)",
+       blog_flag, "requests", rel=0,
+       mistakes=(_M(blog_adaptive_off, "that is where the adaptive table stops speculating altogether: k = 4 "
+                    "itself stops paying earlier (serving.crossover with k = 4)"),
+                 _M(partial(blog_flag, expansion=False), "that is the crossover without V0's batch-expansion cost: "
+                    "use the fitted pool's step time, which includes it"))),
+    _P("ch8.p3b", "08_serving", "the request rate that holds the pool at that batch (requests/s)", blog_flag_rate,
+       "requests/s",
+       mistakes=(_M(partial(blog_flag_rate, per_request=False), "that leaves out N_out: each request stays "
+                    "N_out · TPOT seconds, so λ = B / (N_out · TPOT)"),)),
+    _P("ch8.p4", "08_serving", "an EAGLE-3 decode worker gets a handoff without hidden states: what is acceptable?",
+       constant("a"), choices={
+           "a": "refuse the request with an error that names the missing state, or decode it without speculation, "
+                "explicitly and counted",
+           "b": "draft from a zero hidden state: the target verifies every token, so outputs stay exact",
+           "c": "proceed as usual: the KV cache carries everything the decode side needs",
+           "d": "let the worker fail and restart: the watchdog recovers it"},
+       mistakes=(_M(constant("b"), "outputs would stay exact, but acceptance, and with it the speedup, would "
+                    "collapse unnoticed: a silent degradation is not an acceptable behaviour"),
+                 _M(constant("c"), "the KV cache is the target's: an EAGLE-style drafter drafts from the target's "
+                    "last hidden state, which this handoff does not carry"),
+                 _M(constant("d"), "that is SGLang #36140 (a crash in spec_prepare_for_decode, then a watchdog "
+                    "self-kill): every request in the batch is lost, and the next one crashes it again"))),
+    # Chapter 9: speculation meets KV reuse (a drafter one token behind, the drop rule)
+    _P("ch9.p1a", "09_kv_reuse", "tokens a hit reuses: 1,000-token shared prompt, blocks of 16", partial(
+       hit_tokens, 1000, 16), "tokens", rel=0,
+       mistakes=(_M(partial(hit_tokens, 1000, 16, drop=False), "that keeps the last hit block: a drafter one "
+                    "token ahead needs the drop rule, which gives that block back"),
+                 _M(lambda: 1000 - 16, "only whole blocks of the servable prefix hit: the prompt minus its last "
+                    "token and the drafter's lag, 998 tokens, is 62 blocks, and the drop rule gives one back"))),
+    _P("ch9.p1b", "09_kv_reuse", "tokens the drop rule recomputes on that hit", partial(
+       hit_tokens, 1000, 16, "recomputed"), "tokens", rel=0,
+       mistakes=(_M(partial(not_reused, 1000, 16), "that counts every token not reused: the last prompt token "
+                    "and the tail past the last whole block are computed with or without the rule; the rule "
+                    "recomputes the one block it gives back"),)),
+    _P("ch9.p1c", "09_kv_reuse", "tokens a hit reuses with 1,648-token blocks (#53670's unit), same prompt",
+       partial(hit_tokens, 1000, 1648), "tokens", rel=0,
+       mistakes=(_M(partial(hit_tokens, 1000, 1648, "servable"), "only whole blocks are hashed, published and "
+                    "hit: 998 servable tokens do not fill one 1,648-token block"),)),
+    _P("ch9.p1d", "09_kv_reuse", "tokens a hit reuses of a 5,000-token prompt with 1,648-token blocks",
+       partial(hit_tokens, 5000, 1648), "tokens", rel=0,
+       mistakes=(_M(partial(hit_tokens, 5000, 1648, drop=False), "that keeps the last hit block: the drop rule "
+                    "gives one of the three whole blocks back"),)),
+    _P("ch9.p1e", "09_kv_reuse", "tokens recomputed on every such hit", partial(hit_tokens, 5000, 1648, "recomputed"),
+       "tokens", rel=0,
+       mistakes=(_M(partial(not_reused, 5000, 1648), "that counts every token not reused: the last token and the "
+                    "tail past the last whole block are computed anyway; the rule recomputes one block"),)),
+    _P("ch9.p2a", "09_kv_reuse", "one 1,648-token recompute of Llama-3-70B after 4,096 cached tokens, H100, in "
+       "batch-1 decode steps", partial(recompute_steps, LLAMA_3_70B, H100, 1648), "decode steps",
+       mistakes=(_M(lambda: 1648.0, "that charges each token a decode step: a prefill runs all 1,648 tokens in one "
+                    "pass, compute-bound, and a batch-1 decode step is memory-bound"),
+                 _M(partial(recompute_steps, LLAMA_3_70B, H100, 1648, 0), "that is at an empty context: both the "
+                    "recompute and the decode step read 4,096 cached tokens"),
+                 _M(partial(recompute_steps, LLAMA_3_8B, H100, 1648), "that is Llama-3-8B: the question is about "
+                    "the 70B model"))),
+    _P("ch9.p2b", "09_kv_reuse", "by what fraction the recompute lengthens 200 decode steps (%)",
+       partial(recompute_pct, 200), "%",
+       mistakes=(_M(partial(recompute_pct, 200, scale=1), "that is a fraction: the answer is in percent"),
+                 _M(partial(recompute_pct, 200, True), "that divides by the total with the recompute included: "
+                    "the question compares the recompute with the 200 decode steps"))),
+    _P("ch9.p3", "09_kv_reuse", "why is the eager policy right without speculation and wrong with it?", constant("a"),
+       choices={
+           "a": "a plain pass writes only the pending token's slot, which is committed, so every written slot is "
+                "verified; a verify pass also writes k drafts and rolls rejected ones back, so a block can be "
+                "fully written with a rejected draft's keys in its last slot",
+           "b": "speculation computes different keys for accepted tokens than plain decoding does",
+           "c": "without speculation no block is ever full when the eager test runs, so it never publishes",
+           "d": "with speculation the hashes are taken over drafted token ids"},
+       mistakes=(_M(constant("b"), "a verify pass computes the same keys for committed tokens (causal attention: "
+                    "the chapter runs float64 to show it); only the slots of rejected drafts hold wrong keys"),
+                 _M(constant("c"), "the eager test publishes full blocks in plain decoding too; it is right there "
+                    "because written = verified after every plain pass"),
+                 _M(constant("d"), "hashes are taken over token ids that are known, all committed (the pending "
+                    "one included): the wrong part is the keys in the slot, not the hash"))),
+    _P("ch9.p4", "09_kv_reuse", "when is disabling the drop rule (vLLM PR #53388) safe for outputs?", constant("a"),
+       choices={
+           "a": "when the kept block holds only drafter state; not when it also holds target state a lookup "
+                "cannot vouch for, like a hybrid model's recurrent state written over draft positions",
+           "b": "never: a drafter state from another continuation changes the output tokens",
+           "c": "always: the target verifies every token, whatever the cache holds",
+           "d": "only at temperature 0"},
+       mistakes=(_M(constant("b"), "the target verifies every draft: a wrong drafter state changes q, which moves "
+                    "acceptance, not the output (the chapter's keep rule left every output identical)"),
+                 _M(constant("c"), "verification protects against a wrong drafter, not a wrong target: a kept block "
+                    "with target state a hit cannot vouch for (#43559's recurrent state) changes p itself"),
+                 _M(constant("d"), "speculative sampling emits tokens distributed as p for any q at every "
+                    "temperature: sampled outputs are safe too"))),
 ]:
     register(_problem)
 

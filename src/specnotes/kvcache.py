@@ -550,6 +550,29 @@ def verify_trace(prompt_length: int, accepted, k: int, block_size: int) -> list[
     return rows
 
 
+@dataclass(frozen=True)
+class PrefixHit:
+    """A hit on a prompt whose every block is cached, counted in tokens (``prefix_hit``)."""
+
+    servable: int  # the prompt minus its last token (always computed) and the drafter's lag
+    blocks: int  # whole blocks in the servable tokens: what is hashed, published and found
+    reused: int
+    recomputed: int  # the block the drop rule gives back
+
+
+def prefix_hit(prompt_tokens: int, block_size: int, lag: int = 1, drop: bool = True) -> PrefixHit:
+    """What a full-prefix hit reuses and recomputes, by ``PrefixCache.hit_blocks``'s rules: the last prompt
+    token is always computed, a drafter ``lag`` tokens behind holds that many fewer, only whole blocks hit,
+    and with ``drop`` (and a lag) the last hit block is given back and recomputed."""
+    prompt_tokens = validate.integer("prompt_tokens", prompt_tokens, low=1)
+    block_size = validate.integer("block_size", block_size, low=1)
+    lag = validate.integer("lag", lag, low=0)
+    servable = max(0, prompt_tokens - 1 - lag)
+    blocks = servable // block_size
+    dropped = 1 if drop and lag and blocks else 0
+    return PrefixHit(servable, blocks, (blocks - dropped) * block_size, dropped * block_size)
+
+
 # ---------------------------------------------------------------- comparing outputs
 
 

@@ -289,6 +289,66 @@ def batch_expansion(step_time: StepTime, per_sequence_s: float) -> StepTime:
     return expanded
 
 
+# ---------------------------------------------------------------------------------------------- the vLLM blog's pool
+
+# vLLM blog 2024-10-17, Figs. 5 and 7: Llama-3-70B on 4×H100 with Qwama-0.5B, k = 4. The post gives neither
+# prompt lengths nor context: these are assumed (Chapter 8 says so), and every rate simulates 2 minutes.
+BLOG_PROMPT, BLOG_CONTEXT, BLOG_K, BLOG_TP, BLOG_SECONDS = 256, 384, 4, 4, 120.0
+
+
+@dataclass(frozen=True)
+class BlogPool:
+    """The vLLM blog's decode pool as ``fit_blog_pool`` fitted it: the output length, α and V0's
+    batch-expansion cost per expanded sequence; the step times without that cost (``roofline_step``)
+    and with it (``step``); and ``poolsim.simulate``'s layout, prefill and seed (``simulation``)."""
+
+    output_tokens: float
+    alpha: float
+    per_sequence_s: float
+    roofline_step: StepTime
+    step: StepTime
+    simulation: dict
+
+    @property
+    def requests_tokens(self) -> int:
+        """The output length every simulated request gets (whole tokens)."""
+        return int(round(self.output_tokens))
+
+
+def mean_latency(rate: float, step_time: StepTime, policy, alpha: float, output_tokens: float,
+                 seconds: float = BLOG_SECONDS, **simulation) -> float:
+    """Mean end-to-end latency (s) of ``seconds`` of Poisson arrivals at ``rate``, simulated (``poolsim``)."""
+    from specnotes import poolsim
+
+    result = poolsim.simulate(rate, step_time, policy, alpha, int(round(output_tokens)), **simulation,
+                              **poolsim.sized(rate, seconds))
+    return float(result.latency().mean())
+
+
+@functools.cache
+def fit_blog_pool() -> BlogPool:
+    """Fit the pool to three of the blog's bars, one number each, by bisection: N_out to the latency without
+    speculation at 1 request/s, α to the latency with it at 1 request/s, and V0's batch-expansion cost to
+    the latency with it at 4 requests/s. The cost model (with the H100 calibration's overheads) does the rest."""
+    from specnotes import poolsim, published
+
+    bars = {p["qps"]: p for p in published.load("vllm_blog_2024")["fig5_draft_model_sharegpt"].points}
+    knobs = cost.calibration("H100-SXM", "specdecode_bench")
+    target = cost.LLAMA_3_70B
+    roofline = modelled_step_time(target, QWAMA_0_5B, "H100-SXM", context=BLOG_CONTEXT, tp=BLOG_TP, **knobs)
+    prefill_s = functools.cache(lambda n: cost.pass_time(target, "H100-SXM", n, BLOG_PROMPT, 0, tp=BLOG_TP,
+                                                         overlap=knobs["overlap"], overhead=knobs["overhead"]))
+    sim = {"layout": "colocated", "prefill_s": prefill_s, "seed": 0}
+    plain, fixed = FixedK(0), FixedK(BLOG_K)
+    n_out = poolsim.solve(lambda n: mean_latency(1, roofline, plain, 0.5, n, **sim), bars[1]["latency_plain"],
+                          50, 400, iters=8)
+    alpha = 1 - poolsim.solve(lambda a: mean_latency(1, roofline, fixed, 1 - a, n_out, **sim),
+                              bars[1]["latency_sd"], 0.02, 0.95, iters=8)
+    per_seq = poolsim.solve(lambda c: mean_latency(4, batch_expansion(roofline, c), fixed, alpha, n_out, **sim),
+                            bars[4]["latency_sd"], 0.0, 4e-4, iters=8)
+    return BlogPool(n_out, alpha, per_seq, roofline, batch_expansion(roofline, per_seq), sim)
+
+
 # ---------------------------------------------------------------------------------------------- serving
 
 

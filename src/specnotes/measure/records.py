@@ -164,10 +164,17 @@ class Results:
 
 
 def save_results(results: Results, path: str | os.PathLike) -> Path:
-    """Write ``results`` as JSON at ``path`` (folders created); returns the path."""
+    """Write ``results`` as JSON at ``path`` (folders created); returns the path. Atomic: the text goes to
+    a temporary file beside it that then replaces ``path``, so a file at ``path`` is always complete."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results.to_dict(), indent=1) + "\n")
+    text = json.dumps(results.to_dict(), indent=1) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
