@@ -13,6 +13,10 @@ def grid():
     return widgets.explorer_grid(**SMALL)
 
 
+def knobs(row):
+    return {} if row["cal"] == widgets.IDEALIZED else cost.calibration(row["acc"], row["cal"])
+
+
 def expected_row(row, **model):
     accel = hardware.accelerator(row["acc"])
     dtype = "fp16" if row["acc"] == "T4" else "bf16"
@@ -25,9 +29,12 @@ def expected_row(row, **model):
 
 
 def test_grid_matches_the_cost_model_point_by_point(grid):
-    assert len(grid) == 2 * 2 * 2 * 2 * 3  # accelerators × targets × k × α × context
+    # accelerators × targets × k × α × context, idealized; then the H100 again, calibrated (the T4 has none)
+    assert len(grid) == 2 * 2 * 2 * 2 * 3 + 1 * 2 * 2 * 2 * 3
+    assert {(r["cal"], r["acc"]) for r in grid} == {("idealized", "H100-SXM"), ("idealized", "T4"),
+                                                    ("specdecode_bench", "H100-SXM")}
     for row in grid:
-        expected = expected_row(row)
+        expected = expected_row(row, **knobs(row))
         assert (row["bstar"], row["mb"]) == (expected["bstar"], expected["mb"])
         if row["mb"] == 0:  # the weights alone do not fit: no curve
             assert row["S"] == []
@@ -44,21 +51,40 @@ def test_grid_says_never_pays():
 
 
 def test_grid_takes_a_model_per_accelerator():
-    # the hook for a calibration: keyword arguments of the time functions, per accelerator
+    # any keyword arguments of the time functions, per accelerator
     overheads = {"H100-SXM": 2e-3, "L4": 5e-3}
     rows = widgets.explorer_grid(accelerators=("H100-SXM", "L4"), targets=(LLAMA_3_8B.name,), ks=(3,),
                                  alphas_pct=(70,), contexts=(1024,),
-                                 model=lambda acc: {"overhead": overheads[acc], "overlap": "none"})
+                                 model=lambda acc: {"overhead": overheads[acc], "overlap": "none"}, calibration=None)
+    assert [r["cal"] for r in rows] == ["model", "model"]
     for row in rows:
         expected = expected_row(row, overhead=overheads[row["acc"]], overlap="none")
         assert row["S"] == pytest.approx(expected["S"], abs=5e-3) and row["bstar"] == expected["bstar"]
     default = widgets.explorer_grid(accelerators=("H100-SXM",), targets=(LLAMA_3_8B.name,), ks=(3,),
-                                    alphas_pct=(70,), contexts=(1024,))
-    assert default[0]["S"] != rows[0]["S"]
+                                    alphas_pct=(70,), contexts=(1024,), calibration=None)
+    assert default[0]["S"] != rows[0]["S"] and default[0]["cal"] == "idealized"
+
+
+def test_calibrated_rows_are_the_stored_calibration_and_differ_from_the_idealized():
+    assert widgets.calibrated_accelerators() == ["H100-SXM"]  # SpecDecode-Bench: one H100
+    rows = widgets.explorer_grid(accelerators=("H100-SXM", "L4"), targets=(LLAMA_3_8B.name,), ks=(4,),
+                                 alphas_pct=(80,), contexts=(0,))
+    assert [(r["acc"], r["cal"]) for r in rows] == [("H100-SXM", "idealized"), ("L4", "idealized"),
+                                                    ("H100-SXM", "specdecode_bench")]  # no calibration on the L4
+    ideal, _, cal = rows
+    knobs = cost.calibration("H100-SXM", "specdecode_bench")
+    assert knobs["overhead"] > 0 and knobs["draft_overhead"] > 0  # the fitted per-pass overheads
+    assert cal["S"] == pytest.approx(expected_row(cal, **knobs)["S"], abs=5e-3)
+    assert cal["bstar"] == expected_row(cal, **knobs)["bstar"] != ideal["bstar"]
+    # Chapter 4: the calibrated curve falls earlier (B = 64) but crosses 1 later than the idealized one
+    at64 = widgets.BATCHES.index(64)
+    assert cal["S"][at64] < ideal["S"][at64] and cal["bstar"] > ideal["bstar"]
+    assert widgets.explorer_grid(accelerators=("L4",), targets=(LLAMA_3_8B.name,), ks=(4,), alphas_pct=(80,),
+                                 contexts=(0,), calibration="specdecode_bench")[0]["cal"] == "idealized"
 
 
 def test_the_grid_shows_the_books_claims(grid):
-    h100 = {(r["tgt"], r["k"], r["a"], r["ctx"]): r for r in grid if r["acc"] == "H100-SXM"}
+    h100 = {(r["tgt"], r["k"], r["a"], r["ctx"]): r for r in grid if (r["acc"], r["cal"]) == ("H100-SXM", "idealized")}
     row = h100[(LLAMA_3_8B.name, 4, 90, 0)]
     assert row["S"][0] > 2 > 1 > row["S"][-1]  # pays at B = 1, costs at B = 4096
     assert row["bstar"] is not None and 32 < row["bstar"] < 512
@@ -77,7 +103,9 @@ def test_the_grid_shows_the_books_claims(grid):
 def test_altair_explorer_binds_every_control_to_the_filter(grid):
     spec = widgets.altair_explorer(grid).to_dict()
     params = {p["name"]: p for p in spec["params"]}
-    assert set(params) == {"accelerator", "target", "k", "alpha", "context"}
+    assert set(params) == {"accelerator", "target", "k", "alpha", "context", "model"}
+    assert params["model"]["bind"]["options"] == ["idealized", "specdecode_bench"]
+    assert params["model"]["value"] == "idealized" and "vLLM" in params["model"]["bind"]["labels"][1]
     assert all("bind" in p for p in params.values())
     assert params["k"]["bind"]["input"] == "range" and params["alpha"]["bind"]["step"] == 30
     assert params["context"]["bind"]["options"] == [0, 512, 8192]
@@ -90,6 +118,16 @@ def test_altair_explorer_binds_every_control_to_the_filter(grid):
     initial = {r["acc"] for r in grid}
     assert params["accelerator"]["value"] in initial
     assert "datum.B <= datum.mb" in text and "does not fit in memory: max batch" in text  # the memory limit
+    # the T4 has no calibration: with the calibrated model chosen the chart says so
+    assert "model == 'specdecode_bench' && indexof(['H100-SXM'], accelerator) < 0" in text
+    assert "no calibration for" in text
+
+
+def test_one_model_means_no_model_menu():
+    rows = widgets.explorer_grid(accelerators=("H100-SXM",), targets=(LLAMA_3_8B.name,), ks=(4,), alphas_pct=(80,),
+                                 contexts=(0,), calibration=None)
+    spec = widgets.altair_explorer(rows).to_dict()
+    assert "model" not in {p["name"] for p in spec["params"]} and "no calibration" not in json.dumps(spec)
 
 
 def test_sliders_only_offer_values_the_grid_has():
@@ -130,6 +168,16 @@ def test_ipywidgets_explorer_recomputes_on_change():
     assert box.last[1] == [cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, "H100-SXM", b, 4, 0.5, 8192, overlap="pass")
                            for b in widgets.BATCHES]
     assert box.last[1] != per_kernel
+    box.controls["overlap"].value = "kernel"
+    box.controls["calibration"].value = "specdecode_bench"  # the stored calibration, with its own overlap
+    knobs = cost.calibration("H100-SXM", "specdecode_bench")
+    assert box.controls["overlap"].disabled
+    assert box.last[1] == [cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, "H100-SXM", b, 4, 0.5, 8192, **knobs)
+                           for b in widgets.BATCHES]
+    box.controls["accel"].value = "T4"  # no calibration there: said, not plotted
+    assert box.last is None and box.fits is None
+    box.controls["calibration"].value = "idealized"
+    assert not box.controls["overlap"].disabled and box.last is not None
     box.controls["accel"].value = "A100-80GB"
     box.controls["dtype"].value = "fp8"  # the A100 has no fp8: said, not plotted
     assert box.last is None and box.fits is None

@@ -190,8 +190,9 @@ def derived_crossover(target: cost.ModelShape, draft: cost.ModelShape, accel: st
     return ridge(accel) * (cost.expected_tokens(alpha, k) - k * c) / (k + 1 if divisor is None else divisor)
 
 
-def crossover(target: cost.ModelShape, draft: cost.ModelShape, accel: str, k: int, alpha: float) -> int | None:
-    return cost.crossover_batch(target, draft, accel, k, alpha)
+def crossover(target: cost.ModelShape, draft: cost.ModelShape, accel: str, k: int, alpha: float,
+              tp: int = 1) -> int | None:
+    return cost.crossover_batch(target, draft, accel, k, alpha, tp=tp)
 
 
 def best_k_at(target: cost.ModelShape, draft: cost.ModelShape, accel: str, batch: int, alpha: float,
@@ -201,8 +202,8 @@ def best_k_at(target: cost.ModelShape, draft: cost.ModelShape, accel: str, batch
 
 
 def speedup_at(target: cost.ModelShape, draft: cost.ModelShape, accel: str, batch: int, k: int,
-               alpha: float) -> float:
-    return cost.batch_speedup(target, draft, accel, batch, k, alpha)
+               alpha: float, tp: int = 1) -> float:
+    return cost.batch_speedup(target, draft, accel, batch, k, alpha, tp=tp)
 
 
 def memory_bound_speedup(target: cost.ModelShape, draft: cost.ModelShape, k: int, alpha: float) -> float:
@@ -417,7 +418,8 @@ def register(problem: Problem) -> Problem:
 
 for _problem in [
     # Chapter 1: the roofline of a decode step
-    _P("ch1.p1a", "01_roofline_decode", "Llama-3-70B decode step at B = 1 on one H200, bf16 (ms)",
+    _P("ch1.p1a", "01_roofline_decode", "Llama-3-70B decode step at B = 1 on one H200, bf16 (ms; a bound: "
+       "the bf16 weights alone fill its 141 GB)",
        partial(decode_step_ms, LLAMA_3_70B, H200, "bf16"), "ms",
        mistakes=(_M(partial(weight_read_ms, LLAMA_3_70B.params, 1, H200),
                     "off by a factor of 2: a bf16 weight is 2 bytes, so the step reads 2P bytes"),
@@ -474,10 +476,10 @@ for _problem in [
        partial(draft_ms, LLAMA_3_2_1B, H100, 1, 4), "ms",
        mistakes=(_M(partial(one_pass_ms, LLAMA_3_2_1B, H100, 1, 4), "that is one pass: an autoregressive draft "
                     "runs k = 4 sequential passes and reads its weights in each"),)),
-    _P("ch2.p2b", "02_draft_and_verify", "one single-pass drafter pass, same weights, k = 4 positions (ms)",
-       partial(one_pass_ms, LLAMA_3_2_1B, H100, 1, 4), "ms",
-       mistakes=(_M(partial(draft_ms, LLAMA_3_2_1B, H100, 1, 4), "that is k passes: a single-pass drafter reads its "
-                    "weights once for all k positions"),)),
+    _P("ch2.p2b", "02_draft_and_verify", "one pass of a block drafter: the same weights applied to all k = 4 "
+       "positions at once (ms)", partial(one_pass_ms, LLAMA_3_2_1B, H100, 1, 4), "ms",
+       mistakes=(_M(partial(draft_ms, LLAMA_3_2_1B, H100, 1, 4), "that is k passes: a block drafter applies one set "
+                    "of weights to all k positions, so it reads them once"),)),
     _P("ch2.p3", "02_draft_and_verify", "at L = 32768, which bytes dominate both passes and keep verify ≈ decode?",
        constant("b"), choices={
            "a": "the weights, w·P",
@@ -532,11 +534,14 @@ for _problem in [
                     "verify pass scores k + 1 tokens per sequence"),
                  _M(partial(derived_crossover, LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8), "that is the 8B target's B*: "
                     "c for the 70B target is the 1B draft's parameters over the 70B's, about 0.02"))),
-    _P("ch4.p1b", "04_batch_size", "the exact B* from cost.crossover_batch (the chapter's table)",
-       partial(crossover, LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8), "sequences", rel=0,
+    _P("ch4.p1b", "04_batch_size", "the exact B* on two H100s, tp = 2, L = 0 (cost.crossover_batch; the chapter's "
+       "table)", partial(crossover, LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8, 2), "sequences", rel=0,
        mistakes=(_M(partial(crossover, LLAMA_3_8B, LLAMA_3_2_1B, H100, 4, 0.8), "that is the 8B target's B*: read "
                     "the 70B column"),
-                 _M(partial(crossover, LLAMA_3_70B, LLAMA_3_2_1B, H200, 4, 0.8), "that is the H200's row: the "
+                 _M(partial(crossover, LLAMA_3_70B, LLAMA_3_2_1B, H100, 4, 0.8), "that is one H100 holding all of the "
+                    "70B, which its 80 GB cannot: with tp = 2 every pass also pays two all-reduces per layer "
+                    "(cost.crossover_batch(..., tp=2))"),
+                 _M(partial(crossover, LLAMA_3_70B, LLAMA_3_2_1B, H200, 4, 0.8, 2), "that is the H200's row: the "
                     "question is about the H100 SXM"))),
     _P("ch4.p2a", "04_batch_size", "the best k at B = 64, H100, 8B target + 1B draft, α = 0.8",
        partial(best_k_at, LLAMA_3_8B, LLAMA_3_2_1B, H100, 64, 0.8), rel=0,
@@ -547,12 +552,15 @@ for _problem in [
        partial(best_k_at, LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 0.8), rel=0,
        mistakes=(_M(lambda: best_k_at(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 0.8) + 1, "off by one: k counts drafted "
                     "tokens, not the k + 1 tokens an iteration can yield"),)),
-    _P("ch4.p3", "04_batch_size", "S at B = 96, Llama-3-70B + 1B draft on an H200, α = 0.7, k = 3 (×)",
-       partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H200, 96, 3, 0.7),
+    _P("ch4.p3", "04_batch_size", "S at B = 96, L = 0, Llama-3-70B + 1B draft on two H200s (tp = 2), α = 0.7, "
+       "k = 3 (×)", partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H200, 96, 3, 0.7, 2),
        mistakes=(_M(partial(memory_bound_speedup, LLAMA_3_70B, LLAMA_3_2_1B, 3, 0.7), "that is the memory-bound "
                     "limit E[N]/(1 + kc), true at small B: at B = 96 the verify pass has 96 · 4 = 384 tokens per "
                     "weight read, past the H200's ridge, so it costs compute"),
-                 _M(partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H100, 96, 3, 0.7), "that is on an H100: the "
+                 _M(partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H200, 96, 3, 0.7), "that is one H200 holding all "
+                    "of the 70B, which its 141 GB cannot (the bf16 weights alone fill it): with tp = 2 every pass "
+                    "also pays two all-reduces per layer"),
+                 _M(partial(speedup_at, LLAMA_3_70B, LLAMA_3_2_1B, H100, 96, 3, 0.7, 2), "that is on two H100s: the "
                     "H200's lower ridge (more bandwidth, same compute) leaves less headroom"))),
     # Chapter 5: context length and the KV cache
     _P("ch5.p1a", "05_context_length", "context at which 32 sequences' caches weigh Llama-3-70B's weights (tokens)",

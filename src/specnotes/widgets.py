@@ -8,9 +8,13 @@
 - ``ipywidgets_explorer``: the live version for Jupyter and Colab, evaluating the model on every change
   (any k, α, context, overlap; not just the grid's).
 
-Every time is the per-kernel roofline (``overlap="kernel"``, the book's default) unless a caller passes
-the time functions' keyword arguments (``overlap``, ``overhead``, ``draft_overhead``, ...): ``model=`` /
-``**model`` here, and ``model_kwargs`` in the live explorer, are the hook for a calibrated model.
+Both offer two models: the **idealized** per-kernel roofline (``overlap="kernel"``, no overhead: the
+book's default) and the model **calibrated** to an engine, ``cost.calibration(accelerator, CALIBRATION)``:
+the per-pass overheads and overlap mode fitted to SpecDecode-Bench's vLLM 0.10.1 measurements on one
+H100 (Chapter 6). A calibration describes an engine on a GPU, so the calibrated curve exists only for an
+accelerator that has one (``calibrated_accelerators``); elsewhere the explorers say so.
+``model=`` / ``**model`` here, and ``model_kwargs`` in the live explorer, take any other keyword
+arguments of the time functions (``overlap``, ``overhead``, ``draft_overhead``, ...).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from specnotes import cost, hardware, validate
+from specnotes import calibrate, cost, hardware, validate
 from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, LLAMA_3_70B
 
 TARGETS = {s.name: s for s in (LLAMA_3_8B, LLAMA_3_70B)}
@@ -33,6 +37,17 @@ GRID_K = tuple(range(1, 7))
 GRID_ALPHA_PCT = (50, 60, 70, 80, 90)
 GRID_CONTEXT = (0, 512, 1024, 2048, 8192, 32768)
 OVERLAP_LABELS = {"kernel": "per kernel", "pass": "per pass", "none": "no overlap"}
+# The engine calibration the explorers offer beside the idealized model (Chapter 6 fits it), and how the
+# menus name the two models. In the static grid a row's "cal" is one of MODELS' keys.
+CALIBRATION = "specdecode_bench"
+IDEALIZED = "idealized"
+MODELS = {IDEALIZED: "idealized: per-kernel roofline, no overhead",
+          CALIBRATION: "calibrated: vLLM 0.10.1 on an H100 (SpecDecode-Bench, Chapter 6)"}
+
+
+def calibrated_accelerators(source: str = CALIBRATION) -> list[str]:
+    """The accelerators with a stored calibration fitted to ``source`` (``cost.calibration`` works for them)."""
+    return [acc for acc, sources in calibrate.calibrations().items() if source in sources]
 
 
 def _shapes(target: cost.ModelShape, draft, accel, dtype: str):
@@ -103,23 +118,37 @@ def _grid_rows(target, draft, accel, k, alphas_pct, context, batches, model) -> 
 
 def explorer_grid(accelerators=tuple(hardware.ACCELERATORS), targets=tuple(TARGETS), ks=GRID_K,
                   alphas_pct=GRID_ALPHA_PCT, contexts=GRID_CONTEXT, batches=BATCHES,
-                  model: Callable[[str], dict] | dict | None = None) -> list[dict]:
-    """One row per setting: {acc, tgt, k, a (α in %), ctx, S: [S(B) for B in batches] (2 decimals),
+                  model: Callable[[str], dict] | dict | None = None, calibration: str | None = CALIBRATION,
+                  ) -> list[dict]:
+    """One row per setting: {cal, acc, tgt, k, a (α in %), ctx, S: [S(B) for B in batches] (2 decimals),
     bstar, mb}, bf16 (fp16 on the T4). ``bstar``: ``cost.crossover_batch`` with ``max_batch`` = the
     largest of ``batches`` (None: still pays there); ``mb``: the largest batch that fits in memory
     (``cost.max_batch``; None where the table has no memory size). Where not even the weights fit
     (``mb`` = 0: Llama-3-70B on one 80 GB GPU) ``S`` is empty: no curve describes a server there.
+
     ``model``: the time functions' keyword arguments, or a function of the accelerator's name returning
-    them (a calibration: ``lambda acc: cost.calibration(acc, source)``); default: the per-kernel roofline."""
+    them; default: the idealized per-kernel roofline (``cal`` = "idealized"; "model" when ``model`` is
+    given). ``calibration``: a published source whose stored calibration adds a second set of rows
+    (``cal`` = the source) for every accelerator in ``accelerators`` that has one; None: none."""
     batches = validate.integers("batches", batches, low=1)
+    rows = _model_rows(IDEALIZED if model is None else "model", accelerators, targets, ks, alphas_pct, contexts,
+                       batches, model)
+    if calibration is not None:
+        calibrated = [acc for acc in accelerators if acc in calibrated_accelerators(calibration)]
+        rows += _model_rows(calibration, calibrated, targets, ks, alphas_pct, contexts, batches,
+                            lambda acc: cost.calibration(acc, calibration))
+    return rows
+
+
+def _model_rows(label, accelerators, targets, ks, alphas_pct, contexts, batches, model) -> list[dict]:
     rows = []
     for acc, tgt, k, ctx in itertools.product(accelerators, targets, ks, contexts):
         accel = hardware.accelerator(acc)
         kwargs = model(acc) if callable(model) else dict(model or {})
         mb = fits_batch(TARGETS[tgt], DRAFT, accel, k, ctx)
         for row in _grid_rows(TARGETS[tgt], DRAFT, accel, k, alphas_pct, ctx, batches, kwargs):
-            rows.append({"acc": acc, "tgt": tgt, "k": k, "a": row["a"], "ctx": ctx, "S": [] if mb == 0 else row["S"],
-                         "bstar": row["bstar"], "mb": mb})
+            rows.append({"cal": label, "acc": acc, "tgt": tgt, "k": k, "a": row["a"], "ctx": ctx,
+                         "S": [] if mb == 0 else row["S"], "bstar": row["bstar"], "mb": mb})
     return rows
 
 
@@ -138,11 +167,14 @@ def altair_explorer(rows: list[dict], batches=BATCHES, initial: dict | None = No
 
     The filter leaves one row; its S array is flattened, numbered, and each number looked up in
     ``batches`` (so B is not repeated in every row of the page's data). Batches past the row's memory
-    limit ``mb`` are drawn grey and dashed, over a grey band labelled with the limit."""
+    limit ``mb`` are drawn grey and dashed, over a grey band labelled with the limit. Rows of more than
+    one model (``cal``: idealized, calibrated) get a model menu; where the chosen model has no row for the
+    chosen accelerator (no calibration on that GPU) the chart says so instead of drawing a curve."""
     import altair as alt
 
-    init = {"acc": "H100-SXM", "tgt": LLAMA_3_8B.name, "k": 4, "a": 80, "ctx": 0, **(initial or {})}
-    options = {key: sorted({r[key] for r in rows}, key=lambda v: (isinstance(v, str), v)) for key in init}
+    init = {"cal": IDEALIZED, "acc": "H100-SXM", "tgt": LLAMA_3_8B.name, "k": 4, "a": 80, "ctx": 0, **(initial or {})}
+    keys = [key for key in init if key != "cal" or len({r.get("cal") for r in rows}) > 1]
+    options = {key: sorted({r[key] for r in rows}, key=lambda v: (isinstance(v, str), v)) for key in keys}
     params = {
         "acc": alt.param(name="accelerator", value=init["acc"],
                          bind=alt.binding_select(options=options["acc"], name="accelerator ")),
@@ -153,6 +185,10 @@ def altair_explorer(rows: list[dict], batches=BATCHES, initial: dict | None = No
         "ctx": alt.param(name="context", value=init["ctx"],
                          bind=alt.binding_select(options=options["ctx"], name="context L (tokens) ")),
     }
+    if "cal" in keys:
+        models = sorted(options["cal"], key=lambda m: m != IDEALIZED)
+        params["cal"] = alt.param(name="model", value=init["cal"], bind=alt.binding_radio(
+            options=models, labels=[MODELS.get(m, m) for m in models], name="model "))
     b_max = max(batches)
     x_scale = alt.Scale(type="log", base=2, domain=[min(batches), b_max])
     chosen = alt.Chart().transform_filter(
@@ -178,25 +214,38 @@ def altair_explorer(rows: list[dict], batches=BATCHES, initial: dict | None = No
     bstar_text = crossover.mark_text(align="left", dx=4, dy=-120, color="firebrick").encode(
         x=alt.X("bstar:Q", scale=x_scale), text=alt.Text("label:N")).transform_calculate(
         label="'B* = ' + datum.bstar + (datum.mb != null && datum.bstar > datum.mb ? ' (does not fit)' : '')")
+    layers = [band, band_text, beyond, fitting, no_gain, bstar_rule, bstar_text]
+    if "cal" in params:  # a model with no rows for this accelerator: say so where the curve would be
+        for m in options["cal"]:
+            accs = sorted({r["acc"] for r in rows if r["cal"] == m})
+            if set(accs) != set(options["acc"]):
+                layers.append(alt.Chart(alt.Data(values=[{}])).transform_filter(
+                    f"model == '{m}' && indexof({accs}, accelerator) < 0").transform_calculate(
+                    label=f"'no calibration for ' + accelerator + ': the {m} fit (Chapter 6) is for "
+                          f"{', '.join(accs)} only'"
+                ).mark_text(color="firebrick", fontSize=13).encode(x=alt.value(280), y=alt.value(150),
+                                                                   text="label:N"))
     # data at the top level: the layers that use the grid share one copy of it
-    return alt.layer(band, band_text, beyond, fitting, no_gain, bstar_rule, bstar_text,
-                     data=alt.Data(values=rows)).add_params(*params.values()).properties(
+    return alt.layer(*layers, data=alt.Data(values=rows)).add_params(*params.values()).properties(
         width=560, height=320,
-        title="Speculative decoding: speedup vs batch size (per-kernel roofline; grey: does not fit)")
+        title="Speculative decoding: speedup vs batch size (model per the menu; grey: does not fit)")
 
 
 def model_kwargs(values: dict) -> dict:
-    """The live explorer's control values -> keyword arguments of the time functions. The hook for more
-    model controls (a calibration toggle: add a control, then e.g.
-    ``{**cost.calibration(values["accel"], values["calibration"]), "overlap": ...}`` here)."""
-    return {"overlap": values["overlap"]}
+    """The live explorer's control values -> keyword arguments of the time functions: the chosen overlap
+    for the idealized model, or the stored calibration of the chosen accelerator (its overheads and its
+    own overlap mode; ValueError, naming the calibrated accelerators, where it has none)."""
+    if values.get("calibration", IDEALIZED) == IDEALIZED:
+        return {"overlap": values["overlap"]}
+    return cost.calibration(values["accel"], values["calibration"])
 
 
 def ipywidgets_explorer(initial: dict | None = None):
     """Live explorer for a kernel: every control re-evaluates ``speedup_curve`` and ``fits_batch``.
-    ``initial``: starting values by control name (accel, dtype, target, overlap, k, alpha, context).
-    Returns the widget box; ``box.redraw()`` redraws, ``box.last`` holds the last (batches, speedups,
-    bstar) and ``box.fits`` the largest batch that fits for that setting."""
+    ``initial``: starting values by control name (accel, dtype, target, calibration, overlap, k, alpha,
+    context). Returns the widget box; ``box.redraw()`` redraws, ``box.last`` holds the last (batches,
+    speedups, bstar) and ``box.fits`` the largest batch that fits for that setting. With a calibration
+    chosen, the overlap menu is disabled: the calibration brings its own."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
 
@@ -208,6 +257,8 @@ def ipywidgets_explorer(initial: dict | None = None):
                             style=style),
         "dtype": w.Dropdown(options=["bf16", "fp8"], value="bf16", description="dtype", style=style),
         "target": w.Dropdown(options=list(TARGETS), value=LLAMA_3_8B.name, description="target", style=style),
+        "calibration": w.Dropdown(options=[(label, key) for key, label in MODELS.items()], value=IDEALIZED,
+                                  description="model", style=style, layout=w.Layout(width="max-content")),
         "overlap": w.Dropdown(options=[(label, key) for key, label in OVERLAP_LABELS.items()], value="kernel",
                               description="roofline", style=style),
         "k": w.IntSlider(value=4, min=1, max=16, description="k", style=style),
@@ -218,29 +269,33 @@ def ipywidgets_explorer(initial: dict | None = None):
         validate.choice("initial control", name, controls)
         controls[name].value = value
     out = w.Output()
-    box = w.VBox([w.HBox(list(controls.values())[:4]), w.HBox(list(controls.values())[4:]), out])
+    rows = (["accel", "dtype", "target"], ["calibration", "overlap"], ["k", "alpha", "context"])
+    box = w.VBox([w.HBox([controls[name] for name in row]) for row in rows] + [out])
 
     def redraw(*_):
         c = {name: ctl.value for name, ctl in controls.items()}
         target = TARGETS[c["target"]]
+        controls["overlap"].disabled = c["calibration"] != IDEALIZED
         try:
             box.last = speedup_curve(target, DRAFT, c["accel"], c["k"], c["alpha"], c["context"], c["dtype"],
                                      **model_kwargs(c))
             box.fits = fits_batch(target, DRAFT, c["accel"], c["k"], c["context"], c["dtype"])
-        except ValueError as err:  # e.g. fp8 on a GPU without fp8
+        except ValueError as err:  # fp8 on a GPU without fp8; a calibration this GPU does not have
             box.last = box.fits = None
             with out:
                 out.clear_output(wait=True)
                 print(err)
             return
         batches, speedups, bstar = box.last
+        how = (OVERLAP_LABELS[c["overlap"]] if c["calibration"] == IDEALIZED
+               else f"calibrated ({c['calibration']}, Chapter 6)")
         with out:
             out.clear_output(wait=True)
             fig, ax = plt.subplots(figsize=(8, 4.5))
             plots.speedup_vs_batch(ax, [(f"{c['target']} + {DRAFT.name}, k={c['k']}, α={c['alpha']:.2f}",
                                          batches, speedups, "model")], bstar=bstar, max_batch=box.fits,
-                                   title=f"{c['accel']}, {c['dtype']}, L={c['context']}, "
-                                         f"{OVERLAP_LABELS[c['overlap']]}: max batch that fits {box.fits}")
+                                   title=f"{c['accel']}, {c['dtype']}, L={c['context']}, {how}: "
+                                         f"max batch that fits {box.fits}")
             plt.show()
 
     for ctl in controls.values():
