@@ -80,6 +80,13 @@ def test_max_batch_by_hand():
     windowed = cost.max_batch(LLAMA_3_8B, LLAMA_3_2_1B, H100, 8192, draft_context=256)
     assert windowed == math.floor((80e9 - weights) / (131072 * 8193 + 32768 * 257))
     assert cost.max_batch(cost.LLAMA_3_70B, None, H100, 1024) == 0  # 141 GB of weights: nothing fits
+    # Medusa keeps k heads, each with its own weights; a block drafter one set for all k positions
+    head = ModelShape(1, 4096, 32, 8, 4096, 128256, name="head")
+    target_bytes, per_seq = 2 * (LLAMA_3_8B.params + 4096 * 128256), 131072 * (1024 + 5)
+    assert cost.max_batch(LLAMA_3_8B, Heads(head), H100, 1024, k=4) == math.floor(
+        (80e9 - target_bytes - 4 * 2 * head.params) / per_seq)
+    assert cost.max_batch(LLAMA_3_8B, SinglePass(head), H100, 1024, k=4) == math.floor(
+        (80e9 - target_bytes - 2 * head.params) / per_seq)
 
 
 def test_dtype_is_the_shapes_own():

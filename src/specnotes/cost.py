@@ -661,12 +661,15 @@ def best_k(target: ModelShape, draft: Draft, accel, batch: int, alpha: float, co
 # ---------------------------------------------------------------------------------------------- memory
 
 
-def _draft_memory(draft: Draft, tp: int) -> tuple[float, float]:
-    """(weight bytes, KV bytes per cached token) a draft adds on each of tp devices."""
+def _draft_memory(draft: Draft, tp: int, k: int) -> tuple[float, float]:
+    """(weight bytes, KV bytes per cached token) a draft adds on each of tp devices; Medusa keeps one
+    head per drafted position (at least one)."""
     if isinstance(draft, ModelShape):
         return draft.memory_bytes / tp, _kv_token_per_device(draft, tp)
-    if isinstance(draft, SinglePass | Heads):
+    if isinstance(draft, SinglePass):
         return draft.shape.params * draft.shape.weight_bytes / tp, 0.0
+    if isinstance(draft, Heads):
+        return max(k, 1) * draft.shape.params * draft.shape.weight_bytes / tp, 0.0
     return 0.0, 0.0  # an early exit shares the target's weights and KV; n-gram has none
 
 
@@ -686,7 +689,7 @@ def max_batch(target: ModelShape, draft: Draft | None, accel, context: int, *, k
     if not accel.memory:
         return None
     draft_ctx = context if draft_context is None else validate.integer("draft_context", draft_context, low=0)
-    draft_weights, draft_kv = _draft_memory(draft, tp) if draft is not None else (0.0, 0.0)
+    draft_weights, draft_kv = _draft_memory(draft, tp, k) if draft is not None else (0.0, 0.0)
     kv_token = _kv_token_per_device(target, tp)
     per_seq = kv_token * (context + k + 1) + draft_kv * (draft_ctx + k + 1)
     free = accel.memory - target.memory_bytes / tp - draft_weights - reserve
