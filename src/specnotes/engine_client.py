@@ -229,8 +229,8 @@ def provenance(url: str, model: str, label: str, command: str = "") -> dict:
     business (None here: its launch command says them)."""
     return {"device": DEVICE, "dtype": None, "dtype_reason": "chosen by the engine", "host": url,
             "threads": None, "torch": None, "python": platform.python_version(), "cuda": None, "driver": None,
-            "cuda_graphs": None, "compiled": None, "date": utc_now(), "engine_model": model, "label": label, "client": platform.node(),
-            "command": command}
+            "cuda_graphs": None, "compiled": None, "date": utc_now(), "engine_model": model, "label": label,
+            "client": platform.node(), "command": command}
 
 
 def results(levels: list[LevelResult], url: str, model: str, label: str, max_tokens: int, prompt_chars: int,
