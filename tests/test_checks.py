@@ -277,3 +277,56 @@ def test_fits_in_cache_reads_the_last_level_cache():
 
     llc = devices.llc_bytes() or 32 * 2**20
     assert devices.fits_in_cache(llc, "cpu") and not devices.fits_in_cache(llc + 1, "cpu")
+
+
+# ---------------------------------------------------------------------------------------------- model gap
+
+MS = 1e-3
+
+
+def gap(decode, verify, draft, k=4, alpha=0.8):
+    """describe_model_gap on (measured, modelled) ms per pass, S computed from them as the chapters do."""
+    from specnotes import cost
+
+    en = cost.expected_tokens(alpha, k)
+    s = lambda i: en * decode[i] / (k * draft[i] + verify[i])
+    passes = {"decode": (decode[0] * MS, decode[1] * MS), "verify": (verify[0] * MS, verify[1] * MS),
+              "draft": (draft[0] * MS, draft[1] * MS)}
+    return checks.describe_model_gap(64, k, s(0), s(1), passes)
+
+
+def test_model_gap_blames_a_slow_plain_decode_when_s_is_above_the_model():
+    # the stored AMX run at B = 64: decode far slower than modelled, verify as modelled
+    text = gap(decode=(20.9, 7.0), verify=(46.2, 45.0), draft=(2.7, 2.6))
+    assert "above the model's" in text and "plain decoding ran 2.99×" in text
+
+
+def test_model_gap_blames_the_pass_that_moved_s():
+    # verify twice as slow as modelled, decode as modelled: S below the model, because of verify
+    text = gap(decode=(10.0, 10.0), verify=(40.0, 20.0), draft=(1.0, 1.0))
+    assert "below the model's" in text and "the verify pass ran 2.00×" in text
+    # the draft steps, not verify, are off (k = 4 of them)
+    text = gap(decode=(10.0, 10.0), verify=(20.0, 20.0), draft=(3.0, 1.0))
+    assert "the draft steps ran 3.00×" in text
+    # a decode faster than the roofs lowers S
+    text = gap(decode=(5.0, 10.0), verify=(20.0, 20.0), draft=(1.0, 1.0))
+    assert "below the model's" in text and "plain decoding ran 0.50×" in text and "beat the roofs" in text
+
+
+def test_model_gap_within_noise_says_they_agree():
+    text = gap(decode=(10.2, 10.0), verify=(20.0, 20.0), draft=(1.0, 1.0))
+    assert "within 10%" in text
+
+
+@pytest.mark.parametrize("wrong", [
+    dict(decode=(20.9, 7.0), verify=(46.2, 45.0), draft=(2.7, 2.6)),
+])
+def test_model_gap_never_blames_a_pass_that_moved_s_the_other_way(wrong):
+    # a slow decode raises S: the sentence must not say S is below the model, nor blame verify or the draft
+    text = gap(**wrong)
+    assert "below" not in text.split("because")[0] and "verify pass ran" not in text and "draft steps ran" not in text
+
+
+def test_model_gap_rejects_missing_passes():
+    with pytest.raises(ValueError, match="passes must hold decode, verify and draft"):
+        checks.describe_model_gap(8, 4, 1.2, 1.0, {"decode": (1.0, 1.0)})

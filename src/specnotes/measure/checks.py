@@ -29,6 +29,7 @@ The ``describe_*`` functions pick the sentence a chapter glues into its prose fr
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -235,6 +236,48 @@ def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: s
     sentence = (f"speculation paid {where} here ({values}) and stopped paying by B = {batches[-1]} "
                 f"(S = {speedups[-1]:.2f}); the model with this device's roofs puts the crossover {model}")
     return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar, sentence)
+
+
+def describe_model_gap(batch: int, k: int, measured_s: float, modelled_s: float,
+                       passes: dict[str, tuple[float, float]], *, noise: float = NOISE) -> str:
+    """Why measured and modelled S part at ``batch``, attributed by the numbers. ``passes`` maps "decode",
+    "verify" and "draft" (one draft step) to (measured, modelled) seconds. S = E[N]·decode / (k·draft +
+    verify), so a plain decode slower than modelled raises the measured S, and an iteration slower than
+    modelled lowers it: the sentence names whichever moved S more, and within the iteration the pass that
+    moved it most."""
+    batch = validate.integer("batch", batch, low=1)
+    k = validate.integer("k", k, low=1)
+    measured_s = validate.number("measured_s", measured_s, low=0, low_open=True)
+    modelled_s = validate.number("modelled_s", modelled_s, low=0, low_open=True)
+    if set(passes) != {"decode", "verify", "draft"}:
+        raise validate.BadArgument(f"passes must hold decode, verify and draft times, got {sorted(passes)}")
+    t = {kind: (validate.number(f"{kind} measured", m, low=0, low_open=True),
+                validate.number(f"{kind} modelled", p, low=0, low_open=True)) for kind, (m, p) in passes.items()}
+    excess = {kind: m / p for kind, (m, p) in t.items()}
+    iteration = (k * t["draft"][0] + t["verify"][0]) / (k * t["draft"][1] + t["verify"][1])
+    numbers = ", ".join(f"{kind} {1e3 * t[kind][0]:.3g} ms against {1e3 * t[kind][1]:.3g} ms modelled"
+                        for kind in ("decode", "verify", "draft"))
+    if abs(measured_s / modelled_s - 1) <= noise:
+        return (f"At B = {batch} the measured S ({measured_s:.2f}) is the model's ({modelled_s:.2f}) within "
+                f"{noise:.0%}: the roofline with this device's roofs prices these passes ({numbers}).")
+    direction = "above" if measured_s > modelled_s else "below"
+    decode_moved, iteration_moved = math.log(excess["decode"]), -math.log(iteration)
+    if abs(decode_moved) >= abs(iteration_moved):
+        slow = excess["decode"] > 1
+        why = (f"plain decoding ran {excess['decode']:.2f}× its modelled time: "
+               + (f"a GEMM of {batch} rows runs below both roofs on this device's library path, which the roofline, "
+                  "an upper bound on speed, does not know" if slow else
+                  "it beat the roofs the copy and the square GEMM measured, which a small kernel can"))
+    else:
+        share = {kind: (k if kind == "draft" else 1) * t[kind][1] * (excess[kind] - 1) for kind in ("verify", "draft")}
+        kind = max(share, key=lambda x: abs(share[x]))
+        slow = excess[kind] > 1
+        why = (f"the {'draft steps' if kind == 'draft' else 'verify pass'} ran {excess[kind]:.2f}× the modelled "
+               f"time: " + ("below both roofs on this device's library path, which the roofline, an upper bound on "
+                            "speed, does not know" if slow else
+                            "faster than the roofs the copy and the square GEMM measured, which a small kernel can"))
+    return (f"At B = {batch} the measured S ({measured_s:.2f}) is {direction} the model's ({modelled_s:.2f}) "
+            f"because {why} ({numbers}).")
 
 
 def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *, draft_cached: bool,
