@@ -5,6 +5,7 @@ distributed as the target's, a check that rejects each wrong sampler of ``chains
 import pytest
 import torch
 from chains import SIGNIFICANCE, WRONG_SAMPLERS, position_pvalues
+from conftest import noisy_pair
 
 from specnotes.drafters import DraftModelDrafter, EarlyExitDrafter
 from specnotes.generate import generate, speculative_generate
@@ -20,17 +21,7 @@ TINY = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, exit_layer=1, max
 @pytest.fixture(scope="module")
 def tiny_pair():
     """A random target and a draft that is the target plus noise: they agree often, not always."""
-    torch.manual_seed(0)
-    target = Transformer(TINY).double().eval()
-    for p in target.parameters():
-        if p.dim() >= 2:
-            p.data.normal_(0, 0.3)
-    draft = Transformer(TINY).double().eval()
-    draft.load_state_dict(target.state_dict())
-    for p in draft.parameters():
-        if p.dim() >= 2:
-            p.data.add_(0.01 * torch.randn_like(p))
-    return target, draft
+    return noisy_pair(TINY, noise=0.01)
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,11 @@ the expected-length formula."""
 
 import pytest
 import torch
+from conftest import noisy_pair
 
 from specnotes.drafters import EarlyExitDrafter
 from specnotes.generate import generate, speculative_generate
-from specnotes.model import ModelConfig, Transformer, load_draft, load_target, load_text
+from specnotes.model import ModelConfig, load_draft, load_target, load_text
 from specnotes.sampling import draw_uniforms, inverse_cdf, speculative_sample
 from specnotes.trees import (
     Tree,
@@ -70,17 +71,7 @@ TINY = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, exit_layer=1, max
 
 @pytest.fixture(scope="module")
 def tiny_pair():
-    torch.manual_seed(0)
-    target = Transformer(TINY).double().eval()
-    for p in target.parameters():
-        if p.dim() >= 2:
-            p.data.normal_(0, 0.3)
-    draft = Transformer(TINY).double().eval()
-    draft.load_state_dict(target.state_dict())
-    for p in draft.parameters():
-        if p.dim() >= 2:
-            p.data.add_(0.02 * torch.randn_like(p))
-    return target, draft
+    return noisy_pair(TINY, noise=0.02)
 
 
 @torch.no_grad()
