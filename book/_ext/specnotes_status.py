@@ -29,19 +29,28 @@ MANIFEST = Path(__file__).resolve().parents[1] / "_assets" / "vendor" / "VENDORE
 STATUS_DOCS: set[str] = set()
 
 
+# The packages that execute the chapters but not the website: the site shows the stored outputs, so
+# ``make book`` builds it in an environment without them (without torch on purpose: no GPU wheels).
+CHAPTER_ONLY = {"torch": "not used to build this site (left out on purpose: the pages show the chapters' "
+                         "stored outputs; the table above gives the torch that produced them)"}
+
+
 def version(dist: str) -> str:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
-        return "not installed"
+        return CHAPTER_ONLY.get(dist, "not used to build this site (the pages show the chapters' stored outputs, "
+                                      "so the build executes no chapter)")
 
 
 def dtype_text(meta: dict) -> tuple[str, str]:
-    """(the dtype a chapter measured in, why: ``measure.provenance``'s reason), or what older metadata lacks."""
+    """(the dtype a chapter measured in, why: ``measure.provenance``'s reason), or what older metadata lacks.
+    A chapter that probes gives the probe's reason; one that measures in a fixed dtype says "fixed by the
+    chapter"; one whose kernel reported no dtype at all measured nothing on the device that ran it."""
     if "dtype_reason" not in meta:
         return "not recorded", ""
     if not meta.get("dtype"):
-        return "none", "the chapter measures nothing in a chosen dtype"
+        return "—", ""
     return meta["dtype"], meta["dtype_reason"]
 
 
@@ -80,8 +89,9 @@ class StatusDirective(SphinxDirective):
                 cell(meta.get("torch", "?")) + " |"]))
             if reason:
                 why.append(f"- {title}: {reason}")
-        return rows + (["", "Why each chapter measured in its dtype (a CPU probes; see Chapter 1):", "", *why]
-                       if why else [])
+        why_title = ("Why each chapter measured in its dtype (a CPU probes, see Chapter 1; a chapter whose models have "
+                     "a fixed dtype says so; \"—\": the page measures nothing on the device that ran it):")
+        return rows + (["", why_title, "", *why] if why else [])
 
     def build_rows(self) -> list[str]:
         rows = ["| Built with | Version |", "|---|---|", f"| Python | {platform.python_version()} |"]
