@@ -26,21 +26,22 @@ from sphinx.util.docutils import SphinxDirective
 BUILD_PACKAGES = ["jupyter-book", "sphinx", "myst-nb", "myst-parser", "sphinx-book-theme", "pydata-sphinx-theme",
                   "sphinxcontrib-bibtex", "ipywidgets", "altair", "matplotlib", "numpy", "pandas", "torch", "specnotes"]
 MANIFEST = Path(__file__).resolve().parents[1] / "_assets" / "vendor" / "VENDORED.json"
-STATUS_DOCS: set[str] = set()
+ENV_KEY = "specnotes_status_docs"  # the pages that hold the directive, kept in the (pickled) build environment
 
 
-# The packages that execute the chapters but not the website: the site shows the stored outputs, so
-# ``make book`` builds it in an environment without them (without torch on purpose: no GPU wheels).
-CHAPTER_ONLY = {"torch": "not used to build this site (left out on purpose: the pages show the chapters' "
-                         "stored outputs; the table above gives the torch that produced them)"}
+NOT_USED = "not used to build this site"
+# Why a package can be missing from the build: the site shows the stored outputs, so ``make book`` builds it in
+# an environment with only the book's tools (and without torch on purpose).
+NOT_USED_NOTE = (f"\"{NOT_USED}\": the website is built from the notebooks' stored outputs and executes no "
+                 "chapter, so the packages only the chapters import are not installed where it is built; torch is "
+                 "left out on purpose. The table of chapters above gives the torch that produced each one's outputs.")
 
 
 def version(dist: str) -> str:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
-        return CHAPTER_ONLY.get(dist, "not used to build this site (the pages show the chapters' stored outputs, "
-                                      "so the build executes no chapter)")
+        return NOT_USED
 
 
 def dtype_text(meta: dict) -> tuple[str, str]:
@@ -95,7 +96,10 @@ class StatusDirective(SphinxDirective):
 
     def build_rows(self) -> list[str]:
         rows = ["| Built with | Version |", "|---|---|", f"| Python | {platform.python_version()} |"]
-        rows += [f"| {name} | {version(name)} |" for name in BUILD_PACKAGES]
+        versions = {name: version(name) for name in BUILD_PACKAGES}
+        rows += [f"| {name} | {v} |" for name, v in versions.items()]
+        if NOT_USED in versions.values():
+            rows += ["", NOT_USED_NOTE]
         if MANIFEST.is_file():
             self.env.note_dependency(str(MANIFEST))
             packages = json.loads(MANIFEST.read_text())["packages"]
@@ -104,7 +108,7 @@ class StatusDirective(SphinxDirective):
         return rows
 
     def run(self) -> list[nodes.Node]:
-        STATUS_DOCS.add(self.env.docname)
+        getattr(self.env, ENV_KEY).add(self.env.docname)
         table = self.options.get("table", "chapters")
         rows = self.chapter_rows() if table == "chapters" else self.build_rows()
         container = nodes.container(classes=["specnotes-status"])
@@ -112,12 +116,29 @@ class StatusDirective(SphinxDirective):
         return [container]
 
 
+def init_docs(app, env, docnames):
+    if not hasattr(env, ENV_KEY):
+        setattr(env, ENV_KEY, set())
+
+
+def purge_doc(app, env, docname):
+    getattr(env, ENV_KEY, set()).discard(docname)
+
+
+def merge_docs(app, env, docnames, other):
+    getattr(env, ENV_KEY).update(getattr(other, ENV_KEY, set()) & set(docnames))
+
+
 def always_reread_status(app, env, added, changed, removed):
-    """The build table shows the tools of *this* build: re-read the page every time."""
-    return sorted(STATUS_DOCS & set(env.found_docs))
+    """The build table shows the tools of *this* build: re-read the page every time (the set of pages that
+    hold the directive lives in the environment, so a later build in a new process still finds them)."""
+    return sorted(getattr(env, ENV_KEY, set()) & set(env.found_docs))
 
 
 def setup(app: Sphinx) -> dict:
     app.add_directive("specnotes-status", StatusDirective)
+    app.connect("env-before-read-docs", init_docs)
+    app.connect("env-purge-doc", purge_doc)
+    app.connect("env-merge-info", merge_docs)
     app.connect("env-get-outdated", always_reread_status)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
