@@ -61,3 +61,11 @@ def test_usable_dtype():
 
 def test_detect_finds_no_row_for_a_cpu():
     assert hardware.detect("cpu") is None  # a CPU's roofline is measured, never looked up
+
+
+def test_the_a10g_note_keeps_its_own_peak_apart_from_the_a10s():
+    # the note quotes the A10's 125 TF next to a 70 TF row: it must say which number is the A10G's
+    a10g = accelerator("A10G")
+    assert a10g.peak("bf16") == 70e12
+    assert "the A10 itself has 125 TF bf16" in a10g.notes
+    assert f"the A10G the {a10g.peak('bf16') / 1e12:.0f} of this row" in a10g.notes

@@ -148,13 +148,23 @@ def test_magicdec_figure_and_tables():
 
 def test_vllm_blog_bars_agree_with_its_captions():
     blog = published.load("vllm_blog_2024")
+    # the numbers the post states in words, as the book quotes them (copied, so no uncertainty)
+    stated = blog["stated"]
+    assert stated.uncertainty is None and stated.values == {
+        "draft_model_speedup_qps1": 1.5, "ngram_speedup_qps1": 2.8,  # "up to 1.5x", "up to 2.8x"
+        "draft_model_slowdown_high_qps": 1.4, "ngram_slowdown_high_qps": 1.8}  # "1.4x slowdown", "1.8x slowdown"
+    assert all(f"{v}x" in " ".join(stated.notes) for v in stated.values.values())
+    # the bars, read by pixel (±0.05 s), round to within a reading's error of them
     qps1 = blog["fig5_draft_model_sharegpt"].where(qps=1)[0]
-    assert qps1["latency_plain"] / qps1["latency_sd"] == pytest.approx(1.5, abs=0.1)  # "up to 1.5x"
+    assert qps1["latency_plain"] / qps1["latency_sd"] == pytest.approx(stated.values["draft_model_speedup_qps1"],
+                                                                       abs=0.1)
     qps1 = blog["fig6_ngram_cnn"].where(qps=1)[0]
-    assert qps1["latency_plain"] / qps1["latency_sd"] == pytest.approx(2.8, abs=0.15)  # "up to 2.8x"
+    assert qps1["latency_plain"] / qps1["latency_sd"] == pytest.approx(stated.values["ngram_speedup_qps1"], abs=0.15)
     draft, ngram = blog["fig7_high_qps"].points
-    assert draft["latency_sd"] / draft["latency_plain"] == pytest.approx(1.4, abs=0.05)  # "1.4x slowdown"
-    assert ngram["latency_sd"] / ngram["latency_plain"] == pytest.approx(1.8, abs=0.1)  # "1.8x slowdown"
+    assert draft["latency_sd"] / draft["latency_plain"] == pytest.approx(
+        stated.values["draft_model_slowdown_high_qps"], abs=0.05)
+    assert ngram["latency_sd"] / ngram["latency_plain"] == pytest.approx(stated.values["ngram_slowdown_high_qps"],
+                                                                         abs=0.1)
 
 
 def test_interconnect_matches_the_accelerator_table():

@@ -5,8 +5,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
-from specnotes import refresh
+from specnotes import measure, refresh
 
 
 def test_kernel_provenance_reads_the_marked_line():
@@ -22,9 +23,27 @@ def test_the_provenance_cell_reports_the_dtype_the_kernel_chose():
     # a kernel that chose a dtype reports it with its reason; one that chose none says so (and does not probe)
     chose = f"from specnotes import measure\nmeasure.dtype_choice('cpu')\n{refresh.PROVENANCE_CELL}"
     none = refresh.PROVENANCE_CELL
-    env = {"SPECNOTES_DTYPE": "float32", "PATH": "/usr/bin:/bin"}
+    # a chapter that measures in a fixed dtype (Chapters 3, 7, 8, 9: fp32) says so through measure.provenance
+    fixed = f"import torch\nfrom specnotes import measure\nmeasure.provenance('cpu', torch.float32)\n" \
+            f"measure.provenance('cpu', torch.float32)\n{refresh.PROVENANCE_CELL}"
+    env = {"SPECNOTES_DTYPE": "float32", "SPECNOTES_DEVICE": "cpu", "PATH": "/usr/bin:/bin"}
     out = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
-           for code in (chose, none)]
-    chosen, unchosen = (refresh.kernel_provenance([{"text": o}]) for o in out)
+           for code in (chose, none, fixed)]
+    chosen, unchosen, given = (refresh.kernel_provenance([{"text": o}]) for o in out)
     assert chosen["dtype"] == "fp32" and "SPECNOTES_DTYPE" in chosen["dtype_reason"]
     assert unchosen["dtype"] is None and unchosen["dtype_reason"] == "no dtype chosen"
+    assert given["dtype"] == "fp32" and given["dtype_reason"].startswith("fixed by the chapter"), given
+
+
+def test_provenance_reports_every_fixed_dtype_once():
+    from specnotes.measure import records
+
+    saved = dict(records._GIVEN)
+    try:
+        records._GIVEN.clear()
+        for dtype in (torch.float32, torch.bfloat16, torch.float32):
+            measure.provenance("cpu", dtype)
+        assert measure.provenance("cpu", choose=False)["dtype"] == "fp32, bf16"
+    finally:
+        records._GIVEN.clear()
+        records._GIVEN.update(saved)

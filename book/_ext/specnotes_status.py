@@ -26,22 +26,32 @@ from sphinx.util.docutils import SphinxDirective
 BUILD_PACKAGES = ["jupyter-book", "sphinx", "myst-nb", "myst-parser", "sphinx-book-theme", "pydata-sphinx-theme",
                   "sphinxcontrib-bibtex", "ipywidgets", "altair", "matplotlib", "numpy", "pandas", "torch", "specnotes"]
 MANIFEST = Path(__file__).resolve().parents[1] / "_assets" / "vendor" / "VENDORED.json"
-STATUS_DOCS: set[str] = set()
+ENV_KEY = "specnotes_status_docs"  # the pages that hold the directive, kept in the (pickled) build environment
+
+
+NOT_USED = "not used to build this site"
+# Why a package can be missing from the build: the site shows the stored outputs, so ``make book`` builds it in
+# an environment with only the book's tools (and without torch on purpose).
+NOT_USED_NOTE = (f"\"{NOT_USED}\": the website is built from the notebooks' stored outputs and executes no "
+                 "chapter, so the packages only the chapters import are not installed where it is built; torch is "
+                 "left out on purpose. The table of chapters above gives the torch that produced each one's outputs.")
 
 
 def version(dist: str) -> str:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
-        return "not installed"
+        return NOT_USED
 
 
 def dtype_text(meta: dict) -> tuple[str, str]:
-    """(the dtype a chapter measured in, why: ``measure.provenance``'s reason), or what older metadata lacks."""
+    """(the dtype a chapter measured in, why: ``measure.provenance``'s reason), or what older metadata lacks.
+    A chapter that probes gives the probe's reason; one that measures in a fixed dtype says "fixed by the
+    chapter"; one whose kernel reported no dtype at all measured nothing on the device that ran it."""
     if "dtype_reason" not in meta:
         return "not recorded", ""
     if not meta.get("dtype"):
-        return "none", "the chapter measures nothing in a chosen dtype"
+        return "—", ""
     return meta["dtype"], meta["dtype_reason"]
 
 
@@ -80,12 +90,16 @@ class StatusDirective(SphinxDirective):
                 cell(meta.get("torch", "?")) + " |"]))
             if reason:
                 why.append(f"- {title}: {reason}")
-        return rows + (["", "Why each chapter measured in its dtype (a CPU probes; see Chapter 1):", "", *why]
-                       if why else [])
+        why_title = ("Why each chapter measured in its dtype (a CPU probes, see Chapter 1; a chapter whose models have "
+                     "a fixed dtype says so; \"—\": the page measures nothing on the device that ran it):")
+        return rows + (["", why_title, "", *why] if why else [])
 
     def build_rows(self) -> list[str]:
         rows = ["| Built with | Version |", "|---|---|", f"| Python | {platform.python_version()} |"]
-        rows += [f"| {name} | {version(name)} |" for name in BUILD_PACKAGES]
+        versions = {name: version(name) for name in BUILD_PACKAGES}
+        rows += [f"| {name} | {v} |" for name, v in versions.items()]
+        if NOT_USED in versions.values():
+            rows += ["", NOT_USED_NOTE]
         if MANIFEST.is_file():
             self.env.note_dependency(str(MANIFEST))
             packages = json.loads(MANIFEST.read_text())["packages"]
@@ -94,7 +108,7 @@ class StatusDirective(SphinxDirective):
         return rows
 
     def run(self) -> list[nodes.Node]:
-        STATUS_DOCS.add(self.env.docname)
+        getattr(self.env, ENV_KEY).add(self.env.docname)
         table = self.options.get("table", "chapters")
         rows = self.chapter_rows() if table == "chapters" else self.build_rows()
         container = nodes.container(classes=["specnotes-status"])
@@ -102,12 +116,29 @@ class StatusDirective(SphinxDirective):
         return [container]
 
 
+def init_docs(app, env, docnames):
+    if not hasattr(env, ENV_KEY):
+        setattr(env, ENV_KEY, set())
+
+
+def purge_doc(app, env, docname):
+    getattr(env, ENV_KEY, set()).discard(docname)
+
+
+def merge_docs(app, env, docnames, other):
+    getattr(env, ENV_KEY).update(getattr(other, ENV_KEY, set()) & set(docnames))
+
+
 def always_reread_status(app, env, added, changed, removed):
-    """The build table shows the tools of *this* build: re-read the page every time."""
-    return sorted(STATUS_DOCS & set(env.found_docs))
+    """The build table shows the tools of *this* build: re-read the page every time (the set of pages that
+    hold the directive lives in the environment, so a later build in a new process still finds them)."""
+    return sorted(getattr(env, ENV_KEY, set()) & set(env.found_docs))
 
 
 def setup(app: Sphinx) -> dict:
     app.add_directive("specnotes-status", StatusDirective)
+    app.connect("env-before-read-docs", init_docs)
+    app.connect("env-purge-doc", purge_doc)
+    app.connect("env-merge-info", merge_docs)
     app.connect("env-get-outdated", always_reread_status)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

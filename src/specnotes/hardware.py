@@ -65,7 +65,8 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator(
             "A10G", {"bf16": 70 * T, "fp16": 70 * T, "fp32": 35 * T}, 600 * G, 24 * G,
             "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/",
-            notes="AWS variant of the A10 (125 TF bf16); NVIDIA publishes no A10G datasheet",
+            notes=("AWS variant of the A10; the A10 itself has 125 TF bf16, the A10G the 70 of this row. "
+                   "NVIDIA publishes no A10G datasheet"),
         ),
         Accelerator(
             "A100-40GB", {"bf16": 312 * T, "fp16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T}, 1555 * G, 40 * G,

@@ -41,6 +41,11 @@ def _driver_version() -> str | None:
         return None
 
 
+# The dtypes callers passed to provenance() in this process, per device, in order: what a chapter that
+# measures in a fixed dtype (no probe) measured in, for the provenance its kernel reports at the end.
+_GIVEN: dict[str, list[str]] = {}
+
+
 def provenance(device: torch.device | str | None = None, dtype: torch.dtype | str | None = None, *,
                choose: bool = True, **extra) -> dict:
     """Where and how a number was measured: device, dtype and why that dtype (``dtype_reason``),
@@ -49,9 +54,13 @@ def provenance(device: torch.device | str | None = None, dtype: torch.dtype | st
     book's measurements use neither: both False unless a caller says otherwise), the date
     (``DATE_FORMAT``), and any ``extra`` keys (the command, the seconds it took, ...). ``dtype=None``
     means the device's ``dtype_choice``; with ``choose=False``, the choice already made in this process,
-    if any (else dtype None)."""
+    else the fixed dtype(s) earlier calls gave for this device, else none (dtype None)."""
     dev = resolve(device)
-    if dtype is None and not choose and last_choice(dev) is None:
+    given = _GIVEN.get(str(dev), [])
+    if dtype is None and not choose and last_choice(dev) is None and given:
+        name = ", ".join(given)
+        reason = f"fixed by the chapter: it measures in {name} on every device, without the dtype probe"
+    elif dtype is None and not choose and last_choice(dev) is None:
         name, reason = None, "no dtype chosen"
     elif dtype is None:
         choice = dtype_choice(dev) if choose else last_choice(dev)
@@ -59,6 +68,8 @@ def provenance(device: torch.device | str | None = None, dtype: torch.dtype | st
     else:
         name, choice = dtype_name(dtype), last_choice(dev)
         reason = choice.reason if choice is not None and choice.dtype == name else "given by the caller"
+        if name not in given:
+            _GIVEN[str(dev)] = [*given, name]
     on_cuda = dev.type == "cuda"
     return {
         "device": str(dev),
