@@ -171,11 +171,15 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     never = checks.describe_crossing(NEVER["batches"], measured_s(NEVER), "done", 1, ridge=0.8, critical_batch=0.8, k=4)
     assert never.paid == [] and never.sentence.startswith("speculation never paid here: S = 0.90 already at B = 1")
     assert "ridge is 0.8 FLOP/byte" in never.sentence and "5 tokens are past it" in never.sentence
+    assert ", within the 10% noise of break-even. This device" in never.sentence  # S(1) = 0.901
+    # S = 2.09, 1.91, 1.92, 1.50, 1.09, 0.89: paid (> 1.1) up to B = 8, 1.09 at B = 16 is within the noise
     pays = checks.describe_crossing(PAYS["batches"], measured_s(PAYS), "done", 24, ridge=20, critical_batch=20, k=4)
-    assert pays.paid == [1, 2, 4, 8, 16] and pays.stopped_at == 32 and pays.measured_bstar == 32
+    assert pays.paid == [1, 2, 4, 8] and pays.even == [16] and pays.stopped_at == 32 and pays.measured_bstar == 16
+    assert pays.marks == [("measured: S within 10% of 1 at B", 16), ("measured: S below 0.90 at B", 32)]
     assert never.measured_bstar == 1
-    assert "paid up to B = 16 here (S = 2.09 at B = 1, 1.09 at B = 16)" in pays.sentence
-    assert "stopped paying by B = 32 (S = 0.89)" in pays.sentence and "crossover at B = 24" in pays.sentence
+    assert "paid up to B = 8 here (S = 2.09 at B = 1, 1.50 at B = 8), was about break-even at B = 16 (S = 1.09), " \
+           "within the 10% noise, and stopped paying by B = 32 (S = 0.89)" in pays.sentence
+    assert "crossover at B = 24" in pays.sentence
     short = checks.describe_crossing([1, 2, 4], [0.92, 0.6, 0.88], "budget", 1, ridge=1, critical_batch=1, k=4)
     assert short.sentence.startswith("speculation never paid up to B = 4, where the sweep stopped (the time budget")
     assert "S = 0.92 already at B = 1" in short.sentence
@@ -184,9 +188,27 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     assert "the model with this device's roofs puts it at B = 160" in cut.sentence and cut.stopped_at is None
     hump = checks.describe_crossing([1, 2, 4, 8], [0.9, 1.2, 0.95, 0.8], "done", 2, ridge=8, critical_batch=16, k=4)
     assert hump.paid == [2] and "paid at B = 2 here (S = 1.20 at B = 2)" in hump.sentence and hump.measured_bstar == 4
+    assert "break-even at B = 4 (S = 0.95)" in hump.sentence
     gaps = checks.describe_crossing([1, 2, 4, 8], [0.9, 1.2, 1.3, 0.8], "done", 4, ridge=8, critical_batch=16, k=4)
     assert "paid at B = 2 and 4 here (S = 1.30 at B = 4)" in gaps.sentence
     assert cut.measured_bstar is None
+
+
+def test_a_crossing_within_the_noise_is_not_called_a_crossing():
+    # Chapter 4's stored AMX run: S = 0.992 at B = 128 is within 10% of 1: the sweep may not stop there
+    s = [2.16, 2.0, 1.9, 1.7, 1.5, 1.3, 1.26, 0.992]
+    batches = [2**i for i in range(8)]
+    with pytest.raises(ValueError, match="S fell below 1 - 0.1, but S = 0.992"):
+        checks.describe_crossing(batches, s, "done", 43, ridge=65, critical_batch=65, k=4)
+    # the next doubling, at 0.6, is clearly below: B = 128 is about break-even, B = 256 stopped paying
+    crossing = checks.describe_crossing(batches + [256], s + [0.6], "done", 43, ridge=65, critical_batch=65, k=4)
+    assert crossing.paid[-1] == 64 and crossing.even == [128] and crossing.stopped_at == 256
+    assert "about break-even at B = 128 (S = 0.99), within the 10% noise, and stopped paying by B = 256" in \
+        crossing.sentence
+    # a sweep that ran out of batches at S = 0.95 says so instead of claiming a crossover
+    cut = checks.describe_crossing(batches, s[:-1] + [0.95], "limit", 43, ridge=65, critical_batch=65, k=4)
+    assert "(the largest batch allowed; S = 0.95 there), within the 10% noise of break-even" in cut.sentence
+    assert cut.marks == [("measured: S within 10% of 1 at B", 128)] and cut.measured_bstar is None
 
 
 def test_draft_cost_sentence_is_chosen_by_the_numbers():
@@ -210,15 +232,23 @@ def test_verify_sentence_attributes_the_climb_correctly():
     assert "small passes run below the compute roof" in never and "decode took 1.93×" in never
     pays = checks.describe_verify(PAYS["batches"], vd(PAYS), PAYS["model_vd"], critical_batch=20, k=4,
                                   decode_excess=1.1, verify_excess=1.2)
-    # (58 / 18) / (9.7 / 9.0) = 2.99 measured, 3.8 / 1.0 modelled
-    assert "at B = 32 its 160 are past it; the ratio climbs towards k + 1, 2.99× here against 3.80×" in pays
+    # lowest measured at B = 1: (58 / 18) / (9.7 / 9.0) = 2.99 measured, 3.8 / 1.0 modelled, as grows() compares
+    assert "at B = 32 its 160 are past it" in pays
+    assert ("the ratio climbs towards k + 1: from B = 1, where it measured lowest, to B = 32 the measured ratio rose "
+            "2.99× and the model's 3.80×") in pays
+    rise = checks.grows("x", PAYS["batches"], vd(PAYS), PAYS["model_vd"]).numbers
+    assert f"rose {rise['measured rise']:.2f}× and the model's {rise['model rise']:.2f}×" in pays
+    # 11.2 / 9.3 = 1.20 at B = 2: 10 tokens, under the critical batch of 20, where the model is flat
+    assert "already rose past 1.10× at B = 2 (10 tokens, under the critical batch), where the model says 1.00×" in pays
     gpu = checks.describe_verify(GPU_B[:4], vd(GPU)[:4], GPU["model_vd"][:4], critical_batch=200, k=4,
                                  decode_excess=1.1, verify_excess=1.1)
     assert "stay under this device's critical batch of 200; neither ratio moves by more than the noise" in gpu
     # fp32 on a CPU: a 1-row GEMV path makes verify/decode fall from 2.2 to 1.3 while the model climbs
     paths = checks.describe_verify([1, 2, 4, 8], [2.2, 3.07, 1.49, 1.28], [1.0, 1.0, 1.2, 1.74], critical_batch=16,
                                    k=4, decode_excess=1.1, verify_excess=2.4)
-    assert "does not move as the model's does: the math library runs the GEMMs of more rows on a slower" in paths
+    # from B = 4 (lowest before the last) the measured ratio falls 1.28 / 1.49 = 0.86x while the model climbs 1.45x
+    assert "does not move as the model's does (from B = 4, where it measured lowest, to B = 8 the measured ratio " \
+           "rose 0.86× and the model's 1.45×): the math library runs the GEMMs of more rows on a slower" in paths
 
 
 @pytest.mark.parametrize("call", [
@@ -263,9 +293,11 @@ def test_stack_model_on_each_regimes_roofs_predicts_that_regime():
 
 
 def test_free_batch_and_knee_sentences():
-    assert "free up to about B = 59" in checks.describe_free_batch(295, 4)  # an H100: 295 / 5
+    assert "says verification is free up to B = 59 (" in checks.describe_free_batch(295, 4)  # an H100: 295 / 5
+    assert "free up to B = 25 (" in checks.describe_free_batch(206.04, 7)  # an H200 at k = 7: 25.76, not 26
     never = checks.describe_free_batch(0.8, 4)
-    assert never.startswith("verification is never free: the critical batch is 0.8 tokens")
+    assert never.startswith("the roofline on this device's measured roofs says verification is never free: the "
+                            "critical batch is 0.8 tokens")
     assert checks.describe_knee(1.6034, [1, 2, 4]) == "a measured knee at B ≈ 1.6"
     assert checks.describe_knee(None, [1, 2, 4, 128]).startswith("no measured knee up to B = 128")
     with pytest.raises(ValueError):
@@ -330,3 +362,100 @@ def test_model_gap_never_blames_a_pass_that_moved_s_the_other_way(wrong):
 def test_model_gap_rejects_missing_passes():
     with pytest.raises(ValueError, match="passes must hold decode, verify and draft"):
         checks.describe_model_gap(8, 4, 1.2, 1.0, {"decode": (1.0, 1.0)})
+
+
+# Chapter 2's stored AMX run: critical batch 71.3, k = 4; verify/decode measured and modelled (floor included)
+CH2_B = [1, 2, 4, 8, 16]
+CH2_VD = [1.051, 0.986, 1.270, 1.567, 1.704]
+CH2_MODEL = [1.0, 1.0, 1.0, 1.0, 1.12]
+
+
+def test_free_batch_sentence_says_what_the_measurement_showed():
+    text = checks.describe_free_batch(71.3, 4, CH2_B, CH2_VD, CH2_MODEL)
+    # the model: floor(71.3 / 5) = 14; measured: B = 4 is the first ratio above 1.1, inside that range
+    assert text.startswith("the roofline on this device's measured roofs says verification is free up to B = 14")
+    assert "verification already cost 1.27× a decode pass at B = 4 (20 tokens), where the model" in text
+    assert "says 1.00×: small GEMMs run below both roofs" in text and "20 rows per weight ran further below" in text
+    # a GPU-like sweep that stays within 10% of 1 up to B = 32 (160 tokens, under 200)
+    gpu = checks.describe_free_batch(200, 4, [1, 8, 32], [1.0, 1.02, 1.08], [1.0, 1.0, 1.0])
+    assert "free up to B = 40" in gpu and "verify cost within 10% of a decode pass up to B = 32" in gpu
+    # the first rise past the model's range agrees with it
+    late = checks.describe_free_batch(20, 4, [1, 2, 4, 8], [1.0, 1.05, 1.08, 1.68], [1.0, 1.0, 1.0, 1.5])
+    assert "free up to B = 4" in late and "first rose more than 10% above 1 at B = 8 (1.68×), past that range" in late
+    # never free (a CPU without bf16 units): the measured cost at B = 1
+    never = checks.describe_free_batch(0.8, 4, [1, 2], [3.23, 3.37], [4.3, 4.6])
+    assert "never free" in never and "verification already cost 3.23× a decode pass at B = 1 (5 tokens)" in never
+
+
+@pytest.mark.parametrize("measured", [
+    [1.051, 0.986, 1.270, 1.567, 1.704],  # the first rise is at B = 4
+    [1.2, 0.986, 1.05, 1.567, 1.704],  # ... at B = 1, not at B = 8
+])
+def test_free_batch_sentence_names_the_first_batch_past_the_noise(measured):
+    first = next(b for b, m in zip(CH2_B, measured, strict=True) if m > 1.1)
+    text = checks.describe_free_batch(71.3, 4, CH2_B, measured, CH2_MODEL)
+    assert f"a decode pass at B = {first} (" in text
+    assert all(f"a decode pass at B = {b} (" not in text for b in CH2_B if b != first)
+
+
+def test_cache_sentence_follows_the_sizes():
+    assert checks.describe_cache("the weight", 256 * 2**20, 504 * 2**20).startswith(
+        "the weight (256 MiB) fits in this device's last-level cache (504 MiB, as the system reports it)")
+    assert checks.describe_cache("the weight", 64 * 2**20, 32 * 2**20) == (
+        "the weight (64 MiB) is larger than this device's last-level cache (32 MiB), so every pass streams it from "
+        "memory")
+
+
+# ---------------------------------------------------------------------------------------------- acceptance
+
+
+def test_estimates_by_hand():
+    e = checks.Estimate.of([0.0, 1.0, 1.0, 1.0])  # mean 0.75, s² = (0.5625 + 3 · 0.0625) / 3 = 0.25, s/√4 = 0.25
+    assert e.mean == pytest.approx(0.75) and e.error == pytest.approx(0.25)
+    r = checks.Estimate.rate(75, 100)  # √(0.75 · 0.25 / 100) = 0.0433
+    assert r.mean == 0.75 and r.error == pytest.approx(0.04330, 1e-3)
+    a, b = checks.Estimate(0.80, 0.01), checks.Estimate(0.75, 0.01)  # 0.05 apart, 3 · √2 · 0.01 = 0.042
+    assert checks.order(a, b) == 1 and checks.order(b, a) == -1
+    assert checks.order(checks.Estimate(0.78, 0.01), b) == 0  # 0.03 < 0.042
+    with pytest.raises(ValueError):
+        checks.Estimate.rate(101, 100)
+
+
+def test_alpha_sources_sentence():
+    # Chapter 3's stored run: generated 0.757 of ~2,500 checked drafts vs scored 0.739 over 2,048 positions
+    gen = [checks.Estimate.rate(1893, 2500), checks.Estimate.rate(2237, 2800)]
+    scored = [checks.Estimate(0.739, 0.0097), checks.Estimate(0.787, 0.004)]
+    text = checks.describe_alpha_sources([0, 1], gen, scored)
+    # 0.757 - 0.739 = 0.018 against 3 · √(0.0086² + 0.0097²) = 0.039: within noise, and likewise at temperature 1
+    assert text == "scoring held-out text: 0.74 and 0.79; the two estimates agree within sampling noise at both " \
+                   "temperatures"
+    easier = checks.describe_alpha_sources([0, 1], [checks.Estimate(0.85, 0.005)] * 2, scored)
+    assert easier.endswith("generated text, the models' own, was easier to agree on than held-out text at both "
+                           "temperatures")
+    mixed = checks.describe_alpha_sources([0, 1], [checks.Estimate(0.85, 0.005), gen[1]], scored)
+    assert "at temperature 0 generated text" in mixed and "at temperature 1 the two estimates agree" in mixed
+
+
+def test_range_sentence():
+    assert "in the range of the model drafts (0.61 to 0.88)" in checks.describe_against_range(
+        checks.Estimate(0.757, 0.009), 0.61, 0.88)
+    assert "above" in checks.describe_against_range(checks.Estimate(0.95, 0.01), 0.61, 0.88)
+    assert "below" in checks.describe_against_range(checks.Estimate(0.40, 0.01), 0.61, 0.88)
+    assert "in the range" in checks.describe_against_range(checks.Estimate(0.59, 0.01), 0.61, 0.88)  # within 3 errors
+
+
+def test_place_sentences_follow_the_orderings():
+    inside_t0, boundary_t0 = checks.Estimate(0.770, 0.011), checks.Estimate(0.642, 0.021)
+    inside_t1, boundary_t1 = checks.Estimate(0.778, 0.005), checks.Estimate(0.814, 0.009)
+    story = checks.describe_places(inside_t0, boundary_t0, inside_t1, boundary_t1)
+    assert story.t0.startswith("At temperature 0 the models agree on the next byte 0.77 of the time inside a word "
+                               "but only 0.64 after a space")
+    assert story.t1.startswith("At temperature 1 the order flips (0.78 inside a word against 0.81 after one)")
+    assert story.boundary.startswith("On the shipped pair this is what happens at word boundaries: 0.64")
+    # the same numbers with the temperature-1 gap inside the noise: no flip, no boundary claim either way
+    close = checks.describe_places(inside_t0, boundary_t0, inside_t1, checks.Estimate(0.79, 0.009))
+    assert "agree within sampling noise" in close.t1 and "flips" not in close.t1
+    flat = checks.describe_places(inside_t0, boundary_t0, inside_t1, checks.Estimate(0.66, 0.02))
+    assert "inside a word leads too" in flat.t1 and "within sampling noise (0.64 at temperature 0" in flat.boundary
+    level = checks.describe_places(checks.Estimate(0.70, 0.01), checks.Estimate(0.69, 0.02), inside_t1, boundary_t1)
+    assert "about as often inside a word (0.70)" in level.t0 and "after a space leads" in level.t1

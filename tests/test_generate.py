@@ -196,6 +196,7 @@ def test_alpha_by_position_by_hand():
     assert st.alpha_by_position == pytest.approx([4 / 6, 3 / 4])
     # the pooled alpha weighs positions by how often they were checked: (4 + 3) / (6 + 4)
     assert st.alpha == pytest.approx(7 / 10)
+    assert st.drafts_checked == 10  # 6 at position 1 and 4 at position 2, as counted above
     never = GenerationStats(k=2, temperature=0.0, batch=1, accepted=torch.tensor([[0], [0]]))
     assert never.alpha_by_position[0] == 0.0 and never.alpha_by_position[1] != never.alpha_by_position[1]
 

@@ -21,7 +21,7 @@ def raw(name):
 
 def test_names_lists_the_shipped_files():
     assert published.names() == sorted(p.name[:-5] for p in FOLDER.iterdir() if p.name.endswith(".json"))
-    assert {"specdecode_bench", "magicdec", "vllm_blog_2024", "interconnect"} <= set(published.names())
+    assert {"specdecode_bench", "magicdec", "vllm_blog_2024", "interconnect", "leviathan2023"} <= set(published.names())
 
 
 @pytest.mark.parametrize("name", published.names())
@@ -165,6 +165,26 @@ def test_vllm_blog_bars_agree_with_its_captions():
         stated.values["draft_model_slowdown_high_qps"], abs=0.05)
     assert ngram["latency_sd"] / ngram["latency_plain"] == pytest.approx(stated.values["ngram_slowdown_high_qps"],
                                                                          abs=0.1)
+
+
+def test_leviathan_table_3_agrees_with_the_papers_text_and_table_2():
+    lev = published.load("leviathan2023")
+    alpha = {f"{s.id}.{k}": v for s in lev.series for k, v in s.values.items()}
+    assert len(alpha) == 32 and all(0 < v < 1 for v in alpha.values())
+    # "the bigram model has an alpha value of 0.2" (EnDe, Section 3.6 and 4.2)
+    assert alpha["table3_t5_xxl_ende.bigram_t0"] == 0.20
+    # Table 2's alpha column, typed separately: T5-small/base/large on EnDe and CNNDM at temperatures 0 and 1
+    table2 = {"ende": {0: (0.75, 0.80, 0.82), 1: (0.62, 0.68, 0.71)},
+              "cnndm": {0: (0.65, 0.73, 0.74), 1: (0.53, 0.55, 0.56)}}
+    for task, by_temp in table2.items():
+        for t, values in by_temp.items():
+            got = tuple(alpha[f"table3_t5_xxl_{task}.t5_{size}_t{t}"] for size in ("small", "base", "large"))
+            assert got == values, (task, t)
+    # "approximation models that are a couple of orders of magnitude smaller ... alpha values between 0.5 and 0.9";
+    # unigram and bigram drafts are far below
+    models = [v for k, v in alpha.items() if "gram" not in k]
+    grams = [v for k, v in alpha.items() if "gram" in k]
+    assert all(0.5 <= v <= 0.9 for v in models) and max(grams) < 0.25
 
 
 def test_interconnect_matches_the_accelerator_table():

@@ -114,6 +114,23 @@ def test_speedup_sweep_doubles_until_s_falls_below_one():
     assert sorted(sweep.records["mixed"]) == [2, 4, 8, 16] and sweep.time("verify", 16) == pytest.approx(0.040)
 
 
+def test_speedup_sweep_goes_on_while_s_is_within_the_noise_of_one():
+    # S = 3.3616·10 / (4 + verify): verify 31.39 ms at B = 16 gives S = 0.95, within 10% of 1, so the sweep
+    # doubles once more; 52.03 ms at B = 32 gives S = 0.60, clearly below 1: done
+    verify = {1: 10.0, 2: 10.0, 4: 10.0, 8: 20.0, 16: 31.385, 32: 52.03}
+    times = {"decode": lambda b: 10.0, "draft": lambda b: 1.0, "verify": verify.__getitem__, "mixed": lambda b: 10.0}
+    target, draft = build_stack(TINY, dtype=torch.float32), build_stack(stack_shape(1, 32, 2, 1, 64, name="draft"))
+    sizes = dataclasses.replace(stack.stack_sizes("cpu"), min_last=2, limit=64, sweep_budget_s=None)
+    sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, sizes, progress=False, time_pass=fake_pass(times))
+    assert round(sweep.speedup(16), 2) == 0.95 and round(sweep.speedup(32), 2) == 0.60
+    assert sweep.batches[-1] == 32 and sweep.stop == "done"
+    assert sweep.why_stopped.startswith("S fell below 0.90")
+    # the same sweep capped at B = 16 ends on the limit, and says so in words
+    capped = stack.speedup_sweep(target, draft, 4, 0.8, 8, dataclasses.replace(sizes, limit=16), progress=False,
+                                 time_pass=fake_pass(times))
+    assert capped.stop == "limit" and capped.why_stopped == "it reached the largest batch allowed, B = 16"
+
+
 def test_speedup_sweep_stops_at_its_budget_and_says_so():
     now = [0.0]
 
@@ -127,7 +144,7 @@ def test_speedup_sweep_stops_at_its_budget_and_says_so():
     sweep = stack.speedup_sweep(target, draft, 4, 0.8, 8, sizes, progress=False, time_pass=fake_pass(times),
                                 timer=lambda: now[0])
     # spent 0.5, 1.5 after B = 1, 2 (last 1.0): 1.5 + 2 <= 5 -> B = 4 (3.5 spent, last 2.0): 3.5 + 4 > 5: stop
-    assert sweep.batches == [1, 2, 4] and sweep.stop == "budget"
+    assert sweep.batches == [1, 2, 4] and sweep.stop == "budget" and sweep.why_stopped == "the time budget ran out"
 
 
 def test_speedup_sweep_on_real_tiny_stacks():

@@ -40,13 +40,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from specnotes import context, cost, hardware, validate
+from specnotes import context, cost, hardware, published, validate
 from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, LLAMA_3_70B
 
 # Spec-Bench (Xia et al. 2024, github.com/hemingkx/Spec-Bench), Vicuna-7B with a separate draft model
-# (SpS), A100, greedy: mean accepted tokens per iteration, as Chapter 3's table of published pairs
-# quotes it (its row 7; the chapter asserts the two agree).
-SPEC_BENCH_SPS_MEAN_ACCEPTED = 2.28
+# (SpS), A100, greedy: mean accepted tokens per iteration, from the published record Chapter 3's table
+# of published pairs shows.
+SPEC_BENCH_SPS_MEAN_ACCEPTED = published.load("spec_bench")["a100_vicuna7b_sps"].values["mean_accepted_tokens"]
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,12 @@ def free_verify_batch(accel: str, k: int, tokens_per_sequence: int | None = None
     """The largest B with B·(k + 1) tokens per weight read under the ridge: ridge / (k + 1) (Chapter 2).
     ``tokens_per_sequence`` replaces k + 1 (wrong answers use k)."""
     return ridge(accel) / (k + 1 if tokens_per_sequence is None else tokens_per_sequence)
+
+
+def largest_free_batch(accel: str, k: int, rounding: Callable[[float], int] = math.floor) -> int:
+    """The largest whole batch whose B·(k + 1) tokens per weight read stay within the ridge (Chapter 2):
+    floor(ridge / (k + 1)). ``rounding`` = math.ceil gives the batch one past it (a wrong answer)."""
+    return rounding(free_verify_batch(accel, k))
 
 
 def b_plus_k_batch(accel: str, k: int) -> float:
@@ -460,16 +466,23 @@ for _problem in [
                     "off by a factor of 2: P = t0 · BW / w, and a bf16 weight is w = 2 bytes"),)),
     # Chapter 2: what drafting and verifying cost
     _P("ch2.p1a", "02_draft_and_verify", "largest batch at which verifying k = 7 drafts is free, H200 bf16 (sequences)",
-       partial(free_verify_batch, H200, 7), "sequences", rel=0.035,
-       mistakes=(_M(partial(free_verify_batch, H200, 7, 7), "you divided by k: the verify pass scores k drafts plus "
+       partial(largest_free_batch, H200, 7), "sequences", rel=0.035,
+       mistakes=(_M(partial(largest_free_batch, H200, 7, math.ceil),
+                    f"rounded up: ridge/(k + 1) = {free_verify_batch(H200, 7):.1f}, and B = "
+                    f"{largest_free_batch(H200, 7, math.ceil)} puts {8 * largest_free_batch(H200, 7, math.ceil)} "
+                    f"tokens per weight read past the ridge of {ridge(H200):.0f}; the largest whole batch within it is "
+                    "floor(ridge/(k + 1))"),
+                 _M(partial(free_verify_batch, H200, 7, 7), "you divided by k: the verify pass scores k drafts plus "
                     "the bonus position, k + 1 tokens per sequence"),
                  _M(partial(b_plus_k_batch, H200, 7), "that is the source note's B + k rule (ridge − k). With every "
                     "sequence verifying k + 1 tokens the pass has B(k + 1) tokens per weight read"),
                  _M(partial(ridge, H200), "that is the ridge itself: with k + 1 tokens per sequence, divide it by "
                     "k + 1"))),
     _P("ch2.p1b", "02_draft_and_verify", "the same on an A100-80GB (sequences)",
-       partial(free_verify_batch, "A100-80GB", 7), "sequences", rel=0.035,
-       mistakes=(_M(partial(free_verify_batch, "A100-80GB", 7, 7), "you divided by k: divide the ridge by k + 1"),
+       partial(largest_free_batch, "A100-80GB", 7), "sequences", rel=0.035,
+       mistakes=(_M(partial(largest_free_batch, "A100-80GB", 7, math.ceil), "rounded up: the largest whole batch "
+                    "whose B(k + 1) tokens stay within the ridge is floor(ridge/(k + 1))"),
+                 _M(partial(free_verify_batch, "A100-80GB", 7, 7), "you divided by k: divide the ridge by k + 1"),
                  _M(partial(b_plus_k_batch, "A100-80GB", 7), "that is the B + k rule: the pass has B(k + 1) tokens "
                     "per weight read"))),
     _P("ch2.p2a", "02_draft_and_verify", "k = 4 autoregressive Llama-3.2-1B draft steps at B = 1, H100 (ms)",

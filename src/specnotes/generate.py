@@ -78,6 +78,13 @@ class GenerationStats:
         return float(accepted.sum() / total) if total else float("nan")
 
     @property
+    def drafts_checked(self) -> int:
+        """Drafts the target checked: the accepted ones and each iteration's first rejection (``alpha``'s
+        denominator)."""
+        accepted = self.accepted[self.active]
+        return int(accepted.sum() + (accepted < self.drafts_proposed[self.active]).sum())
+
+    @property
     def alpha_by_position(self) -> list[float]:
         """Acceptance rate of draft i (i = 1..k) among the drafts that were checked at that position,
         i.e. P(draft i accepted | drafts 1..i-1 accepted). Constant (= alpha) under i.i.d. acceptance;

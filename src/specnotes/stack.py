@@ -11,7 +11,7 @@ whatever the mix); attention runs per group of sequences with the same number of
 The second half times it (through ``measure.timing``, the book's one timer): one pass
 (:func:`stack_time`), the per-pass floor (:func:`stack_overhead`), and Chapters 2 and 4's sweep
 (:func:`speedup_sweep`): decode, verify and draft passes at B = 1, 2, 4, ... until speculation
-stops paying, next to the cost model on this device's measured roofs (:class:`StackModel`).
+clearly stops paying, next to the cost model on this device's measured roofs (:class:`StackModel`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from specnotes import cost, validate
 from specnotes.cost import ModelShape
+from specnotes.measure.checks import NOISE
 from specnotes.measure.devices import as_dtype, default_dtype, dtype_name, resolve
 from specnotes.measure.records import Record, rates
 from specnotes.measure.timing import Sweep, doubling_sweep, time_fn
@@ -189,12 +190,12 @@ def stack_sizes(device: torch.device | str | None = None) -> StackSizes:
             # 4 of Llama-3-8B's 32 layers and 2 of Llama-3.2-1B's 16: an eighth of each model.
             target=stack_shape(4, 4096, 32, 8, 14336, name="Llama-3-8B, 4 of 32 layers"),
             draft=stack_shape(2, 2048, 32, 8, 8192, name="Llama-3.2-1B, 2 of 16 layers"),
-            # B(k+1) crosses every GPU's ridge (~200-600 tokens) by B = 128; the sweep goes on until S < 1.
+            # B(k+1) crosses every GPU's ridge (~200-600 tokens) by B = 128; the sweep goes on until S < 1 - NOISE.
             context=512, k=4, warmup=5, repeats=15, budget_s=2.0, min_last=64, limit=4096, sweep_budget_s=90.0,
         )
     return StackSizes(
         # Llama-shaped but small: 2 layers of d=2048 (180 MB of bf16 weights, larger than most CPUs' L3),
-        # and a draft an eighth of its size. The sweep doubles B from 1 until S < 1 (at least to 8, at most
+        # and a draft an eighth of its size. The sweep doubles B from 1 until S < 1 - NOISE (at least to 8, at most
         # 256) within 20 s: a CPU without bf16 units crosses at B = 1, one with AMX near B = 100.
         target=stack_shape(2, 2048, 16, 4, 5632, name="2 layers, d=2048"),
         draft=stack_shape(1, 1024, 8, 2, 2816, name="1 layer, d=1024"),
@@ -303,8 +304,8 @@ PASSES = ("decode", "verify", "mixed", "draft")
 @dataclass
 class BatchSweep:
     """Chapters 2 and 4's measurement: ``records[kind][B]`` for kind in ``PASSES`` at each B in
-    ``batches``, and why the sweep stopped (``measure.timing.Sweep``: "done" = S fell below 1,
-    "budget", "limit")."""
+    ``batches``, and why the sweep stopped (``measure.timing.Sweep``: "done" = S fell below 1 - NOISE,
+    clearly below 1; "budget"; "limit")."""
 
     k: int
     alpha: float
@@ -326,13 +327,21 @@ class BatchSweep:
     def stop(self) -> str:
         return self.sweep.stop
 
+    @property
+    def why_stopped(self) -> str:
+        """Why the sweep stopped, in words."""
+        return {"done": f"S fell below {1 - NOISE:.2f} (clearly below 1, beyond the {NOISE:.0%} noise)",
+                "budget": "the time budget ran out",
+                "limit": f"it reached the largest batch allowed, B = {self.sweep.limit}"}[self.stop]
+
 
 def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, context: int,
                   sizes: StackSizes | None = None, *, mixed: bool = True, progress: bool = True,
                   timer: Callable[[], float] | None = None,
                   time_pass: Callable[..., Record] | None = None) -> BatchSweep:
     """Time decode, verify (k + 1 tokens for every sequence), draft and, with ``mixed``, the "B + k"
-    pass (one sequence verifies) at B = 1, 2, 4, ... until the measured S(B) has fallen below 1 at a
+    pass (one sequence verifies) at B = 1, 2, 4, ... until the measured S(B) has fallen below 1 - NOISE
+    (clearly below 1: fastest samples of a pass differ by up to NOISE on a busy machine) at a
     B >= ``sizes.min_last``, or B would pass ``sizes.limit``, or the next B would not fit in
     ``sizes.sweep_budget_s`` (``measure.timing.doubling_sweep``); each pass timed with ``sizes``'
     warmup, repeats, budget_s and min_s (:func:`stack_time`). ``sizes`` defaults to
@@ -361,7 +370,7 @@ def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, c
         return cost.speedup_from_times(alpha, k, records["decode"][b].fastest_s, records["draft"][b].fastest_s,
                                        records["verify"][b].fastest_s)
 
-    sweep = doubling_sweep(point, lambda batches, speedups: speedups[-1] < 1, min_last=sizes.min_last,
+    sweep = doubling_sweep(point, lambda batches, speedups: speedups[-1] < 1 - NOISE, min_last=sizes.min_last,
                            limit=sizes.limit, budget_s=sizes.sweep_budget_s, timer=timer)
     bar.close()
     return BatchSweep(k, alpha, context, sweep.batches, records, sweep)

@@ -178,8 +178,10 @@ def _b_list(batches: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class Crossing:
-    """Where speculation paid in a measured sweep (``paid``: the batches with S > 1) and where it
-    stopped (``stopped_at``: the last batch, once S fell below 1 there)."""
+    """Where speculation paid in a measured sweep, with a margin for noise: ``paid``, the batches with
+    S > 1 + noise; ``even``, the batches after the last paid one with S within noise of 1 (about
+    break-even: the sweep cannot tell which side of 1 they are on); ``stopped_at``, the last batch, once
+    the sweep saw S below 1 - noise there (``stop == "done"``)."""
 
     batches: list[int]
     speedups: list[float]
@@ -188,54 +190,79 @@ class Crossing:
     stopped_at: int | None
     model_bstar: int | None
     sentence: str
+    even: list[int] = field(default_factory=list)
+    noise: float = NOISE
 
     @property
     def measured_bstar(self) -> int | None:
-        """The first batch measured after the last one that paid (the first batch if none did; None if
-        the sweep ended before S fell below 1)."""
+        """The first batch measured after the last one that paid beyond the noise (the first batch if
+        none did; None if the sweep ended before S fell clearly below 1): B* lies between the batch
+        before it and it, or is it."""
         if self.stop != "done":
             return None
         later = [b for b in self.batches if not self.paid or b > self.paid[-1]]
         return later[0]
 
+    @property
+    def marks(self) -> list[tuple[str, int]]:
+        """The measured side of an S(B) plot's vertical marks, as ``(label, batch)`` for
+        ``plots.speedup_vs_batch``: the first batch about break-even, and where S was clearly below 1."""
+        marks = [(f"measured: S within {self.noise:.0%} of 1 at B", self.even[0])] if self.even else []
+        if self.stopped_at is not None:
+            marks.append((f"measured: S below {1 - self.noise:.2f} at B", self.stopped_at))
+        return marks
+
 
 def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: str, model_bstar: int | None, *,
-                      ridge: float, critical_batch: float, k: int) -> Crossing:
-    """Where speculation paid on this device and where it stopped, or why it never did, in numbers.
-    ``model_bstar``: the model's B* on this device's roofs (None: it still pays at the model's limit);
-    ``ridge`` (FLOP/byte) and ``critical_batch`` (tokens per weight read) of this device's roofs."""
+                      ridge: float, critical_batch: float, k: int, noise: float = NOISE) -> Crossing:
+    """Where speculation paid on this device and where it stopped, or why it never did, in numbers, with
+    a margin of ``noise`` either side of S = 1: a sweep that ended with ``stop == "done"`` saw S below
+    1 - noise at its last batch. ``model_bstar``: the model's B* on this device's roofs (None: it still
+    pays at the model's limit); ``ridge`` (FLOP/byte) and ``critical_batch`` (tokens per weight read) of
+    this device's roofs."""
     batches = _batches(batches, ("speedups", speedups))
     speedups = _positive("speedups", speedups)
     stop = validate.choice("stop", stop, ("done", "budget", "limit"))
-    if stop == "done" and speedups[-1] >= 1:
-        raise validate.BadArgument(f"the sweep says S fell below 1, but S = {speedups[-1]:.3g} at B = {batches[-1]}")
-    paid = [b for b, s in zip(batches, speedups, strict=True) if s > 1]
+    noise = validate.number("noise", noise, low=0, high=1, high_open=True)
+    if stop == "done" and speedups[-1] >= 1 - noise:
+        raise validate.BadArgument(f"the sweep says S fell below 1 - {noise:g}, but S = {speedups[-1]:.3g} at "
+                                   f"B = {batches[-1]}")
     s = dict(zip(batches, speedups, strict=True))
+    paid = [b for b in batches if s[b] > 1 + noise]
+    even = [b for b in batches if abs(s[b] - 1) <= noise and (not paid or b > paid[-1])]
     model = "beyond any batch that fits" if model_bstar is None else f"at B = {model_bstar}"
-    never = (f"S = {speedups[0]:.2f} already at B = {batches[0]}. This device's ridge is {ridge:.2g} FLOP/byte, a "
-             f"critical batch of {critical_batch:.2g} tokens per weight read, so even at B = {batches[0]} the verify "
-             f"pass's {batches[0] * (k + 1)} tokens are past it: verification is never free")
-    if critical_batch > batches[0] * (k + 1):
-        never = (f"S = {speedups[0]:.2f} already at B = {batches[0]}, although the verify pass's "
-                 f"{batches[0] * (k + 1)} tokens are under this device's critical batch of {critical_batch:.2g}: the "
-                 f"passes' fixed costs, not the roofs, decide at this size")
+    b0 = batches[0]
+    first = f"S = {s[b0]:.2f} already at B = {b0}" + (f", within the {noise:.0%} noise of break-even"
+                                                       if abs(s[b0] - 1) <= noise else "")
+    never = (f"{first}. This device's ridge is {ridge:.2g} FLOP/byte, a critical batch of {critical_batch:.2g} tokens "
+             f"per weight read, so even at B = {b0} the verify pass's {b0 * (k + 1)} tokens are past it: verification "
+             f"is never free")
+    if critical_batch > b0 * (k + 1):
+        never = (f"{first}, although the verify pass's {b0 * (k + 1)} tokens are under this device's critical batch "
+                 f"of {critical_batch:.2g}: the passes' fixed costs, not the roofs, decide at this size")
+    tail = f"; the model with this device's roofs puts the crossover {model}"
     if stop != "done":
         why = "the time budget ran out" if stop == "budget" else "the largest batch allowed"
         sentence = (f"speculation never paid up to B = {batches[-1]}, where the sweep stopped ({why}): {never}"
                     if not paid else
-                    f"no crossover up to B = {batches[-1]} on this device ({why}; S = {speedups[-1]:.2f} there); the "
-                    f"model with this device's roofs puts it {model}")
-        return Crossing(batches, speedups, stop, paid, None, model_bstar, sentence)
+                    f"no crossover up to B = {batches[-1]} on this device ({why}; S = {speedups[-1]:.2f} there)"
+                    + ("" if abs(speedups[-1] - 1) > noise else f", within the {noise:.0%} noise of break-even")
+                    + f"; the model with this device's roofs puts it {model}")
+        return Crossing(batches, speedups, stop, paid, None, model_bstar, sentence, even, noise)
     if not paid:
         return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar,
-                        f"speculation never paid here: {never}")
+                        f"speculation never paid here: {never}", even, noise)
     best, last = max(paid, key=s.__getitem__), paid[-1]
     where = (f"up to B = {last}" if paid == batches[:len(paid)] else
              f"at B = {', '.join(map(str, paid[:-1]))} and {last}" if len(paid) > 1 else f"at B = {last}")
     values = f"S = {s[best]:.2f} at B = {best}" + (f", {s[last]:.2f} at B = {last}" if last != best else "")
-    sentence = (f"speculation paid {where} here ({values}) and stopped paying by B = {batches[-1]} "
-                f"(S = {speedups[-1]:.2f}); the model with this device's roofs puts the crossover {model}")
-    return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar, sentence)
+    about = ""
+    if even:
+        listed = " and ".join(f"{b} (S = {s[b]:.2f})" for b in even)
+        about = f", was about break-even at B = {listed}, within the {noise:.0%} noise,"
+    sentence = (f"speculation paid {where} here ({values}){about} and stopped paying by B = {batches[-1]} "
+                f"(S = {speedups[-1]:.2f}){tail}")
+    return Crossing(batches, speedups, stop, paid, batches[-1], model_bstar, sentence, even, noise)
 
 
 def describe_model_gap(batch: int, k: int, measured_s: float, modelled_s: float,
@@ -293,7 +320,8 @@ def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *
         why = ("the per-pass floor, which the model includes, is" if model_c > param_ratio * (1 + noise)
                else "fixed costs beyond the floor the model includes are")
         return (f"The draft costs more than its parameter count says ({numbers}): a small model runs as many "
-                f"kernels per layer as a large one, so {why} a larger share of its time.")
+                f"kernels per layer as a large one, so {why} a larger share of its time. That is Chapter 1's "
+                f"overhead floor; in production it is why drafts run under CUDA graphs.")
     if measured_c < param_ratio / (1 + noise):
         why = ("its weights fit in the last-level cache and stay there between passes, so it streams them faster "
                "than the target streams its own from memory" if draft_cached else
@@ -303,15 +331,24 @@ def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *
             f"memory-bound and read their weights at the same bandwidth.")
 
 
+def _first_above(batches: Sequence[int], measured: Sequence[float], noise: float) -> int | None:
+    """Index of the first batch whose measured verify/decode is more than ``noise`` above 1."""
+    return next((i for i, m in enumerate(measured) if m > 1 + noise), None)
+
+
 def describe_verify(batches: Sequence[int], measured: Sequence[float], modelled: Sequence[float], *,
-                    critical_batch: float, k: int, decode_excess: float, verify_excess: float) -> str:
+                    critical_batch: float, k: int, decode_excess: float, verify_excess: float,
+                    noise: float = NOISE) -> str:
     """How verify/decode moved across the sweep and why, attributed by the numbers: where the verify
-    pass's B(k+1) tokens sit against this device's critical batch, and, where the measurement does not
-    move as the model does, what the first batch's passes show (``decode_excess``/``verify_excess``:
-    measured/modelled time of each pass there)."""
+    pass's B(k+1) tokens sit against this device's critical batch, where the measured ratio first rose
+    past the noise, and, where the measurement does not move as the model does, what the first batch's
+    passes show (``decode_excess``/``verify_excess``: measured/modelled time of each pass there). The
+    rise compared is the one :func:`grows` tests: from the batch where the measured ratio was lowest
+    (before the last) to the last batch, for the measurement and the model alike."""
     batches = _batches(batches, ("measured", measured), ("modelled", modelled))
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
     critical_batch = validate.number("critical_batch", critical_batch, low=0, low_open=True)
+    k = validate.integer("k", k, low=1)
     b0, b1, t0, t1 = batches[0], batches[-1], batches[0] * (k + 1), batches[-1] * (k + 1)
     m0, m1, p0, p1 = measured[0], measured[-1], modelled[0], modelled[-1]
     moved = (f"verifying k + 1 = {k + 1} tokens for every sequence cost {m0:.2f}× a decode pass at B = {b0} and "
@@ -325,38 +362,72 @@ def describe_verify(batches: Sequence[int], measured: Sequence[float], modelled:
     else:
         where = (f"the verify pass's {t0} tokens per weight read are past this device's critical batch of "
                  f"{critical_batch:.2g} already at B = {b0}, so it is compute-bound at every batch measured")
-    seen, model = m1 / m0, p1 / p0
+    first = _first_above(batches, measured, noise)
+    if first is not None and batches[first] * (k + 1) < critical_batch:
+        where += (f"; but the measured ratio already rose past {1 + noise:.2f}× at B = {batches[first]} "
+                  f"({batches[first] * (k + 1)} tokens, under the critical batch), where the model says "
+                  f"{modelled[first]:.2f}×")
+    lo = min(range(len(batches) - 1), key=measured.__getitem__) if len(batches) > 1 else 0
+    seen, model = measured[-1] / measured[lo], modelled[-1] / modelled[lo]
+    rise = (f"from B = {batches[lo]}, where it measured lowest, to B = {b1} the measured ratio rose {seen:.2f}× and "
+            f"the model's {model:.2f}×")
     passes = f"at B = {b0} decode took {decode_excess:.2f}× its modelled time and verify {verify_excess:.2f}×"
     small_passes = (f"small passes run below the compute roof, the smallest furthest ({passes}), which pulls the "
                     f"ratio towards 1 at small B")
     unmodelled = f"a cost the model lacks ({passes})"
-    if model > 1 + NOISE and seen > 1 + NOISE:
-        why = f"the ratio climbs towards k + 1, {seen:.2f}× here against {model:.2f}× in the model"
-        if seen > model * (1 + NOISE) and decode_excess > verify_excess * (1 + NOISE):
+    if model > 1 + noise and seen > 1 + noise:
+        why = f"the ratio climbs towards k + 1: {rise}"
+        if seen > model * (1 + noise) and decode_excess > verify_excess * (1 + noise):
             why += f"; the extra climb is because {small_passes}"
-    elif seen > 1 + NOISE:
-        why = (f"the measured ratio climbs {seen:.2f}× although the model's barely moves: "
-               + (small_passes if decode_excess > verify_excess * (1 + NOISE) else unmodelled))
-    elif model > 1 + NOISE or seen < 1 / (1 + NOISE):
-        why = ("the measured ratio does not move as the model's does: "
+    elif seen > 1 + noise:
+        why = (f"the measured ratio climbs although the model's barely moves ({rise}): "
+               + (small_passes if decode_excess > verify_excess * (1 + noise) else unmodelled))
+    elif model > 1 + noise or seen < 1 / (1 + noise):
+        why = (f"the measured ratio does not move as the model's does ({rise}): "
                + (f"the math library runs the GEMMs of more rows on a slower path here ({passes})"
-                  if verify_excess > decode_excess * (1 + NOISE) else unmodelled))
+                  if verify_excess > decode_excess * (1 + noise) else unmodelled))
     else:
         why = "neither ratio moves by more than the noise"
     return f"{moved}: {where}; {why}"
 
 
-def describe_free_batch(critical_batch: float, k: int) -> str:
-    """Up to which batch verifying k drafts per sequence is free on this device: while B(k + 1) stays
-    under the critical batch (tokens per weight read at the ridge)."""
+def describe_free_batch(critical_batch: float, k: int, batches: Sequence[int] = (), measured: Sequence[float] = (),
+                        modelled: Sequence[float] = (), *, noise: float = NOISE) -> str:
+    """Up to which batch the roofline on this device's measured roofs says verifying k drafts per
+    sequence is free (the largest B with B(k + 1) tokens per weight read within the critical batch), and
+    what the measured verify/decode ratios (``measured``, with the model's ``modelled``, per-pass floor
+    included, at ``batches``) say about it: where the measured ratio first rose more than ``noise``
+    above 1."""
     critical_batch = validate.number("critical_batch", critical_batch, low=0, low_open=True)
     k = validate.integer("k", k, low=1)
-    free = critical_batch / (k + 1)
+    free = math.floor(critical_batch / (k + 1))
     if free >= 1:
-        return (f"verification is free up to about B = {free:.0f} (B(k+1) = {k + 1}B tokens per weight read "
-                f"against a critical batch of {critical_batch:.3g})")
-    return (f"verification is never free: the critical batch is {critical_batch:.2g} tokens per weight read, "
-            f"and B(k+1) = {k + 1} tokens are past it already at B = 1")
+        model = (f"the roofline on this device's measured roofs says verification is free up to B = {free} "
+                 f"(B(k+1) = {k + 1}B tokens per weight read against a critical batch of {critical_batch:.3g})")
+    else:
+        model = (f"the roofline on this device's measured roofs says verification is never free: the critical "
+                 f"batch is {critical_batch:.2g} tokens per weight read, and B(k+1) = {k + 1} tokens are past it "
+                 f"already at B = 1")
+    if not len(batches):
+        return model
+    batches = _batches(batches, ("measured", measured), ("modelled", modelled))
+    measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
+    i = _first_above(batches, measured, noise)
+    if i is None:
+        return (f"{model}; measured, verify cost within {noise:.0%} of a decode pass up to B = {batches[-1]} "
+                f"(the model, per-pass floor included, says {modelled[-1]:.2f}× there)")
+    b, m, p = batches[i], measured[i], modelled[i]
+    cost_text = f"verification already cost {m:.2f}× a decode pass at B = {b} ({b * (k + 1)} tokens)"
+    if free < 1:
+        return f"{model}; measured, {cost_text}"
+    if b > free:
+        return (f"{model}; measured, the ratio first rose more than {noise:.0%} above 1 at B = {b} ({m:.2f}×), past "
+                f"that range")
+    if m > p * (1 + noise):
+        return (f"{model}; measured, {cost_text}, where the model, per-pass floor included, says {p:.2f}×: small "
+                f"GEMMs run below both roofs (the roofline is an upper bound on speed), and here a verify pass of "
+                f"{b * (k + 1)} rows per weight ran further below them than a decode pass of {b}")
+    return f"{model}; measured, {cost_text}, as the model, per-pass floor included, says ({p:.2f}×)"
 
 
 def describe_knee(knee: float | None, batches: Sequence[int]) -> str:
@@ -366,3 +437,129 @@ def describe_knee(knee: float | None, batches: Sequence[int]) -> str:
         return (f"no measured knee up to B = {max(batches)} (the step time never rose 25% above its flat "
                 f"level)")
     return f"a measured knee at B ≈ {validate.number('knee', knee, low=0, low_open=True):.2g}"
+
+
+def describe_cache(what: str, weight_bytes: float, cache_bytes: float) -> str:
+    """Whether ``what`` (a weight of ``weight_bytes``) fits in this device's last-level cache of
+    ``cache_bytes`` (``devices.cache_bytes``), and what that means for a measurement over it."""
+    weight_bytes = validate.number("weight_bytes", weight_bytes, low=0, low_open=True)
+    cache_bytes = validate.number("cache_bytes", cache_bytes, low=0)
+    weight, cache = f"{weight_bytes / 2**20:.0f} MiB", f"{cache_bytes / 2**20:.0f} MiB"
+    if weight_bytes > cache_bytes:
+        return (f"{what} ({weight}) is larger than this device's last-level cache ({cache}), so every pass streams "
+                f"it from memory")
+    return (f"{what} ({weight}) fits in this device's last-level cache ({cache}, as the system reports it), so "
+            f"repeated passes may read it from the cache instead of memory")
+
+
+# ---------------------------------------------------------------------------------------------- acceptance
+
+Z = 3.0  # standard errors apart before two estimates count as different (positions are correlated)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured mean and its standard error."""
+
+    mean: float
+    error: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Estimate:
+        """The sample mean of ``values`` and its standard error, s / sqrt(n)."""
+        values = [validate.number(f"values[{i}]", v) for i, v in enumerate(values)]
+        if len(values) < 2:
+            raise validate.BadArgument(f"an estimate needs at least 2 values, got {len(values)}")
+        mean = math.fsum(values) / len(values)
+        var = math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+        return cls(mean, math.sqrt(var / len(values)))
+
+    @classmethod
+    def rate(cls, successes: int, trials: int) -> Estimate:
+        """A binomial rate: successes / trials, standard error sqrt(p(1 - p) / trials)."""
+        trials = validate.integer("trials", trials, low=1)
+        successes = validate.integer("successes", successes, low=0, high=trials)
+        p = successes / trials
+        return cls(p, math.sqrt(p * (1 - p) / trials))
+
+
+def order(a: Estimate, b: Estimate, *, z: float = Z) -> int:
+    """+1 if ``a`` is above ``b`` by more than ``z`` combined standard errors, -1 if below, 0 if within."""
+    z = validate.number("z", z, low=0)
+    gap = a.mean - b.mean
+    if abs(gap) <= z * math.hypot(a.error, b.error):
+        return 0
+    return 1 if gap > 0 else -1
+
+
+def describe_alpha_sources(temperatures: Sequence[float], generated: Sequence[Estimate], scored: Sequence[Estimate],
+                           *, z: float = Z) -> str:
+    """α from speculative generation (the models' own text) next to α from scoring held-out text, at each
+    temperature: which was higher, or that they agree within sampling noise."""
+    if not (len(temperatures) == len(generated) == len(scored)) or not temperatures:
+        raise validate.BadArgument("temperatures, generated and scored must have the same non-zero length")
+    signs = [order(g, s, z=z) for g, s in zip(generated, scored, strict=True)]
+    values = " and ".join(f"{s.mean:.2f}" for s in scored)
+    text = {1: "generated text, the models' own, was easier to agree on than held-out text",
+            -1: "held-out text was easier to agree on than the generated text",
+            0: "the two estimates agree within sampling noise"}
+    if len(set(signs)) == 1:
+        both = " at both temperatures" if len(signs) == 2 else ""
+        return f"scoring held-out text: {values}; {text[signs[0]]}{both}"
+    parts = "; ".join(f"at temperature {t:g} {text[sign]}" for t, sign in zip(temperatures, signs, strict=True))
+    return f"scoring held-out text: {values}; {parts}"
+
+
+def describe_against_range(alpha: Estimate, low: float, high: float, *, z: float = Z) -> str:
+    """Where a measured α sits against a published range of model drafts' α (``low`` to ``high``)."""
+    low = validate.number("low", low, low=0, high=1)
+    high = validate.number("high", high, low=low, high=1)
+    span = f"{low:.2f} to {high:.2f}"
+    bytes_ = "bytes are easier to guess than words (most of a word is predictable once it has started)"
+    if alpha.mean - z * alpha.error > high:
+        return f"lands above the range of the model drafts ({span}): {bytes_}"
+    if alpha.mean + z * alpha.error < low:
+        return f"lands below the range of the model drafts ({span})"
+    return f"lands in the range of the model drafts ({span}): {bytes_}"
+
+
+@dataclass(frozen=True)
+class PlaceStory:
+    """Chapter 3's sentences on where in a word the models agree: at temperature 0, at temperature 1, and
+    at word boundaries across temperatures (Problem 3)."""
+
+    t0: str
+    t1: str
+    boundary: str
+
+
+def describe_places(inside_t0: Estimate, boundary_t0: Estimate, inside_t1: Estimate, boundary_t1: Estimate, *,
+                    z: float = Z) -> PlaceStory:
+    """α inside a word and after a space or punctuation, at temperatures 0 and 1; each ordering the
+    sentences state holds beyond ``z`` standard errors, or they say the two agree within noise."""
+    i0, b0, i1, b1 = inside_t0.mean, boundary_t0.mean, inside_t1.mean, boundary_t1.mean
+    at0 = order(inside_t0, boundary_t0, z=z)
+    t0 = {1: f"At temperature 0 the models agree on the next byte {i0:.2f} of the time inside a word but only "
+             f"{b0:.2f} after a space or punctuation, where the next word has to be chosen.",
+          -1: f"At temperature 0 the models agree on the next byte more often after a space or punctuation "
+              f"({b0:.2f}) than inside a word ({i0:.2f}).",
+          0: f"At temperature 0 the models agree on the next byte about as often inside a word ({i0:.2f}) as after "
+             f"a space or punctuation ({b0:.2f}), within sampling noise."}[at0]
+    like = "there α measures how alike the two distributions are, not how predictable the text is"
+    at1 = order(inside_t1, boundary_t1, z=z)
+    if at1 < 0:
+        turn = "the order flips" if at0 > 0 else "after a space still leads" if at0 < 0 else "after a space leads"
+        t1 = (f"At temperature 1 {turn} ({i1:.2f} inside a word against {b1:.2f} after one): {like}, and two models "
+              f"that are both unsure of the next word spread their probability over the same few candidates.")
+    elif at1 > 0:
+        t1 = f"At temperature 1, where {like}, inside a word leads too ({i1:.2f} against {b1:.2f} after one)."
+    else:
+        t1 = (f"At temperature 1, where {like}, the two places agree within sampling noise ({i1:.2f} inside a word, "
+              f"{b1:.2f} after one).")
+    both = f"{b0:.2f} at temperature 0, {b1:.2f} at temperature 1"
+    boundary = {1: f"On the shipped pair this is what happens at word boundaries: {both}.",
+                0: f"On the shipped pair, at word boundaries the two temperatures agree within sampling noise "
+                   f"({both}).",
+                -1: f"On the shipped pair it does not happen even at word boundaries ({both}): there the argmax "
+                    f"matches lost at temperature 1 outweigh the partial credit."}[order(boundary_t1, boundary_t0, z=z)]
+    return PlaceStory(t0, t1, boundary)

@@ -146,16 +146,22 @@ def llc_bytes() -> int | None:
     return best
 
 
-def fits_in_cache(nbytes: float, device: torch.device | str | None = None) -> bool:
-    """Whether ``nbytes`` fit in the device's last-level cache (a GPU's L2, a CPU's L3 from sysfs), so a
-    kernel that rereads them may stream faster than the DRAM/HBM roof."""
-    nbytes = validate.number("nbytes", nbytes, low=0)
+def cache_bytes(device: torch.device | str | None = None) -> int:
+    """The device's last-level cache in bytes: a GPU's L2, a CPU's L3 from sysfs (32 MiB where sysfs does
+    not say), 0 on MPS (not known)."""
     dev = resolve(device)
     if dev.type == "cuda":
-        return nbytes <= torch.cuda.get_device_properties(dev).L2_cache_size
+        return torch.cuda.get_device_properties(dev).L2_cache_size
     if dev.type == "mps":
-        return False
-    return nbytes <= (llc_bytes() or 32 * MiB)
+        return 0
+    return llc_bytes() or 32 * MiB
+
+
+def fits_in_cache(nbytes: float, device: torch.device | str | None = None) -> bool:
+    """Whether ``nbytes`` fit in the device's last-level cache (:func:`cache_bytes`), so a kernel that
+    rereads them may stream faster than the DRAM/HBM roof."""
+    nbytes = validate.number("nbytes", nbytes, low=0)
+    return nbytes <= cache_bytes(device)
 
 
 # ---------------------------------------------------------------------------------------------- sizes
