@@ -2,6 +2,7 @@
 capacity, drafter kinds, weight-only quantization and paying ranges (bad input: tests/test_bad_input.py)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -206,3 +207,47 @@ def test_best_k_is_the_argmax():
         assert speedups[k] == max(speedups)
     assert cost.best_k(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 0.8, k_max=10) > cost.best_k(
         LLAMA_3_8B, LLAMA_3_2_1B, H100, 256, 0.8, k_max=10)
+
+
+def test_a_calibration_passes_whole_to_every_time_function():
+    # cost.calibration returns overlap, overhead and draft_overhead: every time function takes all of them
+    cal = cost.calibration(H100, "specdecode_bench")
+    assert {"overlap", "overhead", "draft_overhead"} <= set(cal)
+    plain = {k: v for k, v in cal.items() if k != "draft_overhead"}
+    c = cost.decode_cost(LLAMA_3_8B, 16)
+    assert cost.roofline_time(c, H100, **cal) == cost.roofline_time(c, H100, **plain)
+    assert cost.pass_time(LLAMA_3_8B, H100, 16, 1, **cal) == cost.pass_time(LLAMA_3_8B, H100, 16, 1, **plain)
+    row = cost.decode_summary(LLAMA_3_8B, H100, 16, **cal)
+    assert row["step ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, 16, 1, **plain))
+    # a draft pass pays draft_overhead, not the target's overhead: k passes of the 1B at B = 16
+    bare = cost.draft_time(LLAMA_3_2_1B, H100, 16, 3, overlap=cal["overlap"])
+    assert cost.draft_time(LLAMA_3_2_1B, H100, 16, 3, **cal) == pytest.approx(bare + 3 * cal["draft_overhead"])
+    assert cost.iteration_time(LLAMA_3_8B, LLAMA_3_2_1B, H100, 16, 3, **cal) == pytest.approx(
+        cost.draft_time(LLAMA_3_2_1B, H100, 16, 3, **cal) + cost.pass_time(LLAMA_3_8B, H100, 16, 4, **cal))
+    with pytest.raises(ValueError, match="draft_overhead"):
+        cost.pass_time(LLAMA_3_8B, H100, 16, 1, draft_overhead=-1.0)
+
+
+def test_draft_context_prices_the_drafts_own_cache_by_hand():
+    # a 1B draft with a 512-token window at L = 32768, B = 1: k passes, memory-bound, pass i (0-based)
+    # reads its weights and i + 512 cached tokens and writes one: (512 + i + 1) tokens of its KV
+    k, W, L = 3, 512, 32768
+    kv = LLAMA_3_2_1B.kv_bytes_per_token
+    weights = LLAMA_3_2_1B.params * LLAMA_3_2_1B.weight_bytes
+    by_hand = sum(weights + kv * (W + i + 1) for i in range(k)) / BW
+    assert cost.draft_time(LLAMA_3_2_1B, H100, 1, k, context=W) == pytest.approx(by_hand)
+    assert cost.iteration_time(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, k, context=L, draft_context=W) == pytest.approx(
+        by_hand + cost.pass_time(LLAMA_3_8B, H100, 1, k + 1, L))
+
+
+def test_a_self_draft_shares_the_targets_weights():
+    # MagicDec's self-speculation: no second copy of the 8B weights; a windowed draft keeps its window's cache
+    target_bytes, kv, k, L, W = 2 * (LLAMA_3_8B.params + 4096 * 128256), 131072, 3, 32768, 512
+    assert cost.max_batch(LLAMA_3_8B, LLAMA_3_8B, H100, L, k=k, draft_context=W) == math.floor(
+        (80e9 - target_bytes) / (kv * (L + k + 1) + kv * (W + k + 1)))
+    # with its full context the draft reads the target's own cache: nothing more than plain decoding
+    assert cost.max_batch(LLAMA_3_8B, LLAMA_3_8B, H100, L, k=k) == cost.max_batch(LLAMA_3_8B, None, H100, L, k=k)
+    # a distinct draft of the same size is a second model: it pays for its weights
+    twin = replace(LLAMA_3_8B, name="another 8B")
+    assert cost.max_batch(LLAMA_3_8B, twin, H100, L, k=k, draft_context=W) < cost.max_batch(
+        LLAMA_3_8B, LLAMA_3_8B, H100, L, k=k, draft_context=W)

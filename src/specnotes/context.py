@@ -308,8 +308,7 @@ def throughput_at_memory_limit(target: ModelShape, draft, accel, k: int, alpha: 
     spec_b = cost.max_batch(target, draft, accel, context, k=k, tp=tp, draft_context=window)
     if plain_b is None or spec_b is None:
         raise validate.BadArgument(f"{accel.name} has no memory size: no batch limit to compare at")
-    target_model = {key: v for key, v in model.items() if key != "draft_overhead"}
-    plain = plain_b / cost.pass_time(target, accel, plain_b, 1, context, **target_model) if plain_b else 0.0
+    plain = plain_b / cost.pass_time(target, accel, plain_b, 1, context, **model) if plain_b else 0.0
     spec = (spec_b * cost.expected_tokens(alpha, k)
             / cost.iteration_time(target, draft, accel, spec_b, k, context, draft_context=window, **model)
             if spec_b else 0.0)

@@ -24,7 +24,11 @@ Time of a pass (``roofline_time``), with ``overlap``:
 plus a fixed per-pass ``overhead`` t0 (launches, framework). With tensor parallelism ``tp``, each
 device holds 1/tp of the weights, the query heads and the KV heads (KV heads are replicated when
 there are fewer than tp), and every layer ends its attention and its MLP with an all-reduce of the
-activations, which never overlaps with compute. Passes that run one after another add.
+activations, which never overlaps with compute. Passes that run one after another add. An
+all-reduce costs its bytes at the datasheet link bandwidth plus ``allreduce_latency`` per call. That
+latency is 0 unless you pass one: it belongs to the collective library and its algorithm (NCCL rings
+and trees, vLLM's custom all-reduce) more than to the GPU, and no datasheet gives it, so the idealized
+model leaves it out and a calibration supplies a measured value (Chapter 6; ``interconnect.json``).
 
 A draft is one of four kinds (``draft_time``): a draft *model* (a ``ModelShape``: k sequential
 passes of one token), ``EarlyExit(layers)`` (the target's first layers and its head, k passes),
@@ -322,15 +326,21 @@ def _seconds(kernels, accel: Accelerator, peak: float, overlap: str, latency: fl
 
 
 def roofline_time(cost: PassCost, accel: Accelerator | str, dtype: str | None = None, overhead: float = 0.0,
-                  overlap: str = "kernel", allreduce_latency: float = 0.0) -> float:
+                  overlap: str = "kernel", allreduce_latency: float = 0.0,
+                  draft_overhead: float | None = None) -> float:
     """Seconds for one pass: the kernels' roofline times combined per ``overlap`` (see the module
     docstring), plus the all-reduces (link bytes at half the datasheet link bandwidth, which counts
-    both directions, plus ``allreduce_latency`` per call), plus ``overhead``."""
+    both directions, plus ``allreduce_latency`` per call), plus ``overhead``.
+
+    ``draft_overhead`` is checked and otherwise unused (one pass of the target pays ``overhead``), so that a
+    calibration, ``**cost.calibration(...)``, can be passed to every time function alike."""
     accel = accelerator(accel)
     peak = accel.peak(_math_dtype(accel, dtype, cost.compute))
     overhead = validate.number("overhead", overhead, low=0)
     overlap = validate.choice("overlap", overlap, OVERLAPS)
     latency = validate.number("allreduce_latency", allreduce_latency, low=0)
+    if draft_overhead is not None:
+        validate.number("draft_overhead", draft_overhead, low=0)
     return _seconds(cost.parts, accel, peak, overlap, latency) + overhead
 
 
@@ -362,18 +372,22 @@ def _engine(accel, dtype=None, overhead=0.0, draft_overhead=None, overlap="kerne
 
 
 def pass_time(shape: ModelShape, accel, batch: int, new_tokens: int, context: int = 0, dtype: str | None = None,
-              overhead: float = 0.0, overlap: str = "kernel", tp: int = 1, allreduce_latency: float = 0.0) -> float:
-    """Seconds for one pass of ``shape`` (B sequences × n new tokens after L cached ones) on tp devices."""
+              overhead: float = 0.0, overlap: str = "kernel", tp: int = 1, allreduce_latency: float = 0.0,
+              draft_overhead: float | None = None) -> float:
+    """Seconds for one pass of ``shape`` (B sequences × n new tokens after L cached ones) on tp devices.
+    A target pass pays ``overhead``; ``draft_overhead`` is accepted (and checked) so a calibration passes whole."""
     batch, new_tokens, context, tp = _check_pass(batch, new_tokens, context, tp)
-    eng = _engine(accel, dtype, overhead, None, overlap, tp, allreduce_latency)
+    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency)
     return eng.seconds(shape, batch, new_tokens, context, eng.overhead, dtype)
 
 
-def decode_summary(shape: ModelShape, accel, batch: int, context: int = 0, dtype: str | None = None) -> dict:
-    """One row of a decode-step table: intensity, step time, per-token time, tokens/s, which roof binds."""
+def decode_summary(shape: ModelShape, accel, batch: int, context: int = 0, dtype: str | None = None,
+                   overhead: float = 0.0, overlap: str = "kernel", draft_overhead: float | None = None) -> dict:
+    """One row of a decode-step table: intensity, step time, per-token time, tokens/s, which roof binds
+    (the roof is the roofline's; ``overhead`` adds to the step time)."""
     accel = accelerator(accel)
     c = decode_cost(shape, batch, context)
-    t = roofline_time(c, accel, dtype)
+    t = roofline_time(c, accel, dtype, overhead, overlap, draft_overhead=draft_overhead)
     ridge = accel.ridge(_math_dtype(accel, dtype, shape.compute))
     return {"B": batch, "AI (FLOP/byte)": c.intensity, "step ms": 1e3 * t, "ms per token": 1e3 * t / batch,
             "tokens/s": batch / t, "bound": "memory" if c.intensity < ridge else "compute"}
@@ -502,16 +516,17 @@ def _draft_seconds(draft: Draft, eng: _Engine, batch: int, k: int, context: int,
 
 def draft_time(draft: Draft, accel, batch: int, k: int, context: int = 0, dtype: str | None = None,
                overhead: float = 0.0, overlap: str = "kernel", tp: int = 1, allreduce_latency: float = 0.0,
-               target: ModelShape | None = None) -> float:
+               target: ModelShape | None = None, draft_overhead: float | None = None) -> float:
     """Time to draft k tokens per sequence for B sequences whose draft-side KV holds ``context`` tokens.
 
     A draft model or an early exit runs k sequential one-token passes, the i-th at context L + i;
     a single-pass drafter or Medusa heads run one pass; an n-gram drafter reads no weights and costs
-    its ``overhead`` once. ``overhead`` is per draft pass; an early exit needs the ``target``.
+    its per-pass overhead once. The per-pass overhead is ``draft_overhead`` where given (as in a
+    calibration), else ``overhead``; an early exit needs the ``target``.
     """
     batch, _, context, tp = _check_pass(batch, 1, context, tp)
     k = validate.integer("k", k, low=0)
-    eng = _engine(accel, dtype, overhead, overhead, overlap, tp, allreduce_latency)
+    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency)
     return _draft_seconds(draft, eng, batch, k, context, target)
 
 
@@ -679,7 +694,9 @@ def max_batch(target: ModelShape, draft: Draft | None, accel, context: int, *, k
 
     Memory per device: (target + draft weights)/tp + B·(KV_target(L + k + 1) + KV_draft(L_draft + k + 1))/tp
     + ``reserve`` (bytes you keep for activations and the runtime; 0 by default) ≤ the accelerator's
-    memory. 0 if the weights alone do not fit; None if the accelerator has no memory size.
+    memory. 0 if the weights alone do not fit; None if the accelerator has no memory size. A draft equal
+    to the target (self-speculation) adds no weights, and no cache unless ``draft_context`` is shorter than
+    ``context`` (a StreamingLLM window kept beside the full cache).
     """
     accel = accelerator(accel)
     context = validate.integer("context", context, low=0)
@@ -690,6 +707,9 @@ def max_batch(target: ModelShape, draft: Draft | None, accel, context: int, *, k
         return None
     draft_ctx = context if draft_context is None else validate.integer("draft_context", draft_context, low=0)
     draft_weights, draft_kv = _draft_memory(draft, tp, k) if draft is not None else (0.0, 0.0)
+    if draft == target:  # self-speculation: the draft runs the target's own weights, and with its full
+        # context its own cache too (the same keys and values); a window keeps a small cache of its own
+        draft_weights, draft_kv = 0.0, (0.0 if draft_ctx >= context else draft_kv)
     kv_token = _kv_token_per_device(target, tp)
     per_seq = kv_token * (context + k + 1) + draft_kv * (draft_ctx + k + 1)
     free = accel.memory - target.memory_bytes / tp - draft_weights - reserve

@@ -75,7 +75,7 @@ def fits_batch(target: cost.ModelShape, draft: cost.ModelShape, accel, k: int, c
 
 
 def _target_model(model: dict) -> dict:
-    return {key: v for key, v in model.items() if key not in ("draft_overhead", "draft_context")}
+    return {key: v for key, v in model.items() if key != "draft_context"}  # the target has no draft cache
 
 
 def _crossover(pays: Callable[[int], bool], batches: list[int]) -> int | None:
