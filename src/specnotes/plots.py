@@ -314,7 +314,8 @@ def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, max_batch: i
             if len(batches) != len(speedups):
                 raise ValueError(f"{label}: {len(batches)} batches but {len(speedups)} speedups")
             style = MODEL if kind == "model" else MEASURED
-            marker = {} if kind == "model" else {"marker": MARKERS[i % len(MARKERS)]}
+            dash = {"marker": "_", "markersize": 16, "markeredgewidth": 2.5}  # a model "line" of one point
+            marker = {"marker": MARKERS[i % len(MARKERS)]} if kind == "measured" else dash if len(batches) == 1 else {}
             ax.plot(list(batches), list(speedups), color=PALETTE[i % len(PALETTE)], label=f"{kind}: {label}",
                     **style, **marker)
         ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="S = 1 (no gain)")
