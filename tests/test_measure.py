@@ -300,6 +300,9 @@ def test_shipped_results_load_in_the_one_format():
     assert sampler.sections["roofline"][0].name == "copy"
     card = json.loads(data_file("models.json").read_text())
     assert card["target"]["provenance"]["device"] == "cpu" and card["draft"]["provenance"]["dtype"] == "fp32"
+    # the one provenance block (the shipped card was converted from an older record, and says so)
+    for which in ("target", "draft"):
+        assert set(card[which]["provenance"]) == set(m.provenance(CPU, "fp32")) | {"converted"}
 
 
 # ---------------------------------------------------------------------------------------- sizes and probes
