@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from specnotes import context, cost, measure, stack, validate
+from specnotes.measure.timing import doubling_sweep
 
 
 @dataclass(frozen=True)
@@ -215,18 +216,15 @@ def _cache(st: stack.LayerStack, batch: int, length: int, seed: int = 0):
 def verify_batch(st: stack.LayerStack, k: int, context: int, ratio: float = 2.0, limit: int = 256, *,
                  warmup: int = 2, repeats: int = 5, point_s: float | None = None) -> tuple[int, list]:
     """The smallest power-of-two batch at which a verify pass (k + 1 tokens per sequence) measured at least
-    ``ratio`` times a decode pass at ``context`` (``paired_ratio``), doubling B from 1; ``limit`` if none up
-    to it did. Returns (batch, [(B, measured ratio), ...])."""
+    ``ratio`` times a decode pass at ``context`` (``paired_ratio``), doubling B from 1 (``doubling_sweep``);
+    the largest power of two up to ``limit`` if none did. Returns (batch, [(B, measured ratio), ...])."""
     k, ctx = validate.integer("k", k, low=1), validate.integer("context", context, low=0)
     ratio = validate.number("ratio", ratio, low=1, low_open=True)
     limit = validate.integer("limit", limit, low=1)
-    tried, b = [], 1
-    while True:
-        measured = paired_ratio(*_pass_records(st, b, k, ctx, _cache(st, b, ctx + k + 1), warmup, repeats, point_s))
-        tried.append((b, measured))
-        if measured >= ratio or b >= limit:
-            return b, tried
-        b = min(2 * b, limit)
+    sweep = doubling_sweep(
+        lambda b: paired_ratio(*_pass_records(st, b, k, ctx, _cache(st, b, ctx + k + 1), warmup, repeats, point_s)),
+        lambda batches, ratios: ratios[-1] >= ratio, limit=limit)
+    return sweep.batches[-1], list(zip(sweep.batches, sweep.results, strict=True))
 
 
 def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budget_s: float, max_kv_bytes: float,
