@@ -34,37 +34,68 @@ def done_when_text():
     return out.stdout
 
 
+@pytest.fixture(scope="module")
+def done_when_calibrated():
+    return advise.run(DONE_WHEN + ["--calibration", "specdecode_bench"])
+
+
 def test_done_when_json_equals_the_books_functions(done_when_json):
-    # an H100 has a stored calibration (Chapter 6): the advisor uses it, and shows the idealized model beside it
+    # the H100's one stored calibration was fitted to vLLM with an EAGLE-3 head: "auto" does not apply it to a
+    # separate draft model, and the report is the idealized model's, saying so
     r = done_when_json
     args = (LLAMA_3_8B, LLAMA_3_2_1B, H100)
-    knobs = cost.calibration(H100, "specdecode_bench")
     assert r["schema"] == "specnotes.advise/1"
-    assert r["deployment"]["calibration"] == "specdecode_bench" and r["deployment"]["model"] == {**knobs, "tp": 1}
+    assert r["deployment"]["calibration"] is None and r["deployment"]["model"] == {"tp": 1}
+    note = r["deployment"]["calibration_note"]
+    assert note.startswith("auto: H100-SXM's calibration 'specdecode_bench' was fitted to another setup")
+    assert "drafter 'model' here, 'eagle3-head' in the fit" in note and "idealized roofline" in note
+    assert r["warnings"] == []
     assert r["max_batch"] == cost.max_batch(*args, 2048, k=4)
-    assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048, **knobs)]
-    assert r["idealized_paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048)]
+    assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048)]
+    assert r["idealized_paying_batches"] == r["paying_batches"]
     assert r["deployment"]["expected_tokens"] == cost.expected_tokens(0.7, 4)
     batches = [row["batch"] for row in r["rows"]]
     assert {1, 2, 4, 8, 16, 32, 64, 128, 256, 512} <= set(batches) and r["max_batch"] in batches
     for row in r["rows"]:
         b = row["batch"]
+        assert row["speedup"] == row["idealized_speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048)
+        assert row["best_k"] == cost.best_k(*args, b, 0.7, 2048)
+        assert row["best_speedup"] == cost.batch_speedup(*args, b, row["best_k"], 0.7, 2048)
+        assert row["iteration_ms"] == pytest.approx(1e3 * cost.iteration_time(*args, b, 4, 2048), rel=1e-12)
+        assert row["plain_ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, b, 1, 2048), rel=1e-12)
+        assert row["fits"] == (b <= r["max_batch"])
+    for b, s in r["curve"]:
+        assert s == cost.batch_speedup(*args, b, 4, 0.7, 2048)
+    assert r["curve"][-1][0] == r["max_batch"]  # the curve stops at the memory limit
+    assert r["recommendation"].startswith(f"Turn it on at every batch that fits (1–{r['max_batch']})")
+
+
+def test_done_when_with_the_calibration_named_equals_the_books_functions(done_when_calibrated):
+    # named, the calibration applies whatever the setup, with a warning that it was fitted to another one
+    r = done_when_calibrated
+    args = (LLAMA_3_8B, LLAMA_3_2_1B, H100)
+    knobs = cost.calibration(H100, "specdecode_bench")
+    assert r["deployment"]["calibration"] == "specdecode_bench" and r["deployment"]["model"] == {**knobs, "tp": 1}
+    assert r["warnings"] == ["`--calibration specdecode_bench` was fitted to another setup (drafter 'model' here, "
+                             "'eagle3-head' in the fit): its overheads may not hold for this one (auto would not "
+                             "apply it)"]
+    assert r["warnings"][0] in advise.render(r)
+    assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048, **knobs)]
+    assert r["idealized_paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048)]
+    for row in r["rows"]:
+        b = row["batch"]
         assert row["speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048, **knobs)
         assert row["idealized_speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048)
         assert row["best_k"] == cost.best_k(*args, b, 0.7, 2048, **knobs)
-        assert row["best_speedup"] == cost.batch_speedup(*args, b, row["best_k"], 0.7, 2048, **knobs)
         assert row["iteration_ms"] == pytest.approx(1e3 * cost.iteration_time(*args, b, 4, 2048, **knobs), rel=1e-12)
         assert row["plain_ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, b, 1, 2048, overlap="none",
                                                                      overhead=knobs["overhead"]), rel=1e-12)
-        assert row["fits"] == (b <= r["max_batch"])
-    for b, s in r["curve"]:
-        assert s == cost.batch_speedup(*args, b, 4, 0.7, 2048, **knobs)
-    assert r["curve"][-1][0] == r["max_batch"]  # the curve stops at the memory limit
 
 
-def test_done_when_numbers_by_hand(done_when_json):
+def test_done_when_numbers_by_hand(done_when_json, done_when_calibrated):
     # memory: 80 GB − weights (8B untied: P + embedding; 1B tied: P) over (128 KiB + 32 KiB)·(L + k + 1) a sequence
     weights = 2 * (LLAMA_3_8B.params + 4096 * 128256) + 2 * LLAMA_3_2_1B.params
+    assert done_when_json["weights_per_gpu"] == weights
     assert done_when_json["max_batch"] == math.floor((80e9 - weights) / ((131072 + 32768) * (2048 + 5)))
     # B = 1, idealized: every kernel memory-bound, so each pass is its bytes over the bandwidth
     kv_t, kv_d, L = 131072, 32768, 2048
@@ -73,7 +104,8 @@ def test_done_when_numbers_by_hand(done_when_json):
     verify = 2 * LLAMA_3_8B.params + kv_t * (L + 5)
     en = 1 + 0.7 + 0.7**2 + 0.7**3 + 0.7**4
     first = done_when_json["rows"][0]
-    assert first["idealized_speedup"] == pytest.approx(en * decode / (sum(drafts) + verify), rel=1e-9)
+    assert first["speedup"] == pytest.approx(en * decode / (sum(drafts) + verify), rel=1e-9)
+    assert done_when_calibrated["rows"][0]["idealized_speedup"] == pytest.approx(first["speedup"], rel=1e-12)
     # calibrated (overlap "none": memory time + compute time, plus t0 per target pass and t0' per draft pass);
     # attention FLOPs 4·d_head·n_heads·n_layers per (query, key) pair; a new token also sees itself
     t0, t0d = cost.calibration(H100, "specdecode_bench")["overhead"], cost.calibration(H100, "specdecode_bench")[
@@ -85,7 +117,7 @@ def test_done_when_numbers_by_hand(done_when_json):
     t = lambda nbytes, flops: nbytes / BW + flops / PEAK
     plain = t(decode, flops_decode) + t0
     iteration = sum(t(b, f) + t0d for b, f in zip(drafts, flops_drafts, strict=True)) + t(verify, flops_verify) + t0
-    assert first["speedup"] == pytest.approx(en * plain / iteration, rel=1e-9)
+    assert done_when_calibrated["rows"][0]["speedup"] == pytest.approx(en * plain / iteration, rel=1e-9)
     assert first["roofs"] == {p: {"matmul": "memory", "attention": "memory"} for p in ("decode", "verify", "draft")}
     # B = 64: the verify matmuls have 64·5 = 320 tokens per weight read > ridge 295: compute-bound; decode not
     row64 = next(r for r in done_when_json["rows"] if r["batch"] == 64)
@@ -96,23 +128,34 @@ def test_done_when_numbers_by_hand(done_when_json):
     assert PEAK / BW == pytest.approx(done_when_json["deployment"]["gpu"]["ridge"])
 
 
-def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_json):
-    text, r = done_when_text, done_when_json
+def _cells(text, header_start="| B "):
     lines = text.splitlines()
-    header = [c.strip() for c in next(x for x in lines if x.startswith("| B ")).strip("|").split("|")]
-    assert header[:5] == ["B", "S (k = 4)", "S idealized", "best k", "S (best k)"] and header[-1] == "fits"
+    header = [c.strip() for c in next(x for x in lines if x.startswith(header_start)).strip("|").split("|")]
+    return header, lambda b: dict(zip(header, [c.strip() for c in next(x for x in lines if x.startswith(f"| {b} "))
+                                               .strip("|").split("|")], strict=True))
+
+
+def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_json, done_when_calibrated):
+    text, r = done_when_text, done_when_json
+    header, cells_at = _cells(text)
+    assert header[:4] == ["B", "S (k = 4)", "best k", "S (best k)"] and header[-1] == "fits"  # idealized: one S
     for row in r["rows"]:
-        line = next(x for x in lines if x.startswith(f"| {row['batch']} "))
-        cells = dict(zip(header, [c.strip() for c in line.strip("|").split("|")], strict=True))
+        cells = cells_at(row["batch"])
         assert cells["S (k = 4)"] == f"{row['speedup']:.2f}"
-        assert cells["S idealized"] == f"{row['idealized_speedup']:.2f}"
         assert cells["best k"] == (str(row["best_k"]) if row["best_k"] else "0 (off)")
         assert cells["S (best k)"] == f"{row['best_speedup']:.2f}" and cells["fits"] == ("yes" if row["fits"] else "no")
     assert f"at most B = {r['max_batch']} sequences fit" in text
-    assert r["recommendation"] in text and r["quote"] in text
+    assert r["recommendation"] in text and r["quote"] in text and r["deployment"]["calibration_note"] in text
     for item, value in r["checklist"]:
         assert item in text and value in text
     assert "How to quote this speedup" in text
+    # calibrated, the table has the idealized S beside the calibrated one
+    header, cells_at = _cells(advise.render(done_when_calibrated))
+    assert header[:5] == ["B", "S (k = 4)", "S idealized", "best k", "S (best k)"]
+    for row in done_when_calibrated["rows"]:
+        cells = cells_at(row["batch"])
+        assert cells["S (k = 4)"] == f"{row['speedup']:.2f}"
+        assert cells["S idealized"] == f"{row['idealized_speedup']:.2f}"
 
 
 def test_report_matches_direct_calls_with_best_k_tp_and_calibration():
@@ -145,21 +188,61 @@ def test_calibrations_auto_none_named_and_listed(capsys):
     assert advise.main(["--calibration", "list"]) == 0
     listed = capsys.readouterr().out
     assert "H100-SXM" in listed and "specdecode_bench" in listed and "Fig. 1(c)" in listed
+    assert advise.main(["--calibration", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["calibrations"]
+    h100 = next(c for c in listed if c["gpu"] == H100)
+    assert h100["name"] == "specdecode_bench" and h100["knobs"] == cost.calibration(H100, "specdecode_bench")
+    assert h100["fitted_setup"]["drafter"] == "eagle3-head" and h100["fitted_setup"]["tp"] == 1
     none = advise.run(DONE_WHEN + ["--calibration", "none"])
-    named = advise.run(DONE_WHEN + ["--calibration", "specdecode_bench"])
     assert none["deployment"]["calibration"] is None and none["deployment"]["model"] == {"tp": 1}
-    assert named["rows"] == advise.run(DONE_WHEN)["rows"]  # auto picks the H100's one calibration
-    b_star = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"])
+    assert none["rows"] == advise.run(DONE_WHEN)["rows"]  # auto: the H100's calibration does not fit a draft model
+    b_star = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
+                         "--calibration", "specdecode_bench"])
     assert b_star["recommendation"].startswith(f"Turn it on below B = {b_star['crossover_batch']}, off above")
     assert "Calibrated with 'specdecode_bench' (below); the idealized roofline would have S > 1 for B in 1–159." \
         in b_star["recommendation"]  # Chapter 4's B* = 160
     t4 = advise.run(["--target", "Llama-3.2-1B", "--drafter", "ngram", "--gpu", "T4", "--alpha", "0.5"])
     assert t4["deployment"]["calibration"] is None  # no calibration for a T4: the idealized model
+    assert t4["deployment"]["calibration_note"] == "auto: no stored calibration for T4: the idealized roofline"
     with pytest.raises(SystemExit) as exit_:
         advise.main(DONE_WHEN + ["--calibration", "specdecode-bench"])
     assert exit_.value.code == 2
     assert ("--calibration 'specdecode-bench' does not exist for H100-SXM; calibrated: H100-SXM: specdecode_bench"
             in capsys.readouterr().err)
+
+
+def test_auto_applies_a_calibration_only_to_the_setup_it_was_fitted_to():
+    # the audit's case: on an A100 the one calibration is MagicDec's 8-GPU self-speculation; a 1B draft on one
+    # GPU gets the idealized model (B* = 83), as with --calibration none, not "leave it off"
+    a100 = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", "A100-80GB", "--alpha", "0.8"]
+    auto, none = advise.run(a100), advise.run(a100 + ["--calibration", "none"])
+    assert auto["deployment"]["calibration"] is None and auto["rows"] == none["rows"]
+    assert auto["recommendation"].startswith("Turn it on below B = 83, off above")
+    assert cost.crossover_batch(LLAMA_3_8B, LLAMA_3_2_1B, "A100-80GB", 4, 0.8) == 83
+    assert ("drafter 'model' here, 'self-speculation' in the fit; tp 1 here, 8 in the fit"
+            in auto["deployment"]["calibration_note"])
+    forced = advise.run(a100 + ["--calibration", "magicdec"])
+    assert forced["recommendation"].startswith("Leave k = 4 off") and "tp 1 here, 8 in the fit" in forced["warnings"][0]
+    # MagicDec's own setup (the target drafting itself with a 512-token window, tp = 8) gets it
+    own = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3-8B", "--draft-context", "512", "--gpu",
+                      "A100-80GB", "--tp", "8", "--context", "32000", "--alpha", "0.8", "--k", "3", "--batch", "64"])
+    assert own["deployment"]["calibration"] == "magicdec" and own["warnings"] == []
+    assert own["deployment"]["model"] == {**cost.calibration("A100-80GB", "magicdec"), "tp": 8, "draft_context": 512}
+    # and SpecDecode-Bench's (an EAGLE head for an 8B Llama on one H100) gets the H100's, whose numbers it uses
+    eagle = advise.run(["--target", "Llama-3-8B", "--drafter", "eagle", "--gpu", H100, "--context", "720", "--alpha",
+                        "0.6", "--k", "3", "--batch", "1-128"])
+    knobs = cost.calibration(H100, "specdecode_bench")
+    assert eagle["deployment"]["calibration"] == "specdecode_bench"
+    assert eagle["deployment"]["calibration_note"].startswith("auto: H100-SXM's calibration 'specdecode_bench', "
+                                                              "fitted to this setup")
+    head = advise.drafter("eagle", LLAMA_3_8B, None, None)[0]
+    assert eagle["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, head, H100, 1, 3, 0.6, 720, **knobs)
+    # a change of tp, target or GPU values is another setup
+    for extra in (["--tp", "2"], ["--bandwidth", "3000"]):
+        other = advise.run(["--target", "Llama-3-8B", "--drafter", "eagle", "--gpu", H100, "--alpha", "0.6"] + extra)
+        assert other["deployment"]["calibration"] is None, extra
+    big = advise.run(["--target", "Llama-3-70B", "--drafter", "eagle", "--gpu", H100, "--tp", "4", "--alpha", "0.6"])
+    assert "target 'Llama-3-70B' here, 'Llama-3.1-8B' in the fit" in big["deployment"]["calibration_note"]
 
 
 def test_best_k_mode_turns_speculation_off_where_no_k_pays():
@@ -172,6 +255,21 @@ def test_best_k_mode_turns_speculation_off_where_no_k_pays():
              if line.startswith(f"| {off[0]['batch']} ")]
     assert cells[0][1:3] == ["0 (off)", "1.00"]  # columns B, best k, S
     assert min(row["batch"] for row in off) > r["paying_batches"][-1][1]
+
+
+def test_tp_splits_the_heads_evenly_or_replicates_kv_heads():
+    assert advise.tp_choices(LLAMA_3_8B) == [1, 2, 4, 8, 16, 32]  # 32 query heads, 8 KV heads
+    assert advise.tp_choices(LLAMA_3_70B) == [1, 2, 4, 8, 16, 32, 64]
+    assert advise.tp_choices(cost.ModelShape(2, 768, 12, 12, 3072, 1000)) == [1, 2, 3, 4, 6, 12]
+    # 70B alone (n-gram lookup) takes tp = 64; with the 1B draft (32 query heads) on the same GPUs, 32 at most
+    ngram = ["--target", "Llama-3-70B", "--drafter", "ngram", "--gpu", H100, "--alpha", "0.6", "--tp", "64"]
+    r = advise.run(ngram)
+    # tp = 64 > 8 KV heads: each GPU keeps one KV head (replicated), as cost.max_batch prices it
+    assert r["max_batch"] == cost.max_batch(LLAMA_3_70B, cost.NGRAM, H100, 0, k=4, tp=64)
+    with pytest.raises(validate.BadArgument, match=r"--tp must be one of 1, 2, 4, 8, 16, 32 here \(Llama-3-70B: 64 "
+                       r"query heads, 8 KV heads; Llama-3.2-1B: 32 query heads, 8 KV heads\)"):
+        advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.6",
+                    "--tp", "64"])
 
 
 def test_run_raises_instead_of_exiting():
@@ -265,7 +363,8 @@ def test_a_gpu_not_in_the_table():
 
 
 @pytest.mark.parametrize("argv,says", [
-    (["--alpha", "1.5"], "--alpha must be a number in [0.0, 1.0], got 1.5"),
+    (["--alpha", "1.5"], "argument --alpha: must be a number in [0.0, 1.0], got 1.5"),
+    (["--alpha", "high"], "argument --alpha: must be a number in [0.0, 1.0], got 'high'"),
     (["--gpu", "X100"], "--gpu must be one of T4, L4,"),
     (["--batch", "0-5"], "--batch must be an integer >= 1, got 0"),
     (["--batch", "64-8"], "--batch must be an integer >= 64, got 8"),
@@ -274,11 +373,22 @@ def test_a_gpu_not_in_the_table():
     (["--drafter", "medusa"], "--drafter must be one of 'model', 'early-exit', 'ngram', 'eagle'"),
     (["--dtype", "fp8", "--gpu", "A100-80GB"], "--dtype must be one of 'bf16', 'fp16', 'tf32', 'fp32' on A100-80GB"),
     (["--tp", "2", "--gpu", "A10G"], "--tp > 1 needs the GPU's link bandwidth"),
-    (["--tp", "0"], "--tp must be an integer >= 1, got 0"),
-    (["--context", "-1"], "--context must be an integer >= 0, got -1"),
+    (["--tp", "0"], "argument --tp: must be an integer >= 1, got 0"),
+    (["--tp", "two"], "argument --tp: must be an integer >= 1, got 'two'"),
+    (["--tp", "3"], "--tp must be one of 1, 2, 4, 8, 16, 32 here (Llama-3-8B: 32 query heads, 8 KV heads): tp must "
+                    "divide the query heads, and divide the KV heads or be a multiple of them"),
+    (["--tp", "1000"], "--tp must be one of 1, 2, 4, 8, 16, 32 here"),
+    (["--context", "1k"], "argument --context: must be an integer >= 0, got '1k'"),
+    (["--weight-bits", "4.5"], "argument --weight-bits: must be an integer in [1, 16], got 4.5"),
+    (["--memory", "0"], "argument --memory: must be a number > 0, got 0"),
+    (["--plot", "/nonexistent/x.png"], "--plot must be a file in a folder that exists and is writable; "
+                                       "'/nonexistent' does not exist"),
+    (["--plot", "x.xyz"], "--plot must end in one of .eps,"),
+    (["--plot", "x"], "--plot must end in one of .eps,"),
+    (["--context", "-1"], "argument --context: must be an integer >= 0, got -1"),
     (["--mean-accepted", "9"], "--mean-accepted must be in [1, 5]"),
     (["--overlap", "some"], "--overlap must be one of 'kernel', 'pass', 'none'"),
-    (["--overhead", "-1"], "--overhead must be a number >= 0"),
+    (["--overhead", "-1"], "argument --overhead: must be a number >= 0, got -1"),
     (["--target-shape", "32,4096,32,8,14336,128256"], "--target and --target-shape exclude each other"),
 ])
 def test_bad_input_names_the_flag_and_exits_2(argv, says, capsys):
@@ -291,8 +401,9 @@ def test_bad_input_names_the_flag_and_exits_2(argv, says, capsys):
     with pytest.raises(SystemExit) as exit_:
         advise.main(args)
     assert exit_.value.code == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "usage: python -m specnotes.advise" in err and says in err, err
+    assert out == ""  # nothing computed or printed first (--plot is checked before the report)
 
 
 @pytest.mark.parametrize("argv,says", [
@@ -338,6 +449,52 @@ def test_recommendation_is_chosen_by_the_numbers(argv, starts):
         assert cost.batch_speedup(LLAMA_3_8B, LLAMA_3_8B, H100, first, 3, 0.8, 32768, draft_context=512) > 1
 
 
+def test_leave_it_off_points_to_another_k_that_pays():
+    # α = 0.4: k = 4 never pays with a 1B draft on an H100, but k = 1 or 2 does at small batch
+    argv = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.4", "--batch", "1-64",
+            "--calibration", "none"]
+    r = advise.run(argv)
+    best = advise.run(argv + ["--k", "best"])
+    assert r["paying_batches"] == [] and any(row["best_speedup"] > 1 for row in r["rows"])
+    assert r["best_k_paying_batches"] == best["paying_batches"] == [[1, 182]]
+    first = max(cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 182, k, 0.4) for k in range(1, 17))
+    after = max(cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 183, k, 0.4) for k in range(1, 17))
+    assert first > 1 >= after  # the range's end, by a scan over k
+    assert r["recommendation"].startswith("Leave k = 4 off: it does not pay at any batch from 1 to")
+    assert "with the best k at each batch (`--k best`) speculation pays for B in 1–182" in r["recommendation"]
+    assert "Raise α" not in r["recommendation"]
+    nothing = advise.run(argv[:-6] + ["--alpha", "0.0", "--calibration", "none"])
+    assert nothing["best_k_paying_batches"] == [] and "Raise α" in nothing["recommendation"]
+
+
+def test_memory_sentences_tell_weights_from_one_sequences_cache():
+    # L = 1,000,000: the weights fit (18.5 GB), one sequence's caches (~164 GB) do not
+    long = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7",
+                       "--context", "1000000", "--calibration", "none"])
+    assert long["max_batch"] == 0 and long["weights_per_gpu"] < 80e9
+    text = advise.render(long)
+    assert long["recommendation"].startswith("It does not fit: the weights fit (18.5 GB of 80 GB per GPU with tp = 1), "
+                                             "but not one sequence's KV caches at L = 1000000 beside them.")
+    assert "the weights fit (18.5 GB of 80 GB per GPU), but not one sequence's KV caches at L = 1000000" in text
+    assert "weights alone" not in text and "(1–0)" not in text
+    assert "**Where it pays**: nowhere: not one sequence fits in memory." in text
+    big = advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"])
+    assert big["weights_per_gpu"] == LLAMA_3_70B.memory_bytes + LLAMA_3_2_1B.memory_bytes > 80e9
+    assert big["recommendation"].startswith("It does not fit: the weights alone (144 GB per GPU) exceed the H100-SXM's "
+                                            "memory (80 GB) with tp = 1.")
+    assert "the weights alone (144 GB per GPU) exceed its 80 GB" in advise.render(big)
+
+
+def test_batches_past_the_memory_limit_are_warned_about():
+    argv = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7", "--context", "2048"]
+    r = advise.run(argv + ["--batch", "1000-2000"])
+    assert r["max_batch"] == 182 and not any(row["fits"] for row in r["rows"] if row["batch"] >= 1000)
+    assert r["warnings"] == ["none of the batches asked for (B = 1000–2000) fit in memory: at most B = 182 sequences "
+                             "fit (weights + both KV caches at L = 2048); the rows below are past the limit"]
+    assert f"**Warning.** {r['warnings'][0]}" in advise.render(r)
+    assert advise.run(argv + ["--batch", "100-2000"])["warnings"] == []  # some of them fit
+
+
 def test_plot_shades_the_paying_range(tmp_path):
     out = cli(*DONE_WHEN, "--plot", str(tmp_path / "s.png"))
     assert out.returncode == 0 and (tmp_path / "s.png").stat().st_size > 10_000
@@ -363,8 +520,11 @@ def test_progress_bar_goes_to_stderr(capsys):
 
 def test_json_schema_keys_are_the_documented_ones(done_when_json):
     r = done_when_json
-    assert set(r) == {"schema", "deployment", "max_batch", "limit", "rows", "paying_batches",
-                      "idealized_paying_batches", "crossover_batch", "curve", "recommendation", "checklist", "quote"}
+    assert set(r) == {"schema", "deployment", "max_batch", "limit", "weights_per_gpu", "rows", "paying_batches",
+                      "best_k_paying_batches", "idealized_paying_batches", "crossover_batch", "curve", "warnings",
+                      "recommendation", "checklist", "quote"}
+    for key in r:
+        assert f'"{key}"' in advise.__doc__, key
     assert set(r["rows"][0]) == {"batch", "fits", "k", "speedup", "best_k", "best_speedup", "idealized_speedup", "c",
                                  "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s", "roofs"}
     for key in r["deployment"]:
@@ -388,9 +548,9 @@ def test_form_runs_the_same_command_line():
     matplotlib.use("Agg")
     box = advise.form()
     assert box.last == advise.run(advise.form_argv({n: c.value for n, c in box.controls.items()}))
-    knobs = cost.calibration(H100, "specdecode_bench")  # "auto": the H100's calibration
-    assert box.last["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7, 2048,
-                                                                **knobs)
+    # "auto": the H100's calibration was fitted to an EAGLE head, not a draft model: the idealized model
+    assert box.last["deployment"]["calibration"] is None
+    assert box.last["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7, 2048)
     before = box.last["rows"][0]["speedup"]
     box.controls["alpha"].value = 0.5
     assert box.last["rows"][0]["speedup"] < before
@@ -417,3 +577,11 @@ def test_advisor_page_is_colab_ready_and_in_the_toc():
     # only the package and what its widgets extra installs (ipywidgets brings IPython)
     assert set(re.findall(r"^(?:from|import) (\w+)", code, re.M)) <= {"importlib", "subprocess", "sys", "IPython",
                                                                         "specnotes"}
+    # each stored report renders as a table on the website: GFM (myst-nb's default, CommonMark, has no tables)
+    reports = [c for c in cells if c["cell_type"] == "code" and "advise.render(" in "".join(c["source"])]
+    assert len(reports) == 5
+    for c in reports:
+        assert c["metadata"]["mystnb"] == {"markdown_format": "gfm"} and "hide-input" in c["metadata"]["tags"]
+    # the page shows both: reports the calibration does not fit (the idealized model) and one it was fitted to
+    calibrations = [re.search(r"calibration'\] (?:is None|== '(\w+)')", "".join(c["source"])) for c in reports]
+    assert all(calibrations) and {m.group(1) for m in calibrations} == {None, "specdecode_bench"}

@@ -65,3 +65,36 @@ def test_every_glued_number_is_rendered(rel):
     roles = sum("".join(c["source"]).count("{glue:text}") for c in cells if c["cell_type"] == "markdown")
     filled = re.findall(r'<span class="pasted-text">([^<]+)</span>', page(rel))
     assert roles > 0 and len(filled) == roles, (roles, len(filled))
+
+
+def _visible_text(html):
+    """The page's text: tags dropped (each as a space), entities decoded, whitespace collapsed."""
+    from html import unescape
+
+    html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)  # widget state holds old report text
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def test_advisor_page_shows_its_stored_reports_and_plots():
+    # book/advisor.ipynb stores a report (display(Markdown(...)), rendered as GFM) and an S(B) plot per
+    # deployment; the site is built from those outputs: each report's title and first table row, and every plot
+    import json
+
+    cells = json.loads((ROOT / "book" / "advisor.ipynb").read_text())["cells"]
+    outputs = [o for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    reports = ["".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {})]
+    plots = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(reports) >= 4 and len(plots) == len(reports)  # the notebook was executed (make refresh)
+    html = page("book/advisor")
+    text = _visible_text(html)
+    for report in reports:
+        title = re.search(r"\*\*(Does speculation pay\? [^*]+)\*\*", report).group(1)
+        row = next(line for line in report.splitlines() if re.match(r"\| \d+ ", line))  # the table's first row
+        cells_ = " ".join(c.strip() for c in row.strip().strip("|").split("|"))
+        assert title in text, title
+        assert " ".join(cells_.split()) in text, (title, cells_)  # a table, not a paragraph of pipes
+    assert "| B " not in text  # GFM tables rendered (commonmark would leave the pipes)
+    assert text.count("How to quote this speedup") == len(reports)
+    assert html.count("<table") >= 2 * len(reports)  # each report's table and its checklist
+    assert html.count('src="../_images/') >= len(plots)  # the plots
+    assert "Traceback" not in html

@@ -4,7 +4,8 @@ The fast checks read the notebooks (install cell, launch-link targets, the extra
 The ``colab`` ones do what a Colab reader does: a fresh environment with nothing but Python, pip,
 torch and a Jupyter kernel; the chapter's own first cell, pointed at this checkout instead of the
 repository URL; then every cell, top to bottom, in a kernel running that environment's python.
-``make test`` runs it for one chapter, ``make colab`` for all of them.
+``make test`` runs it for one chapter, ``make colab`` for all of them and the book's advisor page
+(``book/advisor.ipynb``, whose first cell is a chapter's).
 
 Cost: the environment holding torch and ipykernel (Colab's part) is built once and cached in
 ``_build/colab/base``. Each run then creates an empty virtual environment that sees the cached one
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,9 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# Pages outside notebooks/ that a reader also runs in Colab: checked like a chapter. Their ids (the file
+# names) do not match ``make test``'s single chapter (-k 03_acceptance), so only ``make colab`` runs them.
+PAGES = CHAPTERS + [ROOT / "book" / "advisor.ipynb"]
 REPOSITORY = f"git+{CONFIG['repository']['url']}@{CONFIG['repository']['branch']}"
 COLAB_CACHE = ROOT / "_build" / "colab"
 # What Colab has that a chapter may rely on: the kernel's own packages. Everything else (pandas,
@@ -53,6 +58,10 @@ def install_requirement(source: str) -> Requirement:
 
 def test_there_are_chapters():
     assert CHAPTERS, "no notebooks/*.ipynb"
+    assert all(path.is_file() for path in PAGES)
+    # make test's fresh-environment run (-k COLAB_ONE) still selects one chapter, not the advisor page too
+    one = re.search(r"^COLAB_ONE \?= (\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert [p.name for p in PAGES if one in p.name] == [f"{one}.ipynb"]
 
 
 
@@ -61,7 +70,7 @@ def distributions_providing() -> dict[str, list[str]]:
     return metadata.packages_distributions()
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
 def test_install_cell_uses_the_configured_repository(path):
     cell = first_code_cell(path)
     assert "hide-output" in cell["metadata"].get("tags", [])
@@ -72,7 +81,7 @@ def test_install_cell_uses_the_configured_repository(path):
     assert requirement.url == REPOSITORY
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
 def test_launch_link_target_exists(path):
     # Colab opens <repo>/blob/<branch>/<path_to_book>/<toc path>.ipynb
     toc = (ROOT / "_toc.yml").read_text()
@@ -105,7 +114,7 @@ def declared_distributions(extras: set[str]) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
 def test_install_cell_declares_every_import_of_its_chapter(path):
     # the static half of the Colab check, for every chapter: each import is the standard library,
     # the kernel's, torch (Colab has it), specnotes itself, or a requirement of the extra installed
@@ -173,7 +182,7 @@ def execute_with(python: Path, nb, cwd: Path, timeout: int = 900):
 
 
 @pytest.mark.colab
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
 def test_chapter_runs_in_a_fresh_environment_after_its_first_cell(path, tmp_path):
     import nbformat
 

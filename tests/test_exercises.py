@@ -80,7 +80,7 @@ CHOICES = {"ch2.p3": "b", "ch3.p3": "a", "ch8.p4": "a", "ch9.p3": "a", "ch9.p4":
 def test_every_problem_of_chapters_1_to_4_has_a_checker():
     chapters = {p.chapter for p in exercises.PROBLEMS.values()}
     assert {"01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size"} <= chapters
-    by_hand = set(HAND) | {p for p in CHOICES if p[2] in "1234"} | {"ch4.p1b"}
+    by_hand = set(HAND) | {p for p in CHOICES if p[2] in "1234"} | {"ch4.p1b", "ch1.p1d"}
     assert by_hand == {p for p in exercises.PROBLEMS if p[2] in "1234"}
 
 
@@ -102,6 +102,37 @@ def test_chapter_5_answers_by_hand():
                                                                 256)
 
 
+def test_chapter_1_problem_1_which_fits_by_hand():
+    # the H200's 141 GB: bf16 weights 2·(P + embedding d·V) leave nothing; fp8 halves them, and a 1,024-token
+    # sequence's fp8 cache (80 layers · 8 KV heads · 128 · K and V, 1 byte) fits beside them
+    bf16, fp8 = 2 * (P_70B + 8192 * 128256), P_70B + 8192 * 128256
+    assert bf16 > 141 * GB and fp8 + 1025 * 2 * 80 * 8 * 128 < 141 * GB
+    assert exercises.answer("ch1.p1d") == "fp8"
+    assert exercises.check("ch1.p1d", "FP8") and not exercises.check("ch1.p1d", "both")
+    with pytest.raises(ValueError, match="value must be one of 'neither', 'bf16', 'fp8', 'both'"):
+        exercises.check("ch1.p1d", "yes")
+
+
+def test_chapter_5_speedups_as_the_chapter_glues_them():
+    # Problem 2(b): Llama-3-8B drafting itself with a 512-token window, k = 3, α = 0.8, L = 32,768, on an H100.
+    # B = 1 is memory-bound throughout: each pass reads the weights (2P) and its cache, the draft's of 512 tokens
+    kv, L, W = 2 * 32 * 8 * 128 * 2, 32768, 512
+    decode = 2 * P_8B + kv * (L + 1)
+    drafts = sum(2 * P_8B + kv * (W + i + 1) for i in range(3))
+    assert exercises.answer("ch5.p2d") == pytest.approx(en(0.8, 3) * decode / (drafts + 2 * P_8B + kv * (L + 4)))
+    for pid, batch in (("ch5.p2d", 1), ("ch5.p2e", 64)):  # the chapter's glue, p2_s1 and p2_s64
+        assert exercises.answer(pid) == cost.batch_speedup(cost.LLAMA_3_8B, cost.LLAMA_3_8B, "H100-SXM", batch, 3, 0.8,
+                                                           32768, draft_context=512)
+    assert exercises.answer("ch5.p2d") < 1 < exercises.answer("ch5.p2e")  # it pays only above a batch
+    # Problem 3: S at the 127 sequences that fit on the L4 (glue p3_s)
+    assert exercises.answer("ch5.p3c") == cost.batch_speedup(cost.LLAMA_3_8B, cost.LLAMA_3_2_1B, "L4",
+                                                             exercises.answer("ch5.p3a"), 4, 0.8, 256)
+    assert exercises.answer("ch5.p3b") < 1 < exercises.answer("ch5.p3c")
+    # Problem 4: the logits' bound 4·V·ridge/P for the 1B draft, in % (the H100's bf16 ridge, 989/3.35)
+    assert exercises.answer("ch5.p4b") == pytest.approx(100 * 4 * 128256 * (989 / 3.35) / P_1B, rel=1e-12)
+    assert exercises.answer("ch5.p4") < exercises.answer("ch5.p4b")
+
+
 def test_chapter_6_answers_from_the_data_files_and_the_hints_facts():
     # Problem 1 from the stored calibration and the published setup, read as plain JSON
     data = ROOT / "src" / "specnotes" / "data"
@@ -117,6 +148,16 @@ def test_chapter_6_answers_from_the_data_files_and_the_hints_facts():
     rms = {mode: v["rms_log"] for mode, v in fit.by_overlap.items()}
     assert fit.knobs["overlap"] == "none" and max(rms, key=rms.get) == "pass"
     assert fit.by_overlap["pass"]["knobs"]["overhead"] == pytest.approx(0.02)
+    # Problem 3's t0, fitted as the chapter fits it (glue p3_t0): its own cases, calibrate.fit
+    from specnotes import calibrate
+
+    head = calibrate.cases("specdecode_bench", "fig1c_eagle3")[0]
+    yours = [calibrate.Case(f"batch={b}", head.target, head.draft, "H100-SXM", b, 3, cost.implied_alpha(2.4, 3), 1000,
+                            None, 1, s) for b, s in zip((1, 16, 64, 128), (1.90, 1.80, 1.52, 1.20), strict=True)]
+    assert exercises.answer("ch6.p3d") == 1e3 * calibrate.fit(yours).knobs["overhead"]
+    assert exercises.answer("ch6.p3b") == 1e3 * calibrate.fit(yours).knobs["draft_overhead"]
+    assert exercises.answer("ch6.p3d") == 0.0  # the fit puts t0 at its lower bound: the draft passes carry the overhead
+    assert str(exercises.check("ch6.p3d", 0.5)) == "not right (ch6.p3d): too high (the answer is in ms)"
 
 
 def test_chapter_8_answers_by_hand():
@@ -258,6 +299,21 @@ def test_every_problem_has_a_check_cell_in_its_chapter(chapter):
             assert len(letter) > 1 or f"({letter}) {statement}" in " ".join(text.split()), (pid, letter)
 
 
+@pytest.mark.parametrize("chapter", sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+def test_every_problem_heading_of_a_chapter_has_a_checker(chapter):
+    # the notebook → checker direction: each "**Problem N [...]" has at least one chX.pN* id registered
+    import re
+
+    cells = json.loads((ROOT / "notebooks" / f"{chapter}.ipynb").read_text())["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    numbers = sorted(set(re.findall(r"\*\*Problem (\d+) \[", text)), key=int)
+    assert numbers, f"{chapter} has no '**Problem N [' heading"
+    ids = [pid for pid, _, _ in exercises.problems(chapter)]
+    chapter_number = int(chapter[:2])
+    for n in numbers:
+        assert any(re.fullmatch(rf"ch{chapter_number}\.p{n}[a-z]?", pid) for pid in ids), (chapter, n)
+
+
 def test_spec_bench_value_is_chapter_3s():
     # the Spec-Bench leaderboard's SpS row, read as plain JSON (2.28 mean accepted tokens), and the chapter's table
     series = json.loads((ROOT / "src" / "specnotes" / "data" / "published" / "spec_bench.json").read_text())["series"]
@@ -287,6 +343,8 @@ def test_onboarding_page_uses_real_ids_and_shows_real_checker_output():
     route = text.split("## The route")[1].split("\n\n")[1]  # the table
     on_route = set(re.findall(r"`(ch\d\.p\d[a-z]?)`", route))
     assert {p[2] for p in on_route} == set("12345689")  # and one problem from each later chapter with checkers
+    for chapter in {p.split(".")[0] for p in exercises.PROBLEMS}:  # every chapter's checkers are named on the page
+        assert f"`{chapter}.*`" in text or any(i.startswith(f"{chapter}.") for i in ids), chapter
     minutes = [tuple(map(int, m)) for m in re.findall(r"^\| (\d+)–(\d+) \|", route, re.M)]
     assert minutes[0][0] == 0 and minutes[-1][1] == 90
     assert all(a[1] == b[0] for a, b in zip(minutes, minutes[1:], strict=False))  # 90 minutes, no gap

@@ -29,9 +29,13 @@ Acceptance: ``--alpha``, or ``--mean-accepted M`` (tokens per iteration includin
 Spec-Bench reports it) measured at ``--k``, or ``M@K`` when ``--k best``; converted by
 ``cost.implied_alpha``. A calibration is one more set of keyword arguments for the time functions,
 ``cost.calibration(gpu, NAME)``, fitted to published measurements (Chapter 6): ``--calibration auto``
-(the default) uses the GPU's stored calibration where it has one, ``none`` the idealized roofline,
-``list`` lists them. With a calibration the report also shows the idealized model beside it.
-``--overhead``, ``--draft-overhead`` (ms per pass) and ``--overlap`` set or override its values.
+(the default) uses the GPU's stored calibration only where the setup it was fitted to (its
+``fitted_to`` series in the published record: GPU, drafter kind, target shape, tp, and dtype where
+recorded) matches the request, and the idealized roofline otherwise; the report says which, and why
+(``calibration_note``). ``none`` asks for the idealized roofline; a NAME applies that calibration
+whatever the setup, with a warning where it was fitted to another one; ``list`` lists them (``--json``:
+as JSON). With a calibration the report also shows the idealized model beside it. ``--overhead``,
+``--draft-overhead`` (ms per pass) and ``--overlap`` set or override its values.
 
 ``--json`` prints the report as JSON (schema ``specnotes.advise/1``)::
 
@@ -42,20 +46,30 @@ Spec-Bench reports it) measured at ``--k``, or ``M@K`` when ``--k best``; conver
                     "dtype", "math_dtype", "weight_bits", "tp", "batch": [lo, hi], "context", "draft_context",
                     "alpha", "alpha_from", "k": int | "best", "expected_tokens" (at k, or null),
                     "calibration": name | null, "calibration_about": what it was fitted to | null,
+                    "calibration_note": which model the report uses, and why,
                     "model": {keyword arguments of the time functions}},
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
+     "weights_per_gpu": bytes,         # target + draft weights on each GPU (> memory: nothing fits)
      "rows": [{"batch", "fits", "k", "speedup", "best_k", "best_speedup", "idealized_speedup", "c",
                "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
                "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads": "memory"|"compute"}}}],
      "paying_batches": [[first, last], ...],   # cost.paying_batches (union over k = 1..16 for "best")
+     "best_k_paying_batches": [[first, last], ...],  # the same for "best" k (the union over k = 1..16)
      "idealized_paying_batches": [[first, last], ...],  # the same without the calibration
      "crossover_batch": int | null,    # first B past the last paying range; null: pays up to the limit
      "curve": [[B, S], ...],           # S(B) up to the memory limit, for the plot
+     "warnings": [str, ...],           # a named calibration fitted to another setup; no batch asked for fits
      "recommendation": str, "checklist": [[item, value], ...], "quote": str}
 
-``--plot FILE.png`` draws S(B) with the paying range shaded (``specnotes.plots``). Bad input is an
-argparse error naming the flag and its allowed values (exit status 2). Imports no torch.
+``--calibration list --json`` prints ``{"schema": "specnotes.advise/1/calibrations", "calibrations":
+[{"gpu", "name", "about", "fitted_setup", "knobs"}, ...]}``.
+
+``--plot FILE.png`` draws S(B) with the paying range shaded (``specnotes.plots``); the file's folder must
+exist and its suffix be a format matplotlib writes (checked before anything is computed). ``--tp``
+must split every model on the GPUs evenly (``tp_choices``: it divides the query heads, and divides
+the KV heads or is a multiple of them). Bad input is an argparse error naming the flag and its allowed
+values (exit status 2). Imports no torch.
 """
 
 from __future__ import annotations
@@ -64,6 +78,7 @@ import argparse
 import inspect
 import json
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -101,6 +116,8 @@ class Deployment:
     calibration: str | None = None
     calibration_about: str | None = None
     model: dict = field(default_factory=dict)
+    calibration_note: str = ""  # which model the report uses, and why
+    warnings: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -263,30 +280,123 @@ def _listing(known: dict) -> str:
     return "; ".join(f"{accel}: {', '.join(sources)}" for accel, sources in known.items()) or "none"
 
 
-def resolve_calibration(accel_name: str | None, name: str | None = "auto",
-                        lookup=None) -> tuple[str | None, dict, str | None]:
-    """(name, keyword arguments for the time functions, what it was fitted to) for a calibration name.
+# A published setup's drafter → the advisor's kind; "self-speculation" is a draft model that is the target
+# itself (``--draft`` the same shape as ``--target``, usually with ``--draft-context``).
+PUBLISHED_DRAFTERS = {"draft-model": "model", "self-speculation": "self-speculation", "eagle-head": "eagle",
+                      "eagle2-head": "eagle", "eagle3-head": "eagle", "ngram": "ngram", "early-exit": "early-exit"}
 
-    "auto": the GPU's stored calibration if it has exactly one, else none; "none": the idealized model;
-    a name: ``lookup(accel_name, name)`` (``cost.calibration`` by default; a test passes its own).
+
+def _dims(shape: ModelShape) -> list[int]:
+    return [shape.n_layers, shape.d_model, shape.n_heads, shape.n_kv_heads, shape.d_ff, shape.vocab]
+
+
+def fitted_setup(accel_name: str | None, name: str) -> dict | None:
+    """The setup a stored calibration was fitted to (its ``fitted_to`` source and series, looked up in the
+    published record), or None for one that is not stored."""
+    from specnotes import calibrate, published
+
+    record = calibrate.calibrations().get(accel_name, {}).get(name)
+    if record is None:
+        return None
+    setup = published.load(record["fitted_to"]["source"])[record["fitted_to"]["series"]].setup
+    shape = calibrate.SHAPES.get(setup["target"])
+    return {"accelerator": setup["accelerator"], "target": setup["target"], "shape": shape and _dims(shape),
+            "drafter": setup["drafter"], "kind": PUBLISHED_DRAFTERS.get(setup["drafter"], setup["drafter"]),
+            "tp": int(setup.get("tp", 1)), "dtype": setup.get("dtype"), "engine": setup.get("engine")}
+
+
+def setup_request(accel: hardware.Accelerator, kind: str, target: ModelShape, draft, tp: int, dtype: str) -> dict:
+    """The request in the terms of ``fitted_setup``: a draft model of the target's shape is self-speculation."""
+    own = kind == "model" and isinstance(draft, ModelShape) and _dims(draft) == _dims(target)
+    return {"accelerator": accel.name, "kind": "self-speculation" if own else kind, "target": target.name,
+            "shape": _dims(target), "tp": tp, "dtype": dtype}
+
+
+def setup_differences(fitted: dict, request: dict) -> list[str]:
+    """What differs between a calibration's fitted setup and the request: the GPU, the drafter kind, the
+    target's shape and tp, and the dtype where the fit records one."""
+    out = [f"GPU {request['accelerator']!r} here, {fitted['accelerator']!r} in the fit"
+           if request["accelerator"] != fitted["accelerator"] else "",
+           f"drafter {request['kind']!r} here, {fitted['drafter']!r} in the fit"
+           if request["kind"] != fitted["kind"] else "",
+           f"target {request['target']!r} here, {fitted['target']!r} in the fit"
+           if request["shape"] != fitted["shape"] else "",
+           f"tp {request['tp']} here, {fitted['tp']} in the fit" if request["tp"] != fitted["tp"] else "",
+           f"dtype {request['dtype']!r} here, {fitted['dtype']!r} in the fit"
+           if fitted["dtype"] is not None and request["dtype"] != fitted["dtype"] else ""]
+    return [line for line in out if line]
+
+
+def _compared(fitted: dict) -> str:
+    return "GPU, drafter, target, tp" + (" and dtype agree" if fitted["dtype"] else " agree; the fit records no dtype")
+
+
+def resolve_calibration(accel_name: str | None, name: str | None = "auto", lookup=None,
+                        request: dict | None = None) -> tuple[str | None, dict, str | None, str, list[str]]:
+    """(name, keyword arguments for the time functions, what it was fitted to, which model the report uses
+    and why, warnings) for a calibration name and a request (``setup_request``).
+
+    "auto": the GPU's stored calibration whose fitted setup matches the request (``setup_differences``
+    empty), else none: the idealized model; "none": the idealized model; a name: ``lookup(accel_name,
+    name)`` (``cost.calibration`` by default; a test passes its own), applied as asked, with a warning
+    where its fitted setup differs from the request.
     """
     name = "auto" if name is None else name
     if name == "none":
-        return None, {}, None
+        return None, {}, None, "`--calibration none`: the idealized roofline", []
     known = known_calibrations()
+    stored = known.get(accel_name, {})
+    fitted = {source: fitted_setup(accel_name, source) for source in stored}
+    differ = {source: setup_differences(setup, request) if request else [] for source, setup in fitted.items()}
     if name == "auto":
-        if lookup is not None or accel_name not in known:
-            return None, {}, None
-        if len(known[accel_name]) > 1:
-            raise validate.BadArgument(f"calibration: {accel_name} has several ({', '.join(known[accel_name])}): "
+        if lookup is not None or not stored:
+            note = f"auto: no stored calibration for {accel_name or 'a GPU not in the table'}: the idealized roofline"
+            return None, {}, None, note, []
+        matching = [source for source, diffs in differ.items() if not diffs]
+        if len(matching) > 1:
+            raise validate.BadArgument(f"calibration: {accel_name} has several for this setup ({', '.join(matching)}): "
                                        "choose one, or none for the idealized model")
-        name = next(iter(known[accel_name]))
+        if not matching:
+            why = " and ".join(f"{source!r} was fitted to another setup ({'; '.join(diffs)})"
+                               for source, diffs in differ.items())
+            return None, {}, None, (f"auto: {accel_name}'s calibration {why}, so the report uses the idealized "
+                                    f"roofline (`--calibration {' or '.join(stored)}` applies it anyway)"), []
+        name = matching[0]
+        chosen = f"auto: {accel_name}'s calibration {name!r}"
+    else:
+        chosen = f"`--calibration {name}`"
     try:
         kwargs = dict((lookup or cost.calibration)(accel_name, name))
     except (KeyError, ValueError):
         raise validate.BadArgument(f"calibration {name!r} does not exist for {accel_name}; calibrated: "
                                    f"{_listing(known)} (or auto, none)") from None
-    return name, kwargs, known.get(accel_name, {}).get(name)
+    if name not in fitted:
+        return name, kwargs, None, f"{chosen}: as given (no fitted setup is recorded for it)", []
+    if differ[name]:
+        warning = (f"`--calibration {name}` was fitted to another setup ({'; '.join(differ[name])}): its overheads "
+                   "may not hold for this one (auto would not apply it)")
+        return name, kwargs, stored[name], f"{chosen}: applied as asked, to a setup it was not fitted to", [warning]
+    return name, kwargs, stored[name], f"{chosen}, fitted to this setup ({_compared(fitted[name])})", []
+
+
+def tp_choices(shape: ModelShape) -> list[int]:
+    """The tensor-parallel degrees that split ``shape`` evenly: tp divides the query heads, and divides the
+    KV heads or is a multiple of them (each KV head then kept on tp / n_kv_heads GPUs, as ``cost`` prices it)."""
+    return [t for t in range(1, shape.n_heads + 1)
+            if shape.n_heads % t == 0 and (shape.n_kv_heads % t == 0 or t % shape.n_kv_heads == 0)]
+
+
+def tp_check(tp: int, shapes: list[ModelShape]) -> int:
+    """``tp`` if it splits every model that runs on the GPUs (the target, a draft model or head) evenly."""
+    heads = [(s.n_heads, s.n_kv_heads) for s in shapes]
+    shapes = [s for i, s in enumerate(shapes) if heads[i] not in heads[:i]]  # one model per head count
+    allowed = sorted(set.intersection(*(set(tp_choices(s)) for s in shapes)))
+    if tp not in allowed:
+        listed = "; ".join(f"{s.name}: {s.n_heads} query heads, {s.n_kv_heads} KV heads" for s in shapes)
+        raise validate.BadArgument(f"tp must be one of {', '.join(map(str, allowed))} here ({listed}): tp must "
+                                   "divide the query heads, and divide the KV heads or be a multiple of them "
+                                   f"(each KV head is then replicated); got {tp}")
+    return tp
 
 
 def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, drafter_kind: str = "model",
@@ -316,13 +426,16 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
         target_shape_ = target_shape_.weight_only(weight_bits)
         draft_shape_ = draft_shape_.weight_only(weight_bits) if draft_shape_ is not None else None
     the_draft, draft_name = drafter(drafter_kind, target_shape_, draft_shape_, exit_layer)
+    tp_check(tp, [target_shape_] + ([the_draft] if isinstance(the_draft, ModelShape) else []))
     lo_hi = batch_range(batch)
     context = validate.integer("context", context, low=0)
     if draft_context is not None:
         draft_context = validate.integer("draft_context", draft_context, low=0)
     k = k_value(k)
     alpha, alpha_from = alpha_value(alpha, mean_accepted, k)
-    calibration, model, about = resolve_calibration(gpu_name, calibration, calibration_lookup)
+    request = setup_request(accel, drafter_kind, target_shape_, draft_shape_, tp, math_dtype)
+    calibration, model, about, note, warnings = resolve_calibration(gpu_name, calibration, calibration_lookup,
+                                                                    request)
     if overhead is not None:
         model["overhead"] = validate.number("overhead", overhead, low=0) / 1e3
     if draft_overhead is not None:
@@ -330,7 +443,8 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     if overlap is not None:
         model["overlap"] = validate.choice("overlap", overlap, OVERLAPS)
     return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
-                      alpha, alpha_from, k, weight_bits, tp, draft_context, calibration, about, model)
+                      alpha, alpha_from, k, weight_bits, tp, draft_context, calibration, about, model, note,
+                      tuple(warnings))
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -363,6 +477,13 @@ def memory_limit(dep: Deployment) -> int | None:
     """``cost.max_batch`` with the k in use (K_MAX for "best": the larger KV reservation)."""
     return cost.max_batch(dep.target, dep.draft, dep.accel, dep.context, k=dep.k or K_MAX, tp=dep.tp,
                           draft_context=dep.draft_context)
+
+
+def weights_per_gpu(dep: Deployment) -> float:
+    """Bytes of weights on each GPU: the target's and a draft model's or head's (as ``cost.max_batch``
+    counts them; a draft that is the target adds none, an early exit or n-gram lookup none)."""
+    own = isinstance(dep.draft, ModelShape) and dep.draft != dep.target
+    return (dep.target.memory_bytes + (dep.draft.memory_bytes if own else 0.0)) / dep.tp
 
 
 def paying(dep: Deployment, limit: int) -> list[tuple[int, int]]:
@@ -456,6 +577,7 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
     fits = memory_limit(dep)
     limit = NO_MEMORY_LIMIT if fits is None else fits
     ranges = paying(dep, limit) if limit >= 1 else []
+    any_k = paying(replace(dep, k=None), limit) if dep.k and limit >= 1 else ranges
     ideal = replace(dep, calibration=None, calibration_about=None, model={}) if dep.calibration else dep
     ideal_ranges = paying(ideal, limit) if dep.calibration and limit >= 1 else ranges
     crossover = None if ranges and ranges[-1][1] >= limit else (ranges[-1][1] + 1 if ranges else 1)
@@ -468,9 +590,16 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
     curve_lo = lo if lo < hi else 1
     curve = [[b, speedup(dep, b, dep.k or best_k(dep, b))]
              for b in _progress(curve_batches(curve_lo, top) if top >= curve_lo else [], progress, "S(B) curve")]
-    report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit, "rows": rows,
-              "paying_batches": [list(r) for r in ranges], "idealized_paying_batches": [list(r) for r in ideal_ranges],
-              "crossover_batch": crossover, "curve": curve}
+    warnings = list(dep.warnings)
+    if fits and lo > fits:  # (fits = 0: the recommendation says why nothing fits)
+        asked = f"B = {lo}" if lo == hi else f"B = {lo}–{hi}"
+        warnings.append(f"none of the batches asked for ({asked}) fit in memory: at most B = {fits} sequences fit "
+                        f"(weights + both KV caches at L = {dep.context}); the rows below are past the limit")
+    report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit,
+              "weights_per_gpu": weights_per_gpu(dep), "rows": rows, "paying_batches": [list(r) for r in ranges],
+              "best_k_paying_batches": [list(r) for r in any_k],
+              "idealized_paying_batches": [list(r) for r in ideal_ranges], "crossover_batch": crossover,
+              "curve": curve, "warnings": warnings}
     report["recommendation"] = recommendation(report)
     report["checklist"] = checklist(report)
     report["quote"] = quote(report)
@@ -496,7 +625,8 @@ def describe(dep: Deployment) -> dict:
         "batch": list(dep.batch), "context": dep.context, "draft_context": dep.draft_context,
         "alpha": dep.alpha, "alpha_from": dep.alpha_from, "k": dep.k if dep.k else "best",
         "expected_tokens": cost.expected_tokens(dep.alpha, dep.k) if dep.k else None,
-        "calibration": dep.calibration, "calibration_about": dep.calibration_about, "model": _model(dep),
+        "calibration": dep.calibration, "calibration_about": dep.calibration_about,
+        "calibration_note": dep.calibration_note, "model": _model(dep),
     }
 
 
@@ -506,6 +636,8 @@ def describe(dep: Deployment) -> dict:
 def where_it_pays(report: dict) -> str:
     ranges, limit, crossover = report["paying_batches"], report["limit"], report["crossover_batch"]
     searched = f"1–{limit}" + ("" if report["max_batch"] is not None else ", no memory limit")
+    if report["max_batch"] == 0:
+        return "nowhere: not one sequence fits in memory"
     if not ranges:
         return f"S ≤ 1 at every batch ({searched})"
     if len(ranges) == 1 and ranges[0] == [1, limit]:
@@ -528,12 +660,23 @@ def recommendation(report: dict) -> str:
     dep, ranges, limit, fits = report["deployment"], report["paying_batches"], report["limit"], report["max_batch"]
     rows = [r for r in report["rows"] if r["fits"]]
     where = f"at every batch that fits (1–{limit})" if fits is not None else f"at every batch up to {limit}"
-    if fits == 0:
-        return (f"It does not fit: the weights alone exceed the {dep['gpu']['name']}'s memory with tp = {dep['tp']}. "
+    if fits == 0 and report["weights_per_gpu"] > dep["gpu"]["memory"]:
+        return (f"It does not fit: the weights alone ({_fmt_bytes(report['weights_per_gpu'])} per GPU) exceed the "
+                f"{dep['gpu']['name']}'s memory ({_fmt_bytes(dep['gpu']['memory'])}) with tp = {dep['tp']}. "
                 "Use more GPUs (`--tp`), fewer weight bits (`--weight-bits`) or a smaller model.")
+    if fits == 0:
+        return (f"It does not fit: the weights fit ({_fmt_bytes(report['weights_per_gpu'])} of "
+                f"{_fmt_bytes(dep['gpu']['memory'])} per GPU with tp = {dep['tp']}), but not one sequence's KV caches "
+                f"at L = {dep['context']} beside them. Use a shorter context (`--context`), more GPUs (`--tp`), or a "
+                "smaller cache (a draft KV window, `--draft-context`; a smaller `--dtype`).")
     if not ranges:
         best = max(rows, key=lambda r: r["best_speedup"], default=None)
-        extra = f" (the best in your range: {best['best_speedup']:.2f}× at B = {best['batch']})" if best else ""
+        extra = (f" (the best in your range: {best['best_speedup']:.2f}× at B = {best['batch']} with k = "
+                 f"{best['best_k']})" if best else "")
+        if report["best_k_paying_batches"]:
+            return (f"Leave {_k_text(report)} off: it does not pay at any batch from 1 to {limit}. Another k does: "
+                    f"with the best k at each batch (`--k best`) speculation pays for B in "
+                    f"{_ranges_text(report['best_k_paying_batches'])}{extra}.")
         return (f"Leave it off: with {_k_text(report)} speculation does not pay at any batch from 1 to {limit}"
                 f"{extra}. Raise α (a better-matched draft), or use a cheaper drafter.")
     first, last = ranges[0][0], ranges[-1][1]
@@ -654,8 +797,12 @@ def render(report: dict) -> str:
                 ("fits", lambda r: "yes" if r["fits"] else "no")]
     table = _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in rows])
     fits = report["max_batch"]
+    weights = _fmt_bytes(report["weights_per_gpu"])
     memory = ("the GPU has no memory size: batches are not limited" if fits is None
-              else "the weights alone do not fit" if fits == 0
+              else f"the weights alone ({weights} per GPU) exceed its {_fmt_bytes(g['memory'])}"
+              if report["weights_per_gpu"] > g["memory"]
+              else f"the weights fit ({weights} of {_fmt_bytes(g['memory'])} per GPU), but not one sequence's KV "
+                   f"caches at L = {dep['context']} beside them" if fits == 0
               else f"at most B = {fits} sequences fit (weights + both KV caches at L = {dep['context']}, "
                    f"{_fmt_bytes(g['memory'])} per GPU, tp = {dep['tp']})")
     pays = where_it_pays(report)
@@ -664,12 +811,14 @@ def render(report: dict) -> str:
         "",
         f"**Recommendation.** {report['recommendation']}",
         "",
+        *[f"**Warning.** {w}\n" for w in report["warnings"]],
         f"- **Target**: {t['name']}, {t['params'] / 1e9:.2f} B matmul parameters; **draft**: {d['name']} "
         f"({d['kind']}: {d['maps_to']})",
         f"- **GPU**: {g['name']} × {dep['tp']}, {dep['math_dtype']}, ridge {g['ridge']:.0f} FLOP/byte; "
         f"**L** = {dep['context']}; **α** = {dep['alpha']:.3f} ({dep['alpha_from']}); **k**: {dep['k']}"
         + (f"; **calibration**: {dep['calibration']} ({dep['calibration_about'] or 'given'})"
            if dep["calibration"] else ""),
+        f"- **Model**: {dep['calibration_note']}.",
         f"- **Where it pays**: {pays}.",
         f"- **Memory**: {memory}.",
         "",
@@ -801,7 +950,7 @@ FLAGS = {"target": "--target", "target_shape": "--target-shape", "draft": "--dra
          "tp": "--tp", "batch": "--batch", "context": "--context", "draft_context": "--draft-context",
          "alpha": "--alpha", "mean_accepted": "--mean-accepted", "k": "--k", "calibration": "--calibration",
          "overhead": "--overhead", "draft_overhead": "--draft-overhead", "overlap": "--overlap",
-         "layers": "--exit-layer", "mean_tokens": "--mean-accepted"}
+         "layers": "--exit-layer", "mean_tokens": "--mean-accepted", "plot": "--plot"}
 
 
 def flag_message(message: str) -> str:
@@ -824,6 +973,10 @@ class _RaisingParser(argparse.ArgumentParser):
         raise validate.BadArgument(message)
 
 
+POSITIVE = validate.cli(validate.number, low=0, low_open=True)  # GB/s, TFLOP/s, GB
+TOKENS = validate.cli(validate.integer, low=0)
+
+
 def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     p = cls(prog="python -m specnotes.advise",
                                 description="Does speculative decoding pay for my deployment? A one-page report "
@@ -837,29 +990,34 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     m.add_argument("--draft", help="draft model for --drafter model: a preset or a config.json path")
     m.add_argument("--draft-shape", help="the draft as n_layers,d_model,n_heads,n_kv_heads,d_ff,vocab")
     m.add_argument("--drafter", default="model", help=f"one of {', '.join(DRAFTERS)} (default: model)")
-    m.add_argument("--exit-layer", type=int, help="early exit: the layer whose output drafts")
+    m.add_argument("--exit-layer", type=validate.cli(validate.integer, low=1),
+                   help="early exit: the layer whose output drafts")
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help=f"one of {', '.join(hardware.ACCELERATORS)}")
-    h.add_argument("--bandwidth", type=float, help="memory bandwidth, GB/s (a GPU not in the table, or an override)")
-    h.add_argument("--peak", type=float, help="dense peak of --dtype, TFLOP/s")
-    h.add_argument("--memory", type=float, help="memory per GPU, GB")
-    h.add_argument("--link", type=float, help="GPU-to-GPU bandwidth, GB/s, both directions (for --tp)")
+    h.add_argument("--bandwidth", type=POSITIVE, help="memory bandwidth, GB/s (a GPU not in the table, or an override)")
+    h.add_argument("--peak", type=POSITIVE, help="dense peak of --dtype, TFLOP/s")
+    h.add_argument("--memory", type=POSITIVE, help="memory per GPU, GB")
+    h.add_argument("--link", type=POSITIVE, help="GPU-to-GPU bandwidth, GB/s, both directions (for --tp)")
     h.add_argument("--dtype", default="bf16", help=f"weights, KV and math: one of {', '.join(hardware.DTYPE_BYTES)}")
-    h.add_argument("--weight-bits", type=int, help="weight-only quantization: bits per weight (math stays --dtype)")
-    h.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs (default 1)")
+    h.add_argument("--weight-bits", type=validate.cli(validate.integer, low=1, high=16),
+                   help="weight-only quantization: bits per weight (math stays --dtype)")
+    h.add_argument("--tp", type=validate.cli(validate.integer, low=1), default=1,
+                   help="tensor-parallel GPUs (default 1): divides the query heads, and divides or is a multiple of "
+                        "the KV heads")
     w = p.add_argument_group("workload")
     w.add_argument("--batch", default="1", help="a batch size, or a range such as 1-512 (default 1)")
-    w.add_argument("--context", type=int, default=0, help="context length L, tokens (default 0)")
-    w.add_argument("--draft-context", type=int, help="the draft's own KV length (a window), tokens")
-    w.add_argument("--alpha", type=float, help="acceptance rate α in [0, 1]")
+    w.add_argument("--context", type=TOKENS, default=0, help="context length L, tokens (default 0)")
+    w.add_argument("--draft-context", type=TOKENS, help="the draft's own KV length (a window), tokens")
+    w.add_argument("--alpha", type=validate.cli(validate.probability), help="acceptance rate α in [0, 1]")
     w.add_argument("--mean-accepted", help="mean tokens per iteration (bonus included) at --k, or M@K")
     w.add_argument("--k", default="4", help="draft tokens per iteration, or 'best' (default 4)")
     c = p.add_argument_group("model of the engine")
     c.add_argument("--calibration", default="auto",
                    help="auto (the GPU's calibration, if it has one; default), none (the idealized model), a "
                         "calibration's name, or list")
-    c.add_argument("--overhead", type=float, help="ms added to every target pass")
-    c.add_argument("--draft-overhead", type=float, help="ms added to every draft pass (n-gram: per lookup)")
+    c.add_argument("--overhead", type=validate.cli(validate.number, low=0), help="ms added to every target pass")
+    c.add_argument("--draft-overhead", type=validate.cli(validate.number, low=0),
+                   help="ms added to every draft pass (n-gram: per lookup)")
     c.add_argument("--overlap", help=f"one of {', '.join(OVERLAPS)} (default kernel)")
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the report as JSON (schema in the module docstring)")
@@ -887,28 +1045,56 @@ def run(argv: list[str], calibration_lookup=None, progress: bool | None = False)
         raise type(err)(flag_message(str(err))) from None
 
 
+def plot_path(text: str) -> Path:
+    """A file the plot can be written to: its folder exists and is writable, its suffix a format matplotlib writes."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(text)
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise validate.BadArgument(f"plot must end in one of {', '.join('.' + f for f in formats)} (the formats "
+                                   f"matplotlib writes), such as s.png; got {text!r}")
+    folder = path.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise validate.BadArgument(f"plot must be a file in a folder that exists and is writable; "
+                                   f"{str(folder)!r} {'is not writable' if folder.is_dir() else 'does not exist'}")
+    return path
+
+
+def calibration_listing() -> list[dict]:
+    """Every stored calibration: GPU, name, what it was fitted to, its fitted setup and its knobs."""
+    return [{"gpu": accel, "name": source, "about": about, "fitted_setup": fitted_setup(accel, source),
+             "knobs": cost.calibration(accel, source)}
+            for accel, sources in known_calibrations().items() for source, about in sources.items()]
+
+
 def main(argv=None) -> int:
     p = parser()
     args = p.parse_args(argv)
     if args.calibration == "list":
-        for accel, sources in known_calibrations().items():
-            for source, about in sources.items():
-                print(f"{accel:10} {source:18} {about}")
+        listing = calibration_listing()
+        if args.json:
+            print(json.dumps({"schema": f"{SCHEMA}/calibrations", "calibrations": listing}, indent=2))
+        for c in [] if args.json else listing:
+            print(f"{c['gpu']:10} {c['name']:18} {c['about']}")
         return 0
     if args.target is None and args.target_shape is None:
         p.error(f"--target is required: one of {', '.join(cost.PRESETS)}, a config.json path, or --target-shape")
     try:
+        plot_file = plot_path(args.plot) if args.plot else None
         report = advise(from_args(args), progress=None)
     except validate.BadArgument as err:
         p.error(flag_message(str(err)))
-    print(json.dumps(report, indent=2) if args.json else render(report))
-    if args.plot:
+    if plot_file:  # drawn before the report is printed: a failure prints nothing but the error
         import matplotlib
 
         matplotlib.use("Agg")
-        ax = plot(report)
-        ax.figure.savefig(args.plot)
-        print(f"plot: {args.plot}", file=sys.stderr)
+        try:
+            plot(report).figure.savefig(plot_file)
+        except (OSError, RuntimeError, ValueError) as err:
+            p.error(f"--plot: could not write {str(plot_file)!r}: {err}")
+        print(f"plot: {plot_file}", file=sys.stderr)
+    print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 
 

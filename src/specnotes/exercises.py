@@ -15,8 +15,8 @@ with a hint); then against generic slips (units, a factor of 2, the reciprocal, 
 Ids are ``ch<chapter>.p<problem>`` with a letter per part (``ch1.p1a``, ``ch1.p1b``); a problem whose
 answer is a statement, not a number, is multiple choice (``check("ch2.p3", "b")``).
 
-Adding a problem (chapters 5–9)
--------------------------------
+Adding a problem
+----------------
 One entry in ``PROBLEMS`` (or ``register(Problem(...))`` from anywhere), with an answer function that
 the chapter's hidden answer cell calls too, so the glued answer and the checker cannot disagree::
 
@@ -27,7 +27,7 @@ the chapter's hidden answer cell calls too, so the glued answer and the checker 
 
 then, in the notebook, ``glue("p1_kv", exercises.answer("ch5.p1"))`` in the hidden answer cell and a
 check cell after the problem (a markdown line and ``# exercises.check("ch5.p1", your_answer)``, as in
-chapters 1–4). ``tests/test_exercises.py`` runs every entry against its reference answer and against
+every chapter). ``tests/test_exercises.py`` runs every entry against its reference answer and against
 each listed mistake (the hint must come back), so an entry with no mistake fails the test.
 ``rel`` is the relative tolerance (default 2%: readers round datasheet constants); ``rel=0`` means
 exact (integers: a best k, a batch from a table).
@@ -97,6 +97,18 @@ def decode_step_ms(shape: cost.ModelShape, accel: str, dtype: str | None = None,
 def decode_tokens_per_s(shape: cost.ModelShape, accel: str, dtype: str | None = None) -> float:
     """Tokens per second for one sequence: one token per decode step."""
     return 1e3 / decode_step_ms(shape, accel, dtype)
+
+
+def which_fits(shape: cost.ModelShape, accel: str, dtypes=("bf16", "fp8"), context: int = 1024) -> str:
+    """Which of ``dtypes`` (weights, KV and math) leave room beside the weights for one sequence of ``context``
+    tokens (``cost.max_batch`` > 0): "neither", the one dtype that does, or "both" (Chapter 1, Problem 1)."""
+    fits = [d for d in dtypes if cost.max_batch(shape.in_dtype(d), None, accel, context) > 0]
+    return "both" if len(fits) == len(dtypes) else fits[0] if fits else "neither"
+
+
+def weights_gb(shape: cost.ModelShape, dtype: str = "bf16") -> float:
+    """Bytes of the weights in memory (embedding table included), GB."""
+    return shape.in_dtype(dtype).memory_bytes / 1e9
 
 
 def compute_time_ms(shape: cost.ModelShape, accel: str, dtype: str, batch: int = 1) -> float:
@@ -305,6 +317,18 @@ def logits_pct(shape: cost.ModelShape, accel: str, batch: int, new_tokens: int) 
     return 100 * context.logits_share(shape, accel, batch, new_tokens)
 
 
+def logits_bound_pct(shape: cost.ModelShape, accel: str, scale: float = 100) -> float:
+    """The most the logits' share of a pass can reach, 4·V·ridge/P (``context.logits_share_bound``), in %."""
+    return scale * context.logits_share_bound(shape, accel)
+
+
+def self_draft_speedup(batch: int, window: int | None = 512, ctx: int = 32768, k: int = 3, alpha: float = 0.8,
+                       accel: str = "H100-SXM") -> float:
+    """S of Llama-3-8B drafting for itself with a ``window``-token draft cache (None: its full cache) at
+    context ``ctx`` (Chapter 5, Problem 2)."""
+    return cost.batch_speedup(LLAMA_3_8B, LLAMA_3_8B, accel, batch, k, alpha, ctx, draft_context=window)
+
+
 def constant(value):
     """A multiple-choice letter (the answer of a question about a statement, not a number)."""
     return lambda: value
@@ -441,6 +465,17 @@ for _problem in [
        partial(decode_tokens_per_s, LLAMA_3_70B, H200, "bf16"), "tokens/s",
        mistakes=(_M(partial(decode_tokens_per_s, LLAMA_3_70B.in_dtype("fp8"), H200, "fp8"),
                     "that is the fp8 rate: the question asks for bf16"),)),
+    _P("ch1.p1d", "01_roofline_decode", "which fits on the H200 with room for a 1,024-token sequence: \"neither\", "
+       "\"bf16\", \"fp8\" or \"both\"", partial(which_fits, LLAMA_3_70B, H200),
+       choices={"neither": "neither leaves room for a KV cache", "bf16": "only the bf16 weights",
+                "fp8": "only the fp8 weights", "both": "both"},
+       mistakes=(_M(constant("both"), f"the bf16 weights, embedding table included, take {weights_gb(LLAMA_3_70B):.1f} "
+                    f"GB of the H200's {hardware.accelerator(H200).memory / 1e9:.0f} GB: no room is left for a KV "
+                    "cache (cost.max_batch gives 0)"),
+                 _M(constant("neither"), f"fp8 halves the weights to {weights_gb(LLAMA_3_70B, 'fp8'):.1f} GB: "
+                    f"{cost.max_batch(LLAMA_3_70B.in_dtype('fp8'), None, H200, 1024)} sequences of 1,024 tokens fit "
+                    "beside them"),
+                 _M(constant("bf16"), "bf16 weights take twice fp8's bytes: where bf16 leaves room, fp8 does too"))),
     _P("ch1.p2", "01_roofline_decode", "critical batch of an H100 SXM with fp8 weights and fp8 math (tokens)",
        partial(critical_batch, H100, "fp8"), "tokens",
        mistakes=(_M(partial(peak_over_bandwidth, H100, "fp8"),
@@ -600,6 +635,19 @@ for _problem in [
        partial(first_paying_batch, LLAMA_3_8B, LLAMA_3_8B, H100, 3, 0.8, 32768, 512), rel=0,
        mistakes=(_M(constant(1), "at B = 1 the weights dominate and the draft reads all of them k times: "
                     "S(1) < 1, see cost.paying_batches"),)),
+    _P("ch5.p2d", "05_context_length", "S at B = 1 for that draft (×)", partial(self_draft_speedup, 1), "×",
+       mistakes=(_M(partial(self_draft_speedup, 1, None), "that is the draft with its full cache: with the 512-token "
+                    "window each draft step reads 512 cached tokens, not 32,768"),
+                 _M(partial(context.kv_bound_speedup, LLAMA_3_8B, LLAMA_3_8B, 3, 0.8, 32768, 512), "that is the "
+                    "KV-bound limit, reached at large B: at B = 1 the weights dominate, and the draft reads all of "
+                    "them k times"))),
+    _P("ch5.p2e", "05_context_length", "S at B = 64 for that draft (×)", partial(self_draft_speedup, 64), "×",
+       mistakes=(_M(partial(self_draft_speedup, 1), "that is S at B = 1: at B = 64 the caches outweigh the weights"),
+                 _M(partial(self_draft_speedup, 64, None), "that is the draft with its full cache: the window is 512 "
+                    "tokens"),
+                 _M(partial(context.kv_bound_speedup, LLAMA_3_8B, LLAMA_3_8B, 3, 0.8, 32768, 512), "that is the "
+                    "limit as B grows: at B = 64 the weights still count, read once by the verify pass and k times "
+                    "by the draft"))),
     _P("ch5.p3a", "05_context_length", "sequences that fit on an L4 at L = 256, Llama-3-8B + 1B draft, k = 4",
        partial(cost.max_batch, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 256, k=4), rel=0,
        mistakes=(_M(partial(cost.max_batch, LLAMA_3_8B, None, "L4", 256), "that leaves out the draft: its weights "
@@ -611,12 +659,30 @@ for _problem in [
        mistakes=(_M(partial(speedup_at_memory_limit, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 4, 0.8, 256), "that is S at a "
                     "fixed batch: without the draft the server holds more sequences, so compare tokens per second "
                     "at each configuration's own largest batch"),)),
+    _P("ch5.p3c", "05_context_length", "S at that batch (the most sequences that fit), L4, L = 256 (×)",
+       partial(speedup_at_memory_limit, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 4, 0.8, 256), "×",
+       mistakes=(_M(partial(cost.batch_speedup, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 1, 4, 0.8, 256), "that is S at B = 1 "
+                    "(about Leviathan's memory-bound E[N]/(1 + kc)): at the batch that fills memory the verify pass "
+                    "carries B(k + 1) tokens per weight read, past the L4's ridge"),
+                 _M(partial(memory_limited_ratio, LLAMA_3_8B, LLAMA_3_2_1B, "L4", 4, 0.8, 256), "that is the "
+                    "tokens-per-second factor against a plain server at its own, larger batch: S compares the two "
+                    "at the same batch"),
+                 _M(partial(cost.batch_speedup, LLAMA_3_8B, LLAMA_3_2_1B, "L4", cost.max_batch(
+                     LLAMA_3_8B, None, "L4", 256), 4, 0.8, 256), "that is S at the batch that fits without the "
+                    "draft: with its weights and cache fewer sequences fit (cost.max_batch with the draft)"))),
     _P("ch5.p4", "05_context_length", "share of a Llama-3.2-1B draft step spent on fp32 logits, B = 256, H100 (%)",
        partial(logits_pct, LLAMA_3_2_1B, H100, 256, 1), "%",
        mistakes=(_M(partial(logits_pct, LLAMA_3_8B, H100, 256, 5), "that is the target's verify pass: the question "
                     "is the 1B draft's step"),
                  _M(lambda: 100 * context.logits_share_bound(LLAMA_3_2_1B, H100), "that is the most the share can "
                     "reach, once the draft's matmuls are compute-bound: at B = 256 they are not yet"))),
+    _P("ch5.p4b", "05_context_length", "the most that share can be, Llama-3.2-1B draft step on an H100 (%)",
+       partial(logits_bound_pct, LLAMA_3_2_1B, H100), "%",
+       mistakes=(_M(partial(logits_pct, LLAMA_3_2_1B, H100, 256, 1), "that is the share at B = 256: it grows with B "
+                    "until the draft's matmuls are compute-bound, where it levels at 4·V·ridge/P"),
+                 _M(partial(logits_bound_pct, LLAMA_3_8B, H100), "that is Llama-3-8B's bound: the 1B draft has the "
+                    "same vocabulary and far fewer parameters, so its logits weigh more"),
+                 _M(partial(logits_bound_pct, LLAMA_3_2_1B, H100, 1), "that is a fraction: the answer is in percent"))),
     # Chapter 6: the model against the published record
     _P("ch6.p1a", "06_published_record", "S if the H100 calibration's overheads dominated every pass (k = 3)",
        partial(overhead_only_speedup, "specdecode_bench", "fig1c_eagle3", H100, 3),
@@ -654,6 +720,12 @@ for _problem in [
        your_engine_worst_error,
        mistakes=(_M(your_engine_rms_log, "that is the rms error of log S over the four points: the question asks "
                     "for the largest error at one point (fit.residuals)"),)),
+    _P("ch6.p3d", "06_published_record", "your engine's fitted target overhead t0 (ms)",
+       partial(your_engine_knob, "overhead"), "ms",
+       mistakes=(_M(partial(your_engine_knob, "overhead", "pass"), "that is the one-max-per-pass fit's value, at its "
+                    "20 ms bound: the best fit uses another overlap mode"),
+                 _M(partial(your_engine_knob, "draft_overhead"), "that is t0_draft, the draft pass's overhead: t0 is "
+                    "the target pass's (fit.knobs[\"overhead\"])"))),
     # Chapter 8: speculation in a server
     _P("ch8.p1a", "08_serving", "mean running batch at 6 requests/s, 300 output tokens, TPOT 20 ms (requests)",
        partial(little_batch, 6, 300, 0.020), "requests",
@@ -877,6 +949,8 @@ def _generic(value: float, ref: float, p: Problem) -> str:
     unit = f" (the answer is in {p.unit})" if p.unit else ""
     if ref > 0 >= value:
         return f"the answer is positive{unit}"
+    if ref == 0:
+        return f"{'too high' if value > 0 else 'too low'}{unit}"
     ratio = value / ref if ref else math.inf
     for n in (3, 6, 9, 12):
         for factor, side in ((10.0**n, "too large"), (10.0**-n, "too small")):
