@@ -16,7 +16,21 @@ import math
 import pytest
 import torch
 
-from specnotes import cost, drafters, end_to_end, generate, model, refresh, sampling, train
+from specnotes import (
+    calibrate,
+    cost,
+    drafters,
+    end_to_end,
+    generate,
+    hardware,
+    measure,
+    model,
+    refresh,
+    sampling,
+    stack,
+    train,
+)
+from specnotes.measure import checks, records
 
 TINY = model.ModelConfig(n_layers=2, d_model=32, n_heads=2, d_ff=64, exit_layer=1, max_seq_len=64)
 torch.manual_seed(0)
@@ -286,6 +300,83 @@ ROWS += [
 ]
 
 # ---------------------------------------------------------------------- measure (H1: measure's rows)
+DEVICES = r"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got 'tpu'"
+LAYERS = stack.stack_shape(1, 64, 4, 2, 128, name="tiny")
+ROWS += [
+    row(measure.sizes_for, dict(device="tpu"), ValueError, DEVICES, id="sizes_for: tpu (was: torch RuntimeError)"),
+    row(measure.copy_bandwidth, dict(device="tpu"), ValueError, DEVICES,
+        id="copy_bandwidth: tpu (was: torch RuntimeError)"),
+    row(measure.sizes_for, dict(device=3.5), TypeError, r"device must be a str or torch.device \('cpu', 'cuda'",
+        id="sizes_for: device 3.5"),
+    row(measure.sync, dict(device="cuda:x"), ValueError, r"device must be 'cpu', .*, got 'cuda:x'", id="sync: cuda:x"),
+    row(measure.devices.cache_bytes, dict(device="tpu"), ValueError, DEVICES, id="cache_bytes: tpu"),
+    row(measure.devices.memory_bytes, dict(device="tpu"), ValueError, DEVICES, id="memory_bytes: tpu"),
+    row(measure.pick_device, dict(prefer="meta"), ValueError, r"device 'meta' is not available here; 'cpu' always is",
+        id="pick_device: meta"),
+    row(measure.as_dtype, dict(dtype="int8"), ValueError,
+        r"unknown dtype 'int8'; use one of \['bf16', 'fp16', 'fp32'\]", id="as_dtype: int8"),
+    row(measure.devices.fits_in_cache, dict(nbytes=-1, device="cpu"), ValueError, r"nbytes must be a number >= 0",
+        id="fits_in_cache: -1 bytes"),
+    row(lambda: measure.num_threads(0).__enter__(), {}, ValueError, r"num_threads must be an integer >= 1, got 0",
+        id="num_threads: 0"),
+    row(measure.time_fn, dict(fn=lambda: None, repeats=0, device="cpu"), ValueError,
+        r"repeats must be an integer >= 1, got 0", id="time_fn: repeats 0"),
+    row(measure.time_fn, dict(fn=lambda: None, budget_s=0, device="cpu"), ValueError,
+        r"budget_s must be a number > 0, got 0", id="time_fn: budget 0"),
+    row(measure.time_fn, dict(fn=lambda: None, min_s=math.nan, device="cpu"), ValueError,
+        r"min_s must be a number >= 0, got nan", id="time_fn: min_s nan"),
+    row(measure.Timing, dict(samples=[]), ValueError, r"samples must hold at least one time", id="Timing: no sample"),
+    row(measure.doubling_sweep, dict(point=lambda b: b, done=lambda bs, rs: True, limit=0), ValueError,
+        r"limit must be an integer >= 1, got 0", id="doubling_sweep: limit 0"),
+    row(measure.matmul_time, dict(batch=0, d_in=8, d_out=8, dtype="fp32", device="cpu"), ValueError,
+        r"batches\[0\] must be an integer >= 1, got 0", id="matmul_time: batch 0"),
+    row(measure.copy_bandwidth, dict(device="cpu", nbytes=0), ValueError, r"nbytes must be an integer >= 1, got 0",
+        id="copy_bandwidth: 0 bytes"),
+    row(measure.peak_matmul_flops, dict(device="cpu", dtype="fp32", n=2), ValueError, r"n must be an integer >= 4",
+        id="peak_matmul_flops: n 2"),
+    row(measure.knee, dict(batches=[1, 2, 4], times=[1.0, 2.0, math.nan]), ValueError,
+        r"times\[2\] must be a number > 0, got nan", id="knee: a nan time (was: a nan knee)"),
+    row(measure.knee, dict(batches=[1, 2, 4], times=[1.0, 2.0, 4.0], tol=-0.1), ValueError,
+        r"tol must be a number >= 0, got -0.1", id="knee: tol -0.1"),
+    row(measure.MeasuredRoof, dict(bandwidth=0, flops=1e9), ValueError, r"bandwidth must be a number > 0, got 0",
+        id="MeasuredRoof: no bandwidth (was: ZeroDivisionError in ridge)"),
+    row(measure.MeasuredRoof, dict(bandwidth=1e9, flops=1e9, dtype="int8"), ValueError, r"unknown dtype 'int8'",
+        id="MeasuredRoof: int8"),
+    row(records.rates, dict(flops=1.0, nbytes=1.0, seconds=0.0, tokens=1), ValueError,
+        r"seconds must be a number > 0, got 0", id="rates: 0 s (was: ZeroDivisionError)"),
+    row(measure.load_results, dict(path="README.md"), ValueError, r"README.md: not a specnotes.results/1 file",
+        id="load_results: not JSON"),
+    row(measure.Record.from_dict, dict(d={}), ValueError, r"not a record: missing", id="Record.from_dict: empty"),
+    row(checks.speedup_bound, dict(batches=[1, 2], measured=[1.2, 0.9], caps=[1.5, 0.0]), ValueError,
+        r"caps\[1\] must be a number > 0, got 0", id="speedup_bound: a zero cap"),
+    row(checks.speedup_falls, dict(batches=[2, 1], measured=[1.2, 0.9], modelled=[1.2, 0.9]), ValueError,
+        r"batches must increase", id="speedup_falls: batches out of order"),
+    row(checks.describe_crossing, dict(batches=[1, 2], speedups=[1.2, 0.9], stop="maybe", model_bstar=4, ridge=1,
+                                       critical_batch=1, k=4), ValueError,
+        r"stop must be one of 'done', 'budget', 'limit'; got 'maybe'", id="describe_crossing: stop 'maybe'"),
+    row(checks.fastest_roofs, dict(accel="H300"), ValueError, r"unknown accelerator 'H300'",
+        id="fastest_roofs: unknown accelerator"),
+    row(stack.stack_sizes, dict(device="tpu"), ValueError, DEVICES, id="stack_sizes: tpu"),
+    row(stack.build_stack, dict(shape=LAYERS, device="tpu"), ValueError, DEVICES,
+        id="build_stack: tpu (was: torch RuntimeError)"),
+    row(stack.build_stack, dict(shape=LAYERS, dtype="int8"), ValueError, r"unknown dtype 'int8'",
+        id="build_stack: int8"),
+    row(stack.pass_cost, dict(shape=LAYERS, batch=0, new_tokens=1), ValueError, r"batch must be an integer >= 1",
+        id="pass_cost: batch 0"),
+    row(stack.speedup_sweep, dict(target=None, draft=None, k=0, alpha=0.8, context=4), ValueError,
+        r"k must be an integer >= 1, got 0", id="speedup_sweep: k 0"),
+    row(stack.speedup_sweep, dict(target=None, draft=None, k=4, alpha=1.5, context=4), ValueError,
+        r"alpha must be a number in \[0.0, 1.0\], got 1.5", id="speedup_sweep: alpha 1.5"),
+    # ------------------------------------------------------------------ hardware
+    row(hardware.usable_dtype, dict(accel=3), TypeError, r"accelerator must be an Accelerator or one of T4, L4",
+        id="usable_dtype: accelerator 3"),
+    row(hardware.usable_dtype, dict(accel="H300"), ValueError, r"unknown accelerator 'H300'; known: T4",
+        id="usable_dtype: unknown name"),
+    row(hardware.usable_dtype, dict(accel="A100-80GB", dtype="fp8"), ValueError, r"A100-80GB has no 'fp8' peak",
+        id="usable_dtype: fp8 on an A100"),
+    row(command_line(calibrate.main), dict(argv=["--bogus"]), CommandLineExit,
+        r"exit status 2: .*unrecognized arguments: --bogus", id="calibrate: unknown flag (was: rewrote the data)"),
+]
 
 
 @pytest.mark.parametrize(("call", "kwargs", "error", "match"), ROWS)
@@ -300,12 +391,27 @@ def test_every_type_error_is_also_a_value_error():
         generate.speculative_generate(NET, NET, ["ab"], 4, k=2.5)
 
 
-@pytest.mark.parametrize("module", ["specnotes.train", "specnotes.refresh"])
+@pytest.mark.parametrize("module", ["specnotes.train", "specnotes.refresh", "specnotes.calibrate"])
 def test_command_line_tools_exit_with_status_2_naming_the_flag(module, tmp_path):
     import subprocess
     import sys
 
-    argv = {"specnotes.train": ["--threads", "0"], "specnotes.refresh": [str(tmp_path / "missing.ipynb")]}[module]
+    argv = {"specnotes.train": ["--threads", "0"], "specnotes.refresh": [str(tmp_path / "missing.ipynb")],
+            "specnotes.calibrate": ["--bogus"]}[module]
     done = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True)
     assert done.returncode == 2
-    assert ("--threads" if module == "specnotes.train" else "notebooks") in done.stderr
+    assert {"specnotes.train": "--threads", "specnotes.refresh": "notebooks",
+            "specnotes.calibrate": "--bogus"}[module] in done.stderr
+
+
+def test_calibrate_writes_only_when_asked(monkeypatch, capsys):
+    def refuse(path=None):
+        raise AssertionError("calibrate wrote data/calibrations.json without --write")
+
+    monkeypatch.setattr(calibrate, "write_calibrations", refuse)
+    assert calibrate.main([]) == 0
+    out = capsys.readouterr().out
+    assert "H100-SXM specdecode_bench" in out and "not written (--write rewrites" in out
+    written = []
+    monkeypatch.setattr(calibrate, "write_calibrations", lambda path=None: written.append(path) or {"about": ""})
+    assert calibrate.main(["--write"]) == 0 and written == [None]

@@ -1,9 +1,11 @@
-"""measure.checks on synthetic sweeps of the three kinds of device the book runs on, and on wrong
+"""measure.checks on synthetic sweeps of the four kinds of device the book runs on, and on wrong
 inputs they must reject.
 
 Each regime is a table of fastest-sample pass times (ms) per batch, as Chapters 2 and 4 measure them,
-with the model's values next to them. Every expected verdict below is worked out by hand in the
-comments from these tables; none comes from running the checks' own formulas.
+with the model's values next to them and the least time each pass can take on the regime's roofs
+(``least_*``: roofline time on the fastest roofs, memory / 1.5 and compute / 1.25). Every expected
+verdict below is worked out by hand in the comments from these tables; none comes from running the
+checks' own formulas. Each check also meets a record it must fail.
 """
 
 import pytest
@@ -19,7 +21,8 @@ def speedups(decode, verify, draft):
     return [E_N * d / (K * q + v) for d, v, q in zip(decode, verify, draft, strict=True)]
 
 
-# A CPU without bf16 units (ridge 0.8 FLOP/byte): Chapter 4's stored outputs. S = 0.90, 0.87, 0.72, 0.72, 0.68.
+# A CPU without bf16 units (ridge 0.8 FLOP/byte: 21.25 GB/s, 17 GFLOP/s): every pass compute-bound from B = 1.
+# S = 0.90, 0.87, 0.72, 0.72, 0.68.
 NEVER = {
     "batches": [1, 2, 4, 8, 16],
     "decode": [21.989, 35.851, 50.701, 96.052, 179.008],
@@ -29,9 +32,13 @@ NEVER = {
     "model_vd": [4.3, 4.6, 4.8, 4.9, 4.95],
     "model_decode": [11.4, 22.0, 43.0, 86.0, 171.0],  # 180 MFLOP per token at 17 GFLOP/s, + 0.81 ms
     "model_verify": [53.8, 106.8, 212.8, 424.8, 848.8],
+    # 184.6 MFLOP per token (2 layers, attention over 261 keys) at 1.25 x 17 GFLOP/s: 8.687 ms per token;
+    # the draft's 23.6 MFLOP: 1.111 ms per token
+    "least_verify": [8.687 * 5 * b for b in [1, 2, 4, 8, 16]],
+    "least_draft": [1.111 * b for b in [1, 2, 4, 8, 16]],
     "critical_batch": 0.8, "ridge": 0.8, "stop": "done",
 }
-# A CPU with bf16 matrix units (critical batch 20 tokens): pays, crosses between B = 16 and 32.
+# A CPU with native bf16 (critical batch 20 tokens): pays, crosses between B = 16 and 32.
 # S = 2.09, 1.91, 1.92, 1.50, 1.09, 0.89.
 PAYS = {
     "batches": [1, 2, 4, 8, 16, 32],
@@ -42,7 +49,28 @@ PAYS = {
     "model_vd": [1.0, 1.0, 1.02, 1.5, 2.6, 3.8],
     "model_decode": [8.0, 8.0, 8.0, 8.0, 8.0, 12.8],
     "model_verify": [8.0, 8.0, 8.0, 16.0, 32.0, 64.0],
+    # memory 8.0 / 1.5 = 5.33 ms; compute 0.4 ms per token / 1.25 = 0.32: B(k+1) = 20 tokens -> 6.4 ms, ...
+    "least_verify": [5.333, 5.333, 6.4, 12.8, 25.6, 51.2],
+    "least_draft": [0.667] * 5 + [1.28],  # 1.0 / 1.5; compute 0.05 ms per token / 1.25 = 1.28 ms at B = 32
     "critical_batch": 20.0, "ridge": 20.0, "stop": "done",
+}
+# A Xeon with AMX (35.5 GB/s, 2382 GFLOP/s: ridge 67) whose reported last-level cache holds the weights: Chapter
+# 4's stored run, which stopped at B = 256, its limit then. S = 1.97, 2.05, 1.87, 1.40, 1.32, 1.16, 1.15, 1.04, 0.93.
+AMX_B = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+AMX = {
+    "batches": AMX_B,
+    "decode": [6.312, 6.796, 6.685, 6.991, 8.106, 10.062, 18.476, 28.352, 51.445],
+    "verify": [6.550, 6.900, 7.628, 12.021, 15.298, 22.166, 43.524, 74.009, 157.417],
+    "draft": [1.062, 1.056, 1.099, 1.190, 1.354, 1.733, 2.617, 4.306, 7.207],
+    "model_s": [2.178, 2.175, 2.167, 2.153, 1.921, 1.226, 0.776, 0.749, 0.746],
+    "model_vd": [1.0, 1.0, 1.0, 1.001, 1.179, 2.144, 3.693, 3.84, 3.862],  # Chapter 2's model column, same run
+    # roofline: (180.4 MB + 1.07 MB of KV per sequence) at 35.5 GB/s, or 184.6 MFLOP per token at 2382 GFLOP/s
+    "model_decode": [max((180.4 + 1.07 * b) / 35.5, b * 184.6 / 2382) for b in AMX_B],
+    "model_verify": [max((180.4 + 1.07 * b) / 35.5, 5 * b * 184.6 / 2382) for b in AMX_B],
+    # cached: no memory roof; 184.6 MFLOP per token at 1.25 x 2382 GFLOP/s = 0.0620 ms, the draft's 23.6: 0.00793
+    "least_verify": [0.0620 * 5 * b for b in AMX_B],
+    "least_draft": [0.00793 * b for b in AMX_B],
+    "critical_batch": 67.0, "ridge": 67.0, "stop": "limit", "cached": True,
 }
 
 
@@ -61,46 +89,54 @@ GPU = {
     "model_vd": [1.0] * 6 + [1.52, 2.91],
     "model_decode": [0.150] * 8,
     "model_verify": [0.150] * 6 + [0.228, 0.436],
+    # memory 0.13 / 1.5 = 0.0867 ms, compute 0.13 ms per 200 tokens / 1.25; the draft's 0.0163 / 1.5 = 0.0109
+    "least_verify": [max(0.0867, 0.13 * 5 * b / 200 / 1.25) for b in GPU_B],
+    "least_draft": [0.0109] * 8,
     "critical_batch": 200.0, "ridge": 200.0, "stop": "done",
 }
-REGIMES = {"cpu never pays": NEVER, "cpu pays": PAYS, "gpu": GPU}
+REGIMES = {"cpu never pays": NEVER, "cpu pays near 32": PAYS, "amx, cached": AMX, "gpu": GPU}
 
 
 def measured_s(r):
     return speedups(r["decode"], r["verify"], r["draft"])
 
 
+def caps(r):
+    return speedups(r["decode"], r["least_verify"], r["least_draft"])
+
+
 def vd(r):
     return [v / d for v, d in zip(r["verify"], r["decode"], strict=True)]
-
-
-def excess(r):
-    return [m / p for m, p in zip(r["decode"], r["model_decode"], strict=True)]
 
 
 def test_the_tables_are_the_regimes_they_claim():
     assert [round(s, 2) for s in measured_s(NEVER)] == [0.90, 0.87, 0.72, 0.72, 0.68]
     assert [round(s, 2) for s in measured_s(PAYS)] == [2.09, 1.91, 1.92, 1.5, 1.09, 0.89]
+    assert [round(s, 2) for s in measured_s(AMX)] == [1.97, 2.05, 1.87, 1.4, 1.32, 1.16, 1.15, 1.04, 0.93]
     s = measured_s(GPU)  # B=1: 3.3616 · 0.163 / (4 · 0.0379 + 0.163) = 1.74; B=128: 0.87
     assert round(s[0], 2) == 1.74 and round(s[-1], 2) == 0.87 and min(s[:-1]) > 1
 
 
 @pytest.mark.parametrize("regime", REGIMES.values(), ids=REGIMES)
 def test_speedup_falls_holds_on_every_regime(regime):
-    v = checks.speedup_falls(regime["batches"], measured_s(regime), regime["model_s"], regime["stop"])
-    assert v.ok, v
+    assert checks.speedup_falls(regime["batches"], measured_s(regime), regime["model_s"]).ok
 
 
-def test_speedup_falls_tests_what_each_model_predicts():
+def test_speedup_falls_tests_what_each_model_predicts_however_the_sweep_stopped():
     # never pays: the model is flat (0.66 -> 0.62): nothing to test
-    v = checks.speedup_falls(NEVER["batches"], measured_s(NEVER), NEVER["model_s"], "done")
-    assert not v.tested and v.numbers["model rise"] < 2
+    v = checks.speedup_falls(NEVER["batches"], measured_s(NEVER), NEVER["model_s"])
+    assert not v.tested and v.numbers["model rise"] < 2 and "too little to test" in v.sentence
     # pays: from B = 1 the model predicts S to fall 2.2 / 0.75 = 2.93x; measured 2.09 / 0.89 = 2.35x >= 2.93**(1/8)
-    v = checks.speedup_falls(PAYS["batches"], measured_s(PAYS), PAYS["model_s"], "done")
+    v = checks.speedup_falls(PAYS["batches"], measured_s(PAYS), PAYS["model_s"])
     assert v.numbers["model rise"] == pytest.approx(2.2 / 0.75) and v.numbers["needed"] == pytest.approx(1.1440, 1e-3)
-    # a sweep cut short by its budget shows no fall to test
-    v = checks.speedup_falls(PAYS["batches"][:3], measured_s(PAYS)[:3], PAYS["model_s"][:3], "budget")
-    assert v.ok and not v.tested
+    # the AMX run stopped at its limit with S = 0.93, yet spans a fall: from B = 2 (S = 2.05, the highest) the model
+    # falls 2.175 / 0.746 = 2.92x, needs 2.92**(1/8) = 1.143x; measured 2.054 / 0.929 = 2.21x
+    v = checks.speedup_falls(AMX["batches"], measured_s(AMX), AMX["model_s"])
+    assert v.ok and v.tested and v.numbers["from B"] == 2 and v.numbers["model rise"] == pytest.approx(2.916, 1e-3)
+    assert v.numbers["measured rise"] == pytest.approx(2.211, 1e-3)
+    assert v.sentence == "From B = 2 to 256 S fell 2.21×; the model predicts 2.92×, so at least 1.14× must show."
+    # the GPU: from B = 1 (S = 1.74) the model falls 1.71 / 0.87 = 1.97x, under 2x: not tested
+    assert not checks.speedup_falls(GPU["batches"], measured_s(GPU), GPU["model_s"]).tested
 
 
 @pytest.mark.parametrize("measured, model", [
@@ -108,33 +144,42 @@ def test_speedup_falls_tests_what_each_model_predicts():
     ([0.99, 0.99, 0.99, 0.99, 0.99, 0.99], [2.2, 2.2, 2.19, 1.9, 1.2, 0.5]),
     # never paid, flat near 0.9, where the model falls from 2.19 at B = 4 (the best measured) to 0.5
     ([0.9, 0.92, 0.95, 0.93, 0.91, 0.9], [2.2, 2.2, 2.19, 1.9, 1.2, 0.5]),
+    # an AMX-like sweep cut short at B = 256 that stayed near 2 where the model falls 2.92x (needs 1.143x,
+    # measured 2.05 / 1.9 = 1.08x)
+    ([1.97, 2.05, 1.87, 2.0, 1.95, 1.9, 1.92, 1.95, 1.9], AMX["model_s"]),
 ])
 def test_speedup_falls_rejects_curves_that_do_not_fall(measured, model):
-    assert not checks.speedup_falls(list(range(1, len(measured) + 1)), measured, model, "done").ok
-
-
-def test_a_crossover_claimed_where_there_is_none_is_rejected():
-    with pytest.raises(ValueError, match="S fell below 1, but S = 1.2"):
-        checks.speedup_falls([1, 2, 4], [2.0, 1.5, 1.2], [2.0, 1.5, 1.2], "done")
-    with pytest.raises(ValueError, match="S fell below 1"):
-        checks.describe_crossing([1, 2, 4], [2.0, 1.5, 1.2], "done", 4, ridge=20, critical_batch=20, k=4)
+    v = checks.speedup_falls([2**i for i in range(len(measured))], measured, model)
+    assert v.tested and not v.ok and v.sentence.endswith("too flat.")
 
 
 @pytest.mark.parametrize("regime", REGIMES.values(), ids=REGIMES)
 def test_speedup_bound_holds_on_every_regime(regime):
-    v = checks.speedup_bound(regime["batches"], measured_s(regime), regime["model_s"], excess(regime))
-    assert v.ok, v
+    v = checks.speedup_bound(regime["batches"], measured_s(regime), caps(regime))
+    assert v.ok and v.tested, v
 
 
-def test_speedup_bound_is_tested_where_the_model_is_clearly_below_one():
-    # never pays, B = 16: model 0.62 · slack 1.5 · decode excess 179.0 / 171 = 1.05 -> 0.97 < 1; measured 0.68
-    v = checks.speedup_bound(NEVER["batches"], measured_s(NEVER), NEVER["model_s"], excess(NEVER))
-    assert v.tested and v.numbers["checked from B"] == 16
-    # a speedup of 1.3 where the model allows at most 0.3 · 1.5 · 1.0 = 0.45
-    v = checks.speedup_bound([1, 2, 4], [2.0, 1.5, 1.3], [2.0, 1.0, 0.3], [1.0, 1.0, 1.0])
-    assert not v.ok and "1.30 at B = 4" in v.sentence
-    # the same S where plain decoding ran 3x slower than modelled: 0.3 · 1.5 · 3 = 1.35, nothing to check
-    assert not checks.speedup_bound([1, 2, 4], [2.0, 1.5, 1.3], [2.0, 1.0, 0.3], [1.0, 1.0, 3.0]).tested
+def test_speedup_bound_says_where_the_roofs_rule_out_a_speedup():
+    # never pays: caps 3.3616 · decode / (4 · 1.111 B + 43.44 B) = 1.54, 1.26, 0.89, 0.84, 0.79: below 1 from B = 4
+    v = checks.speedup_bound(NEVER["batches"], measured_s(NEVER), caps(NEVER))
+    assert v.numbers["lowest cap"] == pytest.approx(0.786, 1e-3) and v.numbers["at B"] == 16
+    assert "allow less than 1 at B = 4 (at most 0.89) and 8 (at most 0.84) and 16 (at most 0.79), and " \
+           "speculation measured below 1 there (S ≤ 0.72)" in v.sentence
+    # the AMX run: plain decoding at B = 256 (51.4 ms) is 2.6x its 19.8 ms compute time, so the cap stays at
+    # 3.3616 · 51.445 / (4 · 2.03 + 79.36) = 1.98: the roofs cannot rule out a speedup anywhere in that sweep
+    v = checks.speedup_bound(AMX["batches"], measured_s(AMX), caps(AMX))
+    assert v.numbers["lowest cap"] == pytest.approx(1.976, 1e-3) and "the cap never fell below 1" in v.sentence
+
+
+def test_speedup_bound_fails_a_speedup_the_roofs_do_not_allow():
+    # the never-pays CPU with a verify pass at B = 16 of 560 ms, under its least time of 695 ms (1.55x past the
+    # measured peak): S = 3.3616 · 179.008 / (4 · 28.58 + 560) = 0.89 > cap 0.79
+    verify = NEVER["verify"][:-1] + [560.0]
+    s = speedups(NEVER["decode"], verify, NEVER["draft"])
+    v = checks.speedup_bound(NEVER["batches"], s, caps(NEVER))
+    assert not v.ok and v.sentence.startswith("S = 0.89 at B = 16, above the 0.79 this device's roofs allow there")
+    # a GPU whose S stayed 1.74 at B = 128, where the cap is 3.3616 · 0.163 / (4 · 0.0109 + 0.333) = 1.46
+    assert not checks.speedup_bound(GPU["batches"], [1.74] * 8, caps(GPU)).ok
 
 
 @pytest.mark.parametrize("regime", REGIMES.values(), ids=REGIMES)
@@ -156,7 +201,16 @@ def test_grows_rejects_a_flat_ratio_where_the_model_climbs():
 def test_within_roofs_holds_on_every_regime(regime):
     passes = regime["decode"] + regime["verify"]
     model = regime["model_decode"] + regime["model_verify"]
-    assert checks.within_roofs(passes, model).ok
+    v = checks.within_roofs(passes, model, cached=regime.get("cached", False))
+    assert v.ok and v.tested != regime.get("cached", False)
+
+
+def test_fastest_roofs_by_hand():
+    accel = hardware.Accelerator("cpu", {"bf16": 2e12, "fp32": 1e12}, 30e9, 0.0, "test")
+    fast = checks.fastest_roofs(accel)
+    assert fast.mem_bandwidth == pytest.approx(45e9) and fast.peak_flops == pytest.approx({"bf16": 2.5e12,
+                                                                                           "fp32": 1.25e12})
+    assert checks.fastest_roofs(accel, cached=True).mem_bandwidth == float("inf") and accel.mem_bandwidth == 30e9
 
 
 def test_within_roofs_rejects_a_pass_faster_than_the_roofs():
@@ -183,9 +237,15 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     short = checks.describe_crossing([1, 2, 4], [0.92, 0.6, 0.88], "budget", 1, ridge=1, critical_batch=1, k=4)
     assert short.sentence.startswith("speculation never paid up to B = 4, where the sweep stopped (the time budget")
     assert "S = 0.92 already at B = 1" in short.sentence
+    # a GPU sweep cut short while it still paid: where it paid, where it stopped, and that no crossover was seen
     cut = checks.describe_crossing([1, 2, 4], [2.0, 1.9, 1.8], "budget", 160, ridge=200, critical_batch=200, k=4)
-    assert cut.sentence.startswith("no crossover up to B = 4 on this device (the time budget ran out")
-    assert "the model with this device's roofs puts it at B = 160" in cut.sentence and cut.stopped_at is None
+    assert cut.sentence == ("speculation paid up to B = 4 here (S = 2.00 at B = 1, 1.80 at B = 4), and still paid "
+                            "at B = 4, where the sweep stopped (the time budget ran out): no crossover measured; the "
+                            "model with this device's roofs puts the crossover at B = 160") and cut.stopped_at is None
+    # cut short below 1 before min_last: paid at B = 2, then S = 0.80 at B = 4
+    low = checks.describe_crossing([1, 2, 4], [1.0, 1.3, 0.8], "budget", 2, ridge=8, critical_batch=16, k=4)
+    assert "paid at B = 2 here (S = 1.30 at B = 2) and S = 0.80 at B = 4, where the sweep stopped (the time" in \
+        low.sentence
     hump = checks.describe_crossing([1, 2, 4, 8], [0.9, 1.2, 0.95, 0.8], "done", 2, ridge=8, critical_batch=16, k=4)
     assert hump.paid == [2] and "paid at B = 2 here (S = 1.20 at B = 2)" in hump.sentence and hump.measured_bstar == 4
     assert "break-even at B = 4 (S = 0.95)" in hump.sentence
@@ -205,10 +265,36 @@ def test_a_crossing_within_the_noise_is_not_called_a_crossing():
     assert crossing.paid[-1] == 64 and crossing.even == [128] and crossing.stopped_at == 256
     assert "about break-even at B = 128 (S = 0.99), within the 10% noise, and stopped paying by B = 256" in \
         crossing.sentence
-    # a sweep that ran out of batches at S = 0.95 says so instead of claiming a crossover
+    # a sweep that ran out of batches at S = 0.95 says where it paid and that it stopped before a crossover
     cut = checks.describe_crossing(batches, s[:-1] + [0.95], "limit", 43, ridge=65, critical_batch=65, k=4)
-    assert "(the largest batch allowed; S = 0.95 there), within the 10% noise of break-even" in cut.sentence
+    assert "paid up to B = 64 here (S = 2.16 at B = 1, 1.26 at B = 64), was about break-even at B = 128 (S = 0.95), " \
+           "within the 10% noise, and the sweep stopped there (the largest batch that fits in memory) before S fell " \
+           "clearly below 1" in cut.sentence
     assert cut.marks == [("measured: S within 10% of 1 at B", 128)] and cut.measured_bstar is None
+
+
+def test_every_crossing_sentence_says_where_speculation_paid_or_why_it_never_did():
+    # the stored AMX run, stopped at B = 256 by the old cap: it paid up to 64, then sat within the noise of 1
+    amx = checks.describe_crossing(AMX["batches"], measured_s(AMX), "limit", 44, ridge=67, critical_batch=67, k=4)
+    assert amx.sentence == ("speculation paid up to B = 64 here (S = 2.05 at B = 2, 1.15 at B = 64), was about "
+                            "break-even at B = 128 (S = 1.04) and 256 (S = 0.93), within the 10% noise, and the sweep "
+                            "stopped there (the largest batch that fits in memory) before S fell clearly below 1; the "
+                            "model with this device's roofs puts the crossover at B = 44")
+    for r, bstar in ((NEVER, 1), (PAYS, 24), (AMX, 44), (GPU, 100)):
+        for stop, n in (("budget", 3), (r["stop"], len(r["batches"]))):
+            s = measured_s(r)[:n]
+            c = checks.describe_crossing(r["batches"][:n], s, stop, bstar, ridge=r["ridge"],
+                                         critical_batch=r["critical_batch"], k=4)
+            paid = [b for b, x in zip(r["batches"], s, strict=False) if x > 1.1]
+            assert c.sentence.startswith("speculation paid up to" if paid else "speculation never paid")
+            assert c.paid == paid
+            why = f"B = {paid[-1]}" if paid else "ridge is" if "ridge is" in c.sentence else "fixed costs"
+            assert why in c.sentence
+
+
+def test_a_crossover_claimed_where_there_is_none_is_rejected():
+    with pytest.raises(ValueError, match="S fell below 1 - 0.1, but S = 1.2"):
+        checks.describe_crossing([1, 2, 4], [2.0, 1.5, 1.2], "done", 4, ridge=20, critical_batch=20, k=4)
 
 
 def test_draft_cost_sentence_is_chosen_by_the_numbers():
@@ -256,7 +342,9 @@ def test_verify_sentence_attributes_the_climb_correctly():
     lambda: checks.grows("x", [2, 1], [1.0, 2.0], [1.0, 2.0]),  # batches must increase
     lambda: checks.within_roofs([1.0, -1.0], [1.0, 1.0]),
     lambda: checks.within_roofs([float("nan")], [1.0]),
-    lambda: checks.speedup_falls([1, 2], [1.2, 0.9], [1.2, 0.9], "maybe"),
+    lambda: checks.speedup_falls([1, 2], [1.2, 0.9], [1.2]),  # lengths differ
+    lambda: checks.speedup_bound([1, 2], [1.2, 0.9], [1.5, 0.0]),  # a cap must be > 0
+    lambda: checks.describe_crossing([1, 2], [1.2, 0.9], "maybe", 4, ridge=1, critical_batch=1, k=4),
     lambda: checks.describe_draft_cost(0.0, 0.1, 0.1, draft_cached=False),
 ])
 def test_checks_reject_bad_arguments(call):

@@ -57,6 +57,10 @@ def test_usable_dtype():
     assert hardware.usable_dtype(accelerator("H100-SXM"), "fp8") == "fp8"
     with pytest.raises(ValueError, match="has no 'fp8' peak"):
         hardware.usable_dtype(accelerator("A100-80GB"), "fp8")
+    # a row's name works as well as the row itself
+    assert hardware.usable_dtype("T4") == "fp16" and hardware.usable_dtype("H100-SXM", "fp8") == "fp8"
+    with pytest.raises(TypeError, match="accelerator must be an Accelerator or one of T4"):
+        accelerator(None)
 
 
 def test_detect_finds_no_row_for_a_cpu():

@@ -7,6 +7,7 @@ orderings and bands wide enough for a shared, noisy machine.
 
 import itertools
 import json
+import os
 import re
 import time
 
@@ -58,6 +59,38 @@ def test_pick_device_rejects_unavailable_or_unknown(monkeypatch):
 def test_pick_device_env_override(monkeypatch):
     monkeypatch.setenv(m.DEVICE_ENV, "cpu")
     assert m.pick_device() == CPU
+    monkeypatch.setenv(m.DEVICE_ENV, "tpu")
+    with pytest.raises(ValueError, match="SPECNOTES_DEVICE must be 'cpu', 'cuda', 'cuda:N' or 'mps', got 'tpu'"):
+        m.sizes_for()
+
+
+def test_every_measure_entry_point_checks_its_device():
+    # resolve passes a CPU device through and checks everything else as pick_device does
+    assert devices.resolve(CPU) is CPU and devices.resolve("cpu") == CPU
+    for call in (m.sizes_for, m.copy_bandwidth, m.device_name, devices.cache_bytes, devices.memory_bytes, m.sync):
+        with pytest.raises(ValueError, match="device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got 'tpu'"):
+            call("tpu")
+
+
+def test_memory_bytes_is_what_is_free_at_most(monkeypatch):
+    free = devices.memory_bytes("cpu")
+    assert 0 < free <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    # a container's limit below what the host has free wins; unreadable everything: 8 GiB
+    monkeypatch.setattr(devices, "_cgroup_limit", lambda: 2**30)
+    assert 0 < devices.memory_bytes("cpu") <= 2**30
+    monkeypatch.setattr(devices, "_cgroup_limit", lambda: None)
+    monkeypatch.setattr(devices, "_meminfo", lambda field: None)
+    monkeypatch.setattr(devices.os, "sysconf", lambda name: (_ for _ in ()).throw(ValueError(name)))
+    assert devices.memory_bytes("cpu") == 8 * 2**30
+
+
+def test_meminfo_reads_bytes(tmp_path, monkeypatch):
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal:       32000000 kB\nMemAvailable:   1000 kB\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(fake if path == "/proc/meminfo" else path,
+                                                                          *a, **k))
+    assert devices._meminfo("MemAvailable") == 1_024_000 and devices._meminfo("Cached") is None
 
 
 def test_num_threads_restores():

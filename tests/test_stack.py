@@ -128,7 +128,7 @@ def test_speedup_sweep_goes_on_while_s_is_within_the_noise_of_one():
     # the same sweep capped at B = 16 ends on the limit, and says so in words
     capped = stack.speedup_sweep(target, draft, 4, 0.8, 8, dataclasses.replace(sizes, limit=16), progress=False,
                                  time_pass=fake_pass(times))
-    assert capped.stop == "limit" and capped.why_stopped == "it reached the largest batch allowed, B = 16"
+    assert capped.stop == "limit" and capped.why_stopped == "it reached the largest batch that fits in memory, B = 16"
 
 
 def test_speedup_sweep_stops_at_its_budget_and_says_so():
@@ -180,3 +180,53 @@ def test_stack_model_floor_is_bounded_by_a_real_pass():
     sweep = stack.speedup_sweep(target, draft, 4, 0.8, 0, sizes, progress=False, time_pass=fake_pass(times))
     bounded = model.bounded_by(sweep)
     assert bounded.t0_target == pytest.approx(0.002 - 147_840 / 1e10) and bounded.t0_draft == 1e-5
+
+
+def test_pass_bytes_by_hand():
+    # TINY, B = 3 verifying 5 after 8 cached: KV 2 layers x K,V x 3 x 2 kv heads x 13 x 16 x 4 bytes = 19,968;
+    # 15 tokens x (QKV 128 + 6·128 + 8·64 = 1,408) + scores 3 x 4 heads x 5 x 13 = 780, at 4 bytes: 87,600
+    assert stack.pass_bytes(TINY, 3, 5, 8) == 19_968 + 87_600
+    assert stack.pass_bytes(TINY, 3, 5, 8, itemsize=2) == 9_984 + 87_600  # a bf16 cache
+
+
+def test_the_sweeps_largest_batch_is_what_fits_in_memory(monkeypatch):
+    cpu = stack.stack_sizes("cpu")
+    # the CPU stack's verify pass: KV 2 x 2 x 4 x 261 x 128 x 4 = 2,138,112 bytes per sequence, activations
+    # 5 x (3,072 + 6·5,632 + 8·2,048) x 4 = 1,064,960, scores 16 x 5 x 261 x 4 = 83,520: 3,286,592 per sequence
+    per_sequence = 2_138_112 + 1_064_960 + 83_520
+    assert stack.pass_bytes(cpu.target, 256, 5, 256) == 256 * per_sequence
+    assert stack.sweep_limit(cpu, 256 * per_sequence) == 256 and stack.sweep_limit(cpu, 256 * per_sequence - 1) == 128
+    assert stack.sweep_limit(cpu, 0) == 1
+    # a quarter of 64 GiB: 17.2e9 / 3.29e6 = 5,228 sequences -> B = 4096, no fixed 256 cap; a quarter of 2 GiB: 128
+    monkeypatch.setattr(stack, "memory_bytes", lambda device: 64 * 2**30)
+    assert stack.stack_sizes("cpu").limit == 4096
+    monkeypatch.setattr(stack, "memory_bytes", lambda device: 2 * 2**30)
+    assert stack.stack_sizes("cpu").limit == 128
+
+
+def test_kv_cache_is_drawn_in_the_stacks_dtype():
+    caches = stack.kv_cache(build_stack(TINY, dtype=torch.bfloat16), 2, 3)
+    assert len(caches) == 2 and all(t.dtype == torch.bfloat16 and t.shape == (2, 2, 3, 16) for c in caches for t in c)
+    assert 0.5 < float(caches[0][0].float().std()) < 1.5
+
+
+def test_least_time_and_speedup_cap_by_hand():
+    # the never-pays CPU's roofs, 21.25 GB/s and 17 GFLOP/s: a verify pass at B = 16 is 80 tokens x 2 x 90,179,584
+    # weights, plus attention, 4 x 2048 FLOPs per key per layer (QK and AV) over 257 ... 261 keys for the 5 new
+    # tokens of each sequence; every kernel compute-bound, at 1.25 x 17 GFLOP/s. A draft step: 16 tokens x 23,599,104.
+    sizes = stack.stack_sizes("cpu")
+    accel = hardware.Accelerator("never", {"bf16": 17e9}, 21.25e9, 0.0, "test")
+    model = stack.StackModel(sizes.target, sizes.draft, accel, 0.8e-3, 0.3e-3, k=4, alpha=0.8, context=256)
+    verify = (80 * 2 * 90_179_584 + 16 * 2 * 4 * 2048 * (257 + 258 + 259 + 260 + 261)) / (1.25 * 17e9)
+    draft = 16 * 23_599_104 / (1.25 * 17e9)
+    assert model.least_time("verify", 16) == pytest.approx(verify, rel=1e-6)
+    assert model.least_time("draft", 16) == pytest.approx(draft, rel=1e-6)
+    # E[N] = 3.3616 at alpha = 0.8, k = 4; the measured decode 179.008 ms: cap 0.786
+    assert model.speedup_cap(16, 0.179008) == pytest.approx(3.36160 * 0.179008 / (4 * draft + verify), rel=1e-4)
+    # at B = 1 on fast compute every pass is memory-bound: 181,411,840 bytes at 1.5 x the bandwidth; cached: compute
+    fast = dataclasses.replace(model, accel=hardware.Accelerator("fast", {"bf16": 2e12}, 30e9, 0.0, "test"))
+    assert fast.least_time("decode", 1) == pytest.approx(181_411_840 / 45e9, rel=1e-6)
+    assert fast.least_time("decode", 1, cache_bytes=2**30) == pytest.approx(184_569_856 / 2.5e12, rel=1e-6)
+    assert 184_569_856 == 2 * 90_179_584 + 2 * 4 * 2048 * 257  # one token over 257 keys
+    with pytest.raises(ValueError, match="cache_bytes must be a number >= 0"):
+        fast.least_time("decode", 1, cache_bytes=-1)

@@ -354,7 +354,7 @@ def calibration(accelerator_name: str, source: str) -> dict:
 
 
 # How each stored calibration is fitted: the data set, the free and fixed knobs, and α. ``refit`` runs
-# one; ``python -m specnotes.calibrate`` rewrites data/calibrations.json from all of them.
+# one; ``python -m specnotes.calibrate --write`` rewrites data/calibrations.json from all of them.
 RECIPES = {
     ("H100-SXM", "specdecode_bench"): {
         "series": "fig1c_eagle3", "free": ("overhead", "draft_overhead"), "fixed": {},
@@ -410,7 +410,7 @@ def write_calibrations(path=None) -> dict:
     for key in RECIPES:
         out.setdefault(key[0], {})[key[1]] = _record(key, refit(*key))
     doc = {"about": "cost-model knobs fitted to published data sets: specnotes.calibrate (RECIPES, fit); "
-                    "regenerate with python -m specnotes.calibrate", **out}
+                    "regenerate with python -m specnotes.calibrate --write", **out}
     path = path or resources.files("specnotes").joinpath("data", "calibrations.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=1)
@@ -419,8 +419,26 @@ def write_calibrations(path=None) -> dict:
     return doc
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m specnotes.calibrate [--write]``: refit every stored calibration (``RECIPES``) and print
+    the knobs; ``--write`` also rewrites data/calibrations.json. Anything else exits with status 2."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m specnotes.calibrate",
+                                     description="Refit every stored calibration and print the knobs.")
+    parser.add_argument("--write", action="store_true", help="rewrite data/calibrations.json with the fits")
+    args = parser.parse_args(argv)
+    if args.write:
+        doc = write_calibrations()
+        records = [(a, s, r) for a, by_source in doc.items() if a != "about" for s, r in by_source.items()]
+    else:
+        records = [(a, s, _record((a, s), refit(a, s))) for a, s in RECIPES]
+    for accel, source, record in records:
+        print(accel, source, record["knobs"], "rms log error", record["rms_log"])
+    print("written to data/calibrations.json" if args.write else
+          "not written (--write rewrites data/calibrations.json)")
+    return 0
+
+
 if __name__ == "__main__":
-    for accel, by_source in write_calibrations().items():
-        if accel != "about":
-            for source, record in by_source.items():
-                print(accel, source, record["knobs"], "rms log error", record["rms_log"])
+    raise SystemExit(main())

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specnotes import validate
+
 DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 T, G = 1e12, 1e9
@@ -115,8 +117,10 @@ ACCELERATORS: dict[str, Accelerator] = {
 }
 
 
-def usable_dtype(accel: Accelerator, dtype: str = "bf16") -> str:
-    """``dtype`` if ``accel`` has a peak for it; bf16 falls back to fp16 (the T4 has no bf16 tensor cores)."""
+def usable_dtype(accel: Accelerator | str, dtype: str = "bf16") -> str:
+    """``dtype`` if ``accel`` (an Accelerator or a row's name) has a peak for it; bf16 falls back to fp16
+    (the T4 has no bf16 tensor cores)."""
+    accel = accelerator(accel)
     if dtype in accel.peak_flops:
         return dtype
     if dtype == "bf16" and "fp16" in accel.peak_flops:
@@ -125,8 +129,12 @@ def usable_dtype(accel: Accelerator, dtype: str = "bf16") -> str:
 
 
 def accelerator(name: str | Accelerator) -> Accelerator:
+    """The table row called ``name`` (an Accelerator passes through)."""
     if isinstance(name, Accelerator):
         return name
+    if not isinstance(name, str):
+        raise validate.BadArgumentType(f"accelerator must be an Accelerator or one of {', '.join(ACCELERATORS)}; "
+                                       f"got {name!r} ({type(name).__name__})")
     if name not in ACCELERATORS:
         raise ValueError(f"unknown accelerator {name!r}; known: {', '.join(ACCELERATORS)}")
     return ACCELERATORS[name]

@@ -24,8 +24,9 @@ import torch.nn.functional as F
 
 from specnotes import cost, validate
 from specnotes.cost import ModelShape
+from specnotes.measure import checks
 from specnotes.measure.checks import NOISE
-from specnotes.measure.devices import as_dtype, default_dtype, dtype_name, resolve
+from specnotes.measure.devices import as_dtype, default_dtype, dtype_name, memory_bytes, resolve
 from specnotes.measure.records import Record, rates
 from specnotes.measure.timing import Sweep, doubling_sweep, time_fn
 
@@ -46,7 +47,7 @@ class LayerStack:
 def build_stack(shape: ModelShape, device="cpu", dtype=torch.bfloat16, seed: int = 0) -> LayerStack:
     """Random weights of ``shape`` in ``dtype``; the stack's shape is ``shape`` in that dtype, so the
     cost model counts the bytes the stack really reads."""
-    dtype = as_dtype(dtype)
+    device, dtype = resolve(device), as_dtype(dtype)
     shape = shape.in_dtype(dtype_name(dtype))
     gen = torch.Generator().manual_seed(seed)
     d, dh, dff = shape.d_model, shape.d_head, shape.d_ff
@@ -64,16 +65,17 @@ def build_stack(shape: ModelShape, device="cpu", dtype=torch.bfloat16, seed: int
         "w_gate_up": weight(2 * dff, d),
         "w_down": weight(d, dff),
     } for _ in range(shape.n_layers)]
-    return LayerStack(shape, layers, torch.device(device), dtype)
+    return LayerStack(shape, layers, device, dtype)
 
 
 def kv_cache(stack: LayerStack, batch: int, length: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per layer, K and V of shape [batch, n_kv_heads, length, d_head], filled with noise."""
-    gen = torch.Generator().manual_seed(seed)
+    """Per layer, K and V of shape [batch, n_kv_heads, length, d_head], filled with noise, drawn in the
+    stack's dtype (on a CUDA device there, elsewhere on the CPU): no float32 copy of a large cache."""
+    gen = torch.Generator(stack.device if stack.device.type == "cuda" else "cpu").manual_seed(seed)
     s = stack.shape
     size = (batch, s.n_kv_heads, length, s.d_head)
-    return [tuple(torch.randn(size, generator=gen).to(stack.device, stack.dtype) for _ in range(2))
-            for _ in range(s.n_layers)]
+    return [tuple(torch.randn(size, generator=gen, device=gen.device, dtype=stack.dtype).to(stack.device)
+                  for _ in range(2)) for _ in range(s.n_layers)]
 
 
 def groups_for(batch: int, new_tokens: int, speculating: int | None = None) -> list[tuple[int, int, int]]:
@@ -166,7 +168,8 @@ class StackSizes:
     context: cached tokens per sequence; k: draft tokens.
     warmup, repeats, budget_s: timing of one pass (``time_fn``).
     min_last, limit, sweep_budget_s: the batch sweep (``speedup_sweep``) measures at least up to
-        B = min_last, never past B = limit, and starts no batch that would not fit in sweep_budget_s.
+        B = min_last, never past B = limit (:func:`stack_sizes` sets it to the largest batch whose passes
+        fit in memory, :func:`sweep_limit`), and starts no batch that would not fit in sweep_budget_s.
     min_s: seconds of samples a fast pass gathers at least (``time_fn``).
     """
 
@@ -183,25 +186,61 @@ class StackSizes:
     min_s: float = 0.0
 
 
+MEMORY_SHARE = {"cuda": 0.5, "other": 0.25}  # of the device's memory one pass may fill (CPU: what is free now)
+
+
+def pass_bytes(shape: ModelShape, batch: int, new_tokens: int, context: int, itemsize: int = 4) -> int:
+    """Bytes one timed pass (:func:`stack_time`) allocates at its peak, in a dtype of ``itemsize`` bytes:
+    the KV cache of context + new_tokens tokens per sequence (:func:`kv_cache`), and for its
+    batch·new_tokens tokens the activations alive at once (fused QKV; the gated MLP's up-projection, its
+    halves and their product, 6·d_ff; the residual stream, norms and attention output, 8·d_model) and the
+    attention scores, all counted at 4 bytes. The CPU stack's fp32 verify pass at B = 128 to 512 grew the
+    process by 3.1 MB per sequence; this counts 3.3."""
+    s = shape
+    tokens, length = batch * new_tokens, context + new_tokens
+    cache = 2 * s.n_layers * batch * s.n_kv_heads * length * s.d_head * itemsize
+    activations = tokens * ((s.n_heads + 2 * s.n_kv_heads) * s.d_head + 6 * s.d_ff + 8 * s.d_model)
+    scores = batch * s.n_heads * new_tokens * length
+    return cache + 4 * (activations + scores)
+
+
+def sweep_limit(sizes: StackSizes, memory: float) -> int:
+    """The largest batch B = 2^i whose verify pass over ``sizes.target`` (:func:`pass_bytes`, in float32,
+    the widest dtype) fits in ``memory`` bytes; at least 1."""
+    batch = 1
+    while pass_bytes(sizes.target, 2 * batch, sizes.k + 1, sizes.context) <= memory:
+        batch *= 2
+    return batch
+
+
 def stack_sizes(device: torch.device | str | None = None) -> StackSizes:
+    """The stacks and sweep sizes for ``device``; the sweep's largest batch is what fits in
+    ``MEMORY_SHARE`` of its memory (:func:`sweep_limit`, ``measure.devices.memory_bytes``): the time budget,
+    not a fixed cap, ends a sweep before S falls clearly below 1."""
     dev = resolve(device)
+    sizes = _stack_sizes(dev)
+    share = MEMORY_SHARE["cuda" if dev.type == "cuda" else "other"]
+    return replace(sizes, limit=sweep_limit(sizes, share * memory_bytes(dev)))
+
+
+def _stack_sizes(dev: torch.device) -> StackSizes:
     if dev.type == "cuda":
         return StackSizes(
             # 4 of Llama-3-8B's 32 layers and 2 of Llama-3.2-1B's 16: an eighth of each model.
             target=stack_shape(4, 4096, 32, 8, 14336, name="Llama-3-8B, 4 of 32 layers"),
             draft=stack_shape(2, 2048, 32, 8, 8192, name="Llama-3.2-1B, 2 of 16 layers"),
             # B(k+1) crosses every GPU's ridge (~200-600 tokens) by B = 128; the sweep goes on until S < 1 - NOISE.
-            context=512, k=4, warmup=5, repeats=15, budget_s=2.0, min_last=64, limit=4096, sweep_budget_s=90.0,
+            context=512, k=4, warmup=5, repeats=15, budget_s=2.0, min_last=64, sweep_budget_s=90.0,
         )
     return StackSizes(
         # Llama-shaped but small: 2 layers of d=2048 (180 MB of bf16 weights, larger than most CPUs' L3),
-        # and a draft an eighth of its size. The sweep doubles B from 1 until S < 1 - NOISE (at least to 8, at most
-        # 256) within 20 s: a CPU without bf16 units crosses at B = 1, one with AMX near B = 100.
+        # and a draft an eighth of its size. The sweep doubles B from 1 until S < 1 - NOISE (at least to 8) within
+        # 20 s: a CPU without bf16 units crosses at B = 1, one with AVX-512 bf16 at 16 to 32, one with AMX past 256.
         target=stack_shape(2, 2048, 16, 4, 5632, name="2 layers, d=2048"),
         draft=stack_shape(1, 1024, 8, 2, 2816, name="1 layer, d=1024"),
         # each pass sampled for at least 0.15 s (a shared machine stalls a process for up to ~0.2 s at a
         # time; the fastest sample must come from outside a stall), slow ones at least 3 times
-        context=256, k=4, warmup=2, repeats=5, budget_s=0.5, min_last=8, limit=256, sweep_budget_s=20.0,
+        context=256, k=4, warmup=2, repeats=5, budget_s=0.5, min_last=8, sweep_budget_s=20.0,
         min_s=0.15,
     )
 
@@ -279,14 +318,32 @@ class StackModel:
         return replace(self, t0_target=min(self.t0_target, slack["decode"]),
                        t0_draft=min(self.t0_draft, slack["draft"]))
 
-    def time(self, kind: str, batch: int, floor: bool = True) -> float:
-        """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft"):
-        its roofline time plus, with ``floor``, the stack's per-pass floor."""
+    def _pass(self, kind: str, batch: int) -> tuple[ModelShape, float, cost.PassCost]:
         shape, t0 = (self.draft, self.t0_draft) if kind == "draft" else (self.target, self.t0_target)
         new, spec = {"decode": (1, None), "verify": (self.k + 1, None), "mixed": (self.k + 1, 1),
                      "draft": (1, None)}[validate.choice("kind", kind, PASSES)]
-        return cost.roofline_time(pass_cost(shape, batch, new, self.context, spec), self.accel,
-                                  overhead=t0 if floor else 0.0)
+        return shape, t0, pass_cost(shape, batch, new, self.context, spec)
+
+    def time(self, kind: str, batch: int, floor: bool = True) -> float:
+        """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft"):
+        its roofline time plus, with ``floor``, the stack's per-pass floor."""
+        _, t0, pass_ = self._pass(kind, batch)
+        return cost.roofline_time(pass_, self.accel, overhead=t0 if floor else 0.0)
+
+    def least_time(self, kind: str, batch: int, cache_bytes: float = 0.0) -> float:
+        """The least seconds a ``kind`` pass can take on this device: its roofline time, kernel by kernel,
+        on ``checks.fastest_roofs`` (no floor); a stack whose weights fit in ``cache_bytes`` (the
+        last-level cache, ``measure.devices.cache_bytes``) has no memory roof."""
+        shape, _, pass_ = self._pass(kind, batch)
+        cached = shape.weight_bytes_total <= validate.number("cache_bytes", cache_bytes, low=0)
+        return cost.roofline_time(pass_, checks.fastest_roofs(self.accel, cached=cached))
+
+    def speedup_cap(self, batch: int, t_decode: float, cache_bytes: float = 0.0) -> float:
+        """The largest S this device's roofs allow at ``batch``, given the measured plain decode time
+        ``t_decode`` (seconds): E[N]·t_decode over the least time of k draft steps and a verify pass
+        (:meth:`least_time`); ``checks.speedup_bound`` asserts the measured S under it."""
+        return cost.speedup_from_times(self.alpha, self.k, t_decode, self.least_time("draft", batch, cache_bytes),
+                                       self.least_time("verify", batch, cache_bytes))
 
     def speedup(self, batch: int) -> float:
         return cost.batch_speedup(self.target, self.draft, self.accel, batch, self.k, self.alpha, self.context,
@@ -332,7 +389,7 @@ class BatchSweep:
         """Why the sweep stopped, in words."""
         return {"done": f"S fell below {1 - NOISE:.2f} (clearly below 1, beyond the {NOISE:.0%} noise)",
                 "budget": "the time budget ran out",
-                "limit": f"it reached the largest batch allowed, B = {self.sweep.limit}"}[self.stop]
+                "limit": f"it reached the largest batch that fits in memory, B = {self.sweep.limit}"}[self.stop]
 
 
 def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, context: int,
@@ -342,7 +399,7 @@ def speedup_sweep(target: LayerStack, draft: LayerStack, k: int, alpha: float, c
     """Time decode, verify (k + 1 tokens for every sequence), draft and, with ``mixed``, the "B + k"
     pass (one sequence verifies) at B = 1, 2, 4, ... until the measured S(B) has fallen below 1 - NOISE
     (clearly below 1: fastest samples of a pass differ by up to NOISE on a busy machine) at a
-    B >= ``sizes.min_last``, or B would pass ``sizes.limit``, or the next B would not fit in
+    B >= ``sizes.min_last``, or B would pass ``sizes.limit`` (what fits in memory), or the next B would not fit in
     ``sizes.sweep_budget_s`` (``measure.timing.doubling_sweep``); each pass timed with ``sizes``'
     warmup, repeats, budget_s and min_s (:func:`stack_time`). ``sizes`` defaults to
     :func:`stack_sizes` for the target's device; ``time_pass(stack, batch, new_tokens, context,

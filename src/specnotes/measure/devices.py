@@ -7,6 +7,7 @@
   to its 1-row GEMM over a weight larger than the last-level cache: the dtype with the widest
   memory-bound range, where the physics the book teaches shows (:func:`choose_dtype`).
 - :func:`sizes_for`: problem sizes for the device, so chapters never hard-code them.
+- :func:`cache_bytes`, :func:`memory_bytes`: its last-level cache and the memory a measurement may fill.
 """
 
 from __future__ import annotations
@@ -74,15 +75,21 @@ def pick_device(prefer: torch.device | str | None = None) -> torch.device:
     """The device chapters measure on: ``prefer`` if given, else ``$SPECNOTES_DEVICE`` if set, else
     CUDA if available, else Apple MPS if available, else the CPU.
 
-    A preferred device that is not available is a ValueError (never a silent fall-back)."""
+    A device of the wrong type is a TypeError, an unknown or unavailable one a ValueError, naming the
+    argument (``device``, or ``$SPECNOTES_DEVICE``) and the allowed values (never a silent fall-back)."""
+    name = "device" if prefer is not None else DEVICE_ENV
     prefer = prefer if prefer is not None else os.environ.get(DEVICE_ENV) or None
     if prefer is not None:
+        allowed = "'cpu', 'cuda', 'cuda:N' or 'mps'"
+        if not isinstance(prefer, (str, torch.device)):
+            raise validate.BadArgumentType(f"{name} must be a str or torch.device ({allowed}), got {prefer!r} "
+                                           f"({type(prefer).__name__})")
         try:
             dev = torch.device(prefer)
-        except (RuntimeError, TypeError) as e:
-            raise validate.BadArgument(f"unknown device {prefer!r}; use 'cpu', 'cuda', 'cuda:N' or 'mps'") from e
+        except RuntimeError:
+            raise validate.BadArgument(f"{name} must be {allowed}, got {prefer!r}") from None
         if not _available(dev):
-            raise validate.BadArgument(f"device {prefer!r} is not available here; 'cpu' always is")
+            raise validate.BadArgument(f"{name} {prefer!r} is not available here; 'cpu' always is")
         return dev
     if torch.cuda.is_available():
         return torch.device("cuda")
@@ -92,8 +99,9 @@ def pick_device(prefer: torch.device | str | None = None) -> torch.device:
 
 
 def resolve(device: torch.device | str | None) -> torch.device:
-    """``device`` as a torch.device; None means :func:`pick_device`."""
-    return pick_device() if device is None else torch.device(device)
+    """``device`` as a torch.device, checked by :func:`pick_device` (known and available); None means
+    :func:`pick_device`'s choice."""
+    return device if isinstance(device, torch.device) and device.type == "cpu" else pick_device(device)
 
 
 def _cpu_model() -> str:
@@ -155,6 +163,46 @@ def cache_bytes(device: torch.device | str | None = None) -> int:
     if dev.type == "mps":
         return 0
     return llc_bytes() or 32 * MiB
+
+
+def _meminfo(field: str) -> int | None:
+    """A field of Linux's /proc/meminfo in bytes (None where unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            line = next((line for line in f if line.startswith(f"{field}:")), "")
+    except OSError:
+        return None
+    digits = line.split()[1:2]
+    return int(digits[0]) * 1024 if digits and digits[0].isdigit() else None
+
+
+def _cgroup_limit() -> int | None:
+    """The container's memory limit in bytes (cgroup v2, then v1), None where there is none."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    return None
+
+
+def memory_bytes(device: torch.device | str | None = None) -> int:
+    """The memory a measurement on ``device`` may fill, in bytes: a GPU's total memory; MPS's recommended
+    working set; on the CPU the memory available now (Linux's MemAvailable, else the physical memory),
+    at most the container's limit, and 8 GiB where neither can be read."""
+    dev = resolve(device)
+    if dev.type == "cuda":
+        return torch.cuda.get_device_properties(dev).total_memory
+    if dev.type == "mps":
+        return int(torch.mps.recommended_max_memory())
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        physical = None
+    known = [m for m in (_meminfo("MemAvailable") or physical, _cgroup_limit()) if m]
+    return min(known) if known else 8 * GiB
 
 
 def fits_in_cache(nbytes: float, device: torch.device | str | None = None) -> bool:

@@ -149,6 +149,11 @@ class MeasuredRoof:
     records: tuple[Record, ...] = ()
     dtype: str = "bf16"
 
+    def __post_init__(self):
+        validate.number("bandwidth", self.bandwidth, low=0, low_open=True)
+        validate.number("flops", self.flops, low=0, low_open=True)
+        as_dtype(self.dtype)
+
     @property
     def ridge(self) -> float:
         """FLOP per byte where the two roofs meet."""
@@ -221,8 +226,9 @@ def knee_fit(batches: Sequence[float], times: Sequence[float], tol: float = 0.25
         raise validate.BadArgument(f"batches and times differ in length ({len(batches)} vs {len(times)})")
     if len(batches) < 3:
         raise validate.BadArgument(f"need at least 3 points to find a knee, got {len(batches)}")
-    if any(b <= 0 for b in batches) or any(t <= 0 for t in times):
-        raise validate.BadArgument("batches and times must all be > 0")
+    batches = [validate.number(f"batches[{i}]", b, low=0, low_open=True) for i, b in enumerate(batches)]
+    times = [validate.number(f"times[{i}]", t, low=0, low_open=True) for i, t in enumerate(times)]
+    tol = validate.number("tol", tol, low=0)
     pts = sorted(zip(batches, times, strict=True))
     if len({b for b, _ in pts}) != len(pts):
         raise validate.BadArgument("batch sizes must be distinct")

@@ -149,6 +149,10 @@ class Record:
 
 def rates(flops: float, nbytes: float, seconds: float, tokens: int) -> dict:
     """What a pass of ``flops`` FLOPs and ``nbytes`` bytes over ``tokens`` tokens achieved in ``seconds``."""
+    validate.number("flops", flops, low=0)
+    validate.number("nbytes", nbytes, low=0, low_open=True)
+    validate.number("seconds", seconds, low=0, low_open=True)
+    validate.integer("tokens", tokens, low=1)
     return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes, "flops_per_s": flops / seconds,
             "bytes_per_s": nbytes / seconds, "gb_per_s": nbytes / seconds / 1e9, "per_token_s": seconds / tokens}
 
@@ -191,5 +195,9 @@ def save_results(results: Results, path: str | os.PathLike) -> Path:
 
 def load_results(path: str | os.PathLike) -> Results:
     """Read a file :func:`save_results` wrote; anything else is a ValueError naming the file."""
-    return Results.from_dict(json.loads(Path(path).read_text()), str(path))
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise validate.BadArgument(f"{path}: not a {SCHEMA} file (not JSON)") from None
+    return Results.from_dict(doc, str(path))
 

@@ -54,7 +54,7 @@ class Timing:
 
     def __post_init__(self):
         if not self.samples:
-            raise validate.BadArgument("Timing needs at least one sample")
+            raise validate.BadArgument(f"samples must hold at least one time, got {self.samples!r}")
         self.samples = [float(s) for s in self.samples]
 
     @property
