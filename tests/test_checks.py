@@ -547,3 +547,47 @@ def test_place_sentences_follow_the_orderings():
     assert "inside a word leads too" in flat.t1 and "within sampling noise (0.64 at temperature 0" in flat.boundary
     level = checks.describe_places(checks.Estimate(0.70, 0.01), checks.Estimate(0.69, 0.02), inside_t1, boundary_t1)
     assert "about as often inside a word (0.70)" in level.t0 and "after a space leads" in level.t1
+
+
+# Chapter 5's checks on three devices: model and measured verify/decode ratios at growing L
+CONTEXTS = [1024, 2048, 4096, 8192]
+GPU_LIKE = ([3.6, 2.9, 1.9, 1.3], [3.4, 2.7, 1.9, 1.4])  # ridge ~300, memory-bound attention
+CPU_BF16 = ([2.6, 2.0, 1.5, 1.2], [2.7, 2.4, 1.9, 1.7])  # attention slower than the model says: falls less
+CPU_LOW_RIDGE = ([3.0, 3.6, 4.2, 4.6], [3.1, 3.9, 4.4, 4.8])  # ridge ~1: attention compute-bound, rises
+
+
+@pytest.mark.parametrize("model, measured, tested", [(*GPU_LIKE, True), (*CPU_BF16, True), (*CPU_LOW_RIDGE, False)])
+def test_ratio_falls_holds_on_every_device(model, measured, tested):
+    v = checks.ratio_falls(CONTEXTS, measured, model)
+    assert v.ok and v.tested == tested
+
+
+@pytest.mark.parametrize("model, measured", [
+    (GPU_LIKE[0], [3.4, 3.5, 3.6, 3.7]),  # the model says it falls, the measurement rises
+    (CPU_BF16[0], [2.7, 2.4, 2.6, 2.8]),
+])
+def test_ratio_falls_rejects_a_ratio_that_does_not_fall(model, measured):
+    v = checks.ratio_falls(CONTEXTS, measured, model)
+    assert v.tested and not v.ok and "did not fall" in v.sentence
+
+
+def test_ratio_falls_needs_two_contexts_and_matching_lengths():
+    assert not checks.ratio_falls([1024], [3.0], [3.0]).tested
+    with pytest.raises(ValueError):
+        checks.ratio_falls(CONTEXTS[:2], [1.0, 2.0], [1.0])
+
+
+def test_shared_cache():
+    assert checks.shared_cache(1.8, 1.1, 4).ok  # shared: well under 5 separate reads
+    compute_bound = checks.shared_cache(5.3, 4.9, 4)  # ridge ~1: nothing to test
+    assert compute_bound.ok and not compute_bound.tested
+    v = checks.shared_cache(5.2, 1.1, 4)  # as much as reading the cache 5 times: the cache was not shared
+    assert v.tested and not v.ok and "5 separate reads" in v.sentence
+
+
+def test_attention_time_grows_with_context():
+    # grows() on attention times at growing L: the model's 16x rise must show at least 16 ** SHARE
+    assert checks.grows("attention grows", CONTEXTS[:3], [1e-4, 3e-4, 2e-3], [1e-4, 4e-4, 1.6e-3], axis="L").ok
+    flat = checks.grows("attention grows", CONTEXTS[:2], [1e-4, 0.9e-4], [1e-4, 1.5e-4])  # little predicted
+    assert flat.ok and not flat.tested
+    assert not checks.grows("attention grows", CONTEXTS[:2], [2e-3, 1e-3], [1e-4, 1.6e-3]).ok

@@ -21,9 +21,10 @@ own KV (``draft_kv_ratio``) are derived in each function's docstring. ``speedup_
 ``throughput_at_memory_limit`` compares tokens per second when memory, not a fixed B, sets the batch;
 ``logits_share`` sizes the [B·n, V] logits the default model leaves out.
 
-The checks at the end (``excess_halved``, ``fall_verdict``, ``check_fall``, ``check_grows``,
-``check_shared_kv``, ``verify_batch``, ``kv_anchored_ratios``) say what a measurement on *this* device may
-assert, from this device's model (``specnotes.kvtiming`` measures). Nothing here needs torch.
+The helpers at the end (``excess_halved``, ``fall_verdict``, ``verify_batch``, ``kv_anchored_ratios``)
+describe a measurement on *this* device from this device's model (``specnotes.kvtiming`` measures; the
+chapter's assertions are ``measure.checks.ratio_falls``, ``shared_cache`` and ``grows``). Nothing here
+needs torch.
 """
 
 from __future__ import annotations
@@ -334,44 +335,6 @@ def fall_verdict(ratios) -> str:
     if excess_halved(ratios[0], ratios[-1]):
         return "halved"
     return "fell" if ratios[-1] < ratios[0] else "did not fall"
-
-
-def check_fall(measured, model) -> None:
-    """Where this device's model says the ratio halves its excess over the contexts swept, the measured
-    ratio must at least end lower than it started (an ordering, of fastest samples). Where the model
-    says nothing falls (attention compute-bound, a low ridge), or one context was measured, nothing is
-    asserted."""
-    measured, model = list(measured), list(model)
-    if len(measured) != len(model) or not model:
-        raise validate.BadArgument(f"need measured and model ratios at the same contexts, got {len(measured)} "
-                                   f"and {len(model)}")
-    if excess_halved(model[0], model[-1]) and not measured[-1] < measured[0]:
-        raise AssertionError(f"the model (this device's roofs) has verify/decode fall from {model[0]:.2f} to "
-                             f"{model[-1]:.2f}, but the measured ratio went from {measured[0]:.2f} "
-                             f"to {measured[-1]:.2f}")
-
-
-def check_grows(measured, model) -> None:
-    """Times measured at growing L (fastest samples) against the model's: where the model has the last
-    at least twice the first, the measured last must exceed the measured first."""
-    measured, model = list(measured), list(model)
-    if len(measured) != len(model) or len(model) < 2:
-        raise validate.BadArgument(f"need matching measured and model times at 2+ contexts, got {len(measured)} "
-                                   f"and {len(model)}")
-    if model[-1] >= 2 * model[0] and not measured[-1] > measured[0]:
-        raise AssertionError(f"the model's time grows {model[-1] / model[0]:.1f}× over the contexts measured, "
-                             f"the measured time did not grow ({measured[0]:.3g} s -> {measured[-1]:.3g} s)")
-
-
-def check_shared_kv(measured: float, model: float, k: int) -> None:
-    """Verify attention reads each cache once for k + 1 queries: where this device's model puts its cost
-    at most (k + 1)/2 decode attentions, the measured ratio must be under k + 1 (the cost of reading the
-    cache k + 1 times). Where the model has attention compute-bound, nothing is asserted."""
-    k = validate.integer("k", k, low=1)
-    measured, model = validate.number("measured", measured, low=0), validate.number("model", model, low=0)
-    if model <= (k + 1) / 2 and not measured < k + 1:
-        raise AssertionError(f"verify attention cost {measured:.2f}× decode attention, as much as {k + 1} separate "
-                             f"reads of the cache; the model for this device says {model:.2f}×")
 
 
 def kv_anchored_ratios(t_decode: float, t_verify: float, shape: ModelShape, accel, batch: int, start: int,

@@ -109,25 +109,25 @@ def within_roofs(measured: Sequence[float], modelled: Sequence[float], labels: S
 
 
 def grows(claim: str, batches: Sequence[int], measured: Sequence[float], modelled: Sequence[float], *,
-          share: float = SHARE, threshold: float = THRESHOLD) -> Verdict:
-    """A quantity the model predicts to grow with B (verify/decode, 1/S, per-token amortization):
-    from the batch where it measured lowest (before the last) to the last batch, the model predicts a
-    rise of ``model``×. If that is at least ``threshold``, the measured rise must be at least
-    ``model ** share``; a smaller predicted rise is not tested (library paths for small GEMMs move
-    such ratios more than that, either way)."""
+          share: float = SHARE, threshold: float = THRESHOLD, axis: str = "B") -> Verdict:
+    """A quantity the model predicts to grow with B (verify/decode, 1/S, per-token amortization; or with
+    the context L, ``axis="L"``): from the point where it measured lowest (before the last) to the last,
+    the model predicts a rise of ``model``×. If that is at least ``threshold``, the measured rise must be
+    at least ``model ** share``; a smaller predicted rise is not tested (library paths for small GEMMs
+    move such ratios more than that, either way)."""
     batches = _batches(batches, ("measured", measured), ("modelled", modelled))
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
     if len(batches) < 2:
-        return Verdict(claim, True, False, "One batch size: nothing to compare.", {})
+        return Verdict(claim, True, False, f"One {axis}: nothing to compare.", {})
     i = min(range(len(batches) - 1), key=measured.__getitem__)
     model, seen = modelled[-1] / modelled[i], measured[-1] / measured[i]
-    numbers = {"from B": batches[i], "to B": batches[-1], "measured rise": seen, "model rise": model}
+    numbers = {f"from {axis}": batches[i], f"to {axis}": batches[-1], "measured rise": seen, "model rise": model}
     if model < threshold:
-        return Verdict(claim, True, False, f"The model predicts only {model:.2f}× from B = {batches[i]} to "
+        return Verdict(claim, True, False, f"The model predicts only {model:.2f}× from {axis} = {batches[i]} to "
                        f"{batches[-1]}: too little to test (measured {seen:.2f}×).", numbers)
     need = model**share
     ok = seen >= need
-    return Verdict(claim, ok, True, f"From B = {batches[i]} to {batches[-1]} the model predicts {model:.2f}×, "
+    return Verdict(claim, ok, True, f"From {axis} = {batches[i]} to {batches[-1]} the model predicts {model:.2f}×, "
                    f"measured {seen:.2f}× (at least {need:.2f}× needed)" + ("." if ok else ": too flat."),
                    {**numbers, "needed": need})
 
@@ -151,6 +151,45 @@ def speedup_falls(batches: Sequence[int], measured: Sequence[float], modelled: S
     sentence = (f"{span}: too little to test (from {THRESHOLD:g}× on)." if not v.tested else
                 f"{span}, so at least {n['needed']:.2f}× must show" + ("." if v.ok else ": too flat."))
     return dataclasses.replace(v, sentence=sentence)
+
+
+def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Sequence[float]) -> Verdict:
+    """verify/decode at growing context L falls toward 1 (Chapter 5): where this device's model has the
+    ratio's excess over 1 halve over the contexts swept, the measured ratio must at least end lower than it
+    started (an ordering of medians of paired samples). Where the model has nothing fall (attention
+    compute-bound under a low ridge), or one context was measured, nothing is tested."""
+    contexts = _batches(contexts, ("measured", measured), ("modelled", modelled))
+    measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
+    claim = "verify/decode falls as L grows"
+    numbers = {"from L": contexts[0], "to L": contexts[-1], "measured first": measured[0],
+               "measured last": measured[-1], "model first": modelled[0], "model last": modelled[-1]}
+    span = (f"From L = {contexts[0]} to {contexts[-1]} the model has verify/decode go from {modelled[0]:.2f} to "
+            f"{modelled[-1]:.2f}, measured {measured[0]:.2f} to {measured[-1]:.2f}")
+    if len(contexts) < 2:
+        return Verdict(claim, True, False, "One context: nothing to compare.", numbers)
+    if not (modelled[0] > 1 and modelled[-1] - 1 <= (modelled[0] - 1) / 2):
+        return Verdict(claim, True, False, f"{span}: the model's excess over 1 does not halve, nothing to test.",
+                       numbers)
+    ok = measured[-1] < measured[0]
+    return Verdict(claim, ok, True, f"{span}" + (": it fell." if ok else ": it did not fall."), numbers)
+
+
+def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
+    """Verify attention reads each cache once for its k + 1 queries (Chapter 5): where this device's model
+    puts its cost at most (k + 1)/2 decode attentions, the measured ratio must stay under k + 1, the cost of
+    reading the cache k + 1 times. Where the model has attention compute-bound, nothing is tested."""
+    k = validate.integer("k", k, low=1)
+    measured = validate.number("measured", measured, low=0, low_open=True)
+    modelled = validate.number("modelled", modelled, low=0, low_open=True)
+    claim = f"{k + 1} queries share one read of the cache"
+    numbers = {"measured": measured, "model": modelled, "separate reads": k + 1}
+    if modelled > (k + 1) / 2:
+        return Verdict(claim, True, False, f"The model puts verify attention at {modelled:.2f}× decode attention "
+                       "(compute-bound here): nothing to test.", numbers)
+    ok = measured < k + 1
+    return Verdict(claim, ok, True, f"Verify attention cost {measured:.2f}× decode attention (model {modelled:.2f}×)"
+                   + (f", under the {k + 1}× of separate reads." if ok else
+                      f": as much as {k + 1} separate reads of the cache."), numbers)
 
 
 def fastest_roofs(accel, *, cached: bool = False):
