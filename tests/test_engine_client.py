@@ -25,13 +25,14 @@ class Stub:
     """Streams ``max_tokens`` tokens: the first chunk after ``first_delay`` s, then a chunk of
     ``per_chunk`` tokens every ``per_chunk * token_delay`` s, then usage and [DONE]. Misbehaves on request:
     ``status=500``, ``drop_after=n`` (close the connection after n chunks), ``stall_after=n`` (go silent),
-    ``fail_from=n`` (answer HTTP 500 once n requests have completed)."""
+    ``fail_from=n`` (answer HTTP 500 once n requests have completed), ``malformed_after=n`` (send ``malformed``,
+    a data line that is not a JSON object, after n chunks)."""
 
     def __init__(self, first_delay=0.08, token_delay=0.02, per_chunk=1, status=200, drop_after=None,
-                 stall_after=None, usage=True, fail_from=None):
+                 stall_after=None, usage=True, fail_from=None, malformed_after=None, malformed=b"{'text': 'x'"):
         self.first_delay, self.token_delay, self.per_chunk = first_delay, token_delay, per_chunk
         self.status, self.drop_after, self.stall_after, self.usage = status, drop_after, stall_after, usage
-        self.fail_from = fail_from
+        self.fail_from, self.malformed_after, self.malformed = fail_from, malformed_after, malformed
         self.active = self.max_active = self.completions = 0
         self.payloads = []
 
@@ -62,6 +63,8 @@ class Stub:
                     return resp
                 if chunks == self.stall_after:
                     await asyncio.sleep(3)
+                if chunks == self.malformed_after:
+                    await resp.write(b"data: " + self.malformed + b"\n\n")
                 m = min(self.per_chunk, payload["max_tokens"] - sent)
                 chunk = {"choices": [{"index": 0, "text": "x" * m, "finish_reason": None}]}
                 await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -163,6 +166,32 @@ def test_a_silent_engine_times_out():
     assert time.perf_counter() - start < 10
 
 
+@pytest.mark.parametrize("line, why", [(b"{'text': 'x'", "Expecting property name"), (b"[1, 2]", "JSON list"),
+                                       (b"null", "JSON NoneType")])
+def test_a_malformed_stream_line_is_an_engine_error(line, why):
+    with serving(Stub(malformed_after=2, malformed=line)) as url, \
+            pytest.raises(EngineError, match=rf"sent a malformed stream line after 2 chunks: .*{why}.*one JSON object"):
+        run_levels(url)
+
+
+def test_fewer_requests_than_a_concurrency_is_refused_before_any_request():
+    stub = Stub()
+    with serving(stub) as url:
+        with pytest.raises(ValueError, match=r"--requests 4 is below --concurrency 8, 16: .*--requests 16 or more"):
+            run_levels(url, concurrencies=(1, 8, 16), requests=4)
+        assert stub.payloads == []  # refused before anything was sent: no level mislabelled
+        [level] = run_levels(url, concurrencies=(4,), requests=4)  # as many requests as in flight: fine
+    assert level.concurrency == 4 and len(level.requests) == 4 and stub.max_active == 4
+    assert engine_client.check_levels([1, 2], None) == [1, 2]
+
+
+def test_bench_serve_refuses_fewer_requests_than_a_concurrency(tmp_path):
+    out = tmp_path / "run.json"
+    with serving(Stub()) as url, pytest.raises(ValueError, match="--requests 4 is below --concurrency 8"):
+        serve(url, out, "--concurrency", "1,8")
+    assert not out.exists()
+
+
 def test_an_unreachable_server_and_a_wrong_model_are_explained():
     with serving(Stub()) as url:
         pass  # the port is closed again
@@ -203,7 +232,8 @@ def test_bench_serve_writes_one_results_file_that_measure_reads(tmp_path):
     (Stub(drop_after=2), ()),
     (Stub(stall_after=1, token_delay=0.005), ("--timeout", "0.3")),
     (Stub(fail_from=4, first_delay=0.01, token_delay=0.005), ()),  # level 1 completes, level 2 fails
-], ids=["http-500", "dropped-stream", "timeout", "second-level-fails"])
+    (Stub(malformed_after=1, first_delay=0.01, token_delay=0.005), ()),
+], ids=["http-500", "dropped-stream", "timeout", "second-level-fails", "malformed-line"])
 def test_bench_serve_writes_nothing_when_a_request_fails(tmp_path, capsys, stub, extra):
     out = tmp_path / "run.json"
     out.write_text("an earlier complete file\n")
@@ -285,6 +315,20 @@ def test_speedup_divides_the_two_runs_by_hand():
 def test_speedup_refuses_runs_that_do_not_divide(on, message):
     with pytest.raises(ValueError, match=message):
         engine_client.speedup(OFF, on)
+
+
+def test_speedup_warns_and_records_when_tokens_were_counted_from_chunks():
+    chunked = run_file("on", {1: ([0.01] * 3, 100.0, 0.1), 8: ([0.04] * 3, 195.0, 0.2)})
+    chunked.sections[engine_client.SECTION][1].extra["tokens_from"] = ["chunks"]
+    off = run_file("off", {1: ([0.02] * 3, 50.0, 0.1), 8: ([0.03] * 3, 260.0, 0.2)})
+    for r in off.sections[engine_client.SECTION]:
+        r.extra["tokens_from"] = ["usage"]
+    with pytest.warns(engine_client.ChunkCountWarning, match="concurrency 8 the on run counted tokens from stream "
+                                                             "chunks.*TPOT is too large"):
+        result = engine_client.speedup(off, chunked)
+    one, eight = (r.extra for r in result.sections[engine_client.SPEEDUP])
+    assert eight["tpot_from_chunks"] and eight["tokens_from_on"] == ["chunks"] and eight["tokens_from_off"] == ["usage"]
+    assert not one["tpot_from_chunks"] and one["tokens_from_on"] == []  # unknown (a record without the field)
 
 
 def test_bench_serve_speedup_writes_s_of_b_records(tmp_path, capsys):

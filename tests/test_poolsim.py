@@ -171,3 +171,21 @@ def test_sized_runs_every_rate_for_the_same_time():
     assert poolsim.sized(0.5, 120.0) == {"requests": 100, "warmup": 20}  # never fewer than min_requests
     rows = poolsim.sweep((5.0,), linear_step, (serving.FixedK(0),), 0.7, 50, seconds=60.0, seed=1)
     assert rows[0]["little gap"] < 0.05
+
+
+def test_steady_tpot_and_the_rate_where_speculation_starts_to_hurt():
+    # T = a + b·B·(k + 1): plain TPOT = a + b·B; with k = 1 at α = 0.5, E[N] = 1.5 and TPOT = (a + 2b·B) / 1.5
+    a, b, N, alpha = 0.010, 0.0002, 100, 0.5
+    step = lambda batch, k: a + b * batch * (k + 1)
+    one = serving.FixedK(1)
+    for rate in (5.0, 20.0):
+        B = poolsim.steady_batch(rate, step, one, alpha, N)
+        assert poolsim.steady_tpot(rate, step, one, alpha, N) == pytest.approx((a + 2 * b * B) / 1.5, rel=1e-3)
+    assert poolsim.steady_tpot(60.0, step, one, alpha, N, max_batch=500) is None  # past capacity
+    # with B = λ·N·TPOT: plain TPOT = a / (1 - bλN), k = 1 TPOT = a / (1.5 - 2bλN); equal where
+    # 1.5 - 2bλN = 1 - bλN: λ* = 0.5 / (b·N) = 25 requests/s
+    assert poolsim.crossover_rate(step, one, alpha, N, 1.0, 40.0) == pytest.approx(25.0, rel=1e-3)
+    with pytest.raises(BadArgument, match="outside"):
+        poolsim.crossover_rate(step, one, alpha, N, 1.0, 20.0)  # speculation still pays at 20
+    with pytest.raises(BadArgument, match="past its capacity"):
+        poolsim.crossover_rate(step, one, alpha, N, 1.0, 60.0)

@@ -189,3 +189,113 @@ def test_the_blog_pool_fit_reproduces_the_bars_it_was_fitted_to():
     assert latency(1, pool.roofline_step, fixed) == pytest.approx(bars[1]["latency_sd"], rel=0.02)
     assert latency(4, pool.step, fixed) == pytest.approx(bars[4]["latency_sd"], rel=0.02)
     assert pool.step(64, 4) > pool.roofline_step(64, 4) and pool.step(64, 0) == pool.roofline_step(64, 0)
+
+
+# ---------------------------------------------------------------------------------------------- the model check
+
+
+def test_context_lines_interpolate_in_the_context():
+    short = serving.LinearStepTimes((1.0, 2.0), (0.1, 0.2))
+    long = serving.LinearStepTimes((2.0, 3.0), (0.3, 0.2))
+    lines = serving.ContextLines((50, 100), (short, long))
+    assert lines(10, 0, 50) == pytest.approx(2.0) and lines(10, 0, 100) == pytest.approx(5.0)
+    assert lines(10, 0, 75) == pytest.approx(3.5) and lines(10, 1, 75) == pytest.approx(4.5)
+    assert lines(10, 0, 150) == pytest.approx(8.0)  # extended linearly past the longer context
+    assert lines.at(75).intercepts == pytest.approx((1.5, 2.5))
+    with pytest.raises(BadArgument, match="two increasing"):
+        serving.ContextLines((100, 50), (short, long))
+
+
+def fake_run(steps, contexts):
+    run = serving.ServeRun("p", steps=[(s, b, k, 1) for s, b, k in steps], contexts=contexts)
+    run.requests = {0: (0, len(steps) - 1, len(steps))}
+    return run
+
+
+def test_model_check_splits_the_error_into_drift_context_and_rest():
+    # the table says 1 s per step; during the run the same steps cost 1.2 s at context 50 and 1.8 s at 100
+    table = lambda b, k: 1.0
+    sampled = serving.ContextLines((50, 100), (serving.LinearStepTimes((1.2,), (0.0,)),
+                                               serving.LinearStepTimes((1.8,), (0.0,))))
+    run = fake_run([(2.0, 1, 0), (2.2, 1, 0)], [50, 100])  # measured 4.2 s
+    check = serving.model_check(run, table, sampled, table_context=50)
+    assert check["measured s"] == pytest.approx(4.2) and check["table s"] == pytest.approx(2.0)
+    assert check["drift"] == pytest.approx(1.2) and check["context"] == pytest.approx(3.0 / 2.4)
+    assert check["rest"] == pytest.approx(4.2 / 3.0) and check["sampled s"] == pytest.approx(3.0)
+    product = check["drift"] * check["context"] * check["rest"]
+    assert product == pytest.approx(1 + check["table error"])  # the factors multiply to measured / table
+
+
+def check_row(policy, measured, table, drift, context):
+    rest = measured / (table * drift * context)
+    return {"policy": policy, "measured s": measured, "table s": table, "drift": drift, "context": context,
+            "rest": rest}
+
+
+def test_explain_ratio_names_the_side_and_the_largest_factor():
+    adaptive = check_row("adaptive k", 1.0, 1.0, 1.0, 1.0)
+    # plain predicted 1.08x adaptive's time, measured 0.975x: the machine drifted against speculation
+    plain = check_row("plain decoding", 0.975, 1.08, 0.90, 1.0)
+    text = serving.explain_ratio(plain, adaptive, bar=0.01)
+    assert text.startswith("Adaptive k fell behind plain decoding: plain decoding took 0.97× adaptive k's time")
+    assert "predicted 1.08×" in text and "drift" in text and "give 0.97×" in text
+    # the contexts: sampled at the table's context it agrees; at each step's own context it does not
+    plain = check_row("plain decoding", 0.975, 1.08, 1.0, 0.9)
+    assert "the contexts the steps ran at" in serving.explain_ratio(plain, adaptive, bar=0.01)
+    # what the step times do not explain
+    plain = check_row("plain decoding", 0.975, 1.08, 1.0, 1.0)
+    assert "serving itself" in serving.explain_ratio(plain, adaptive, bar=0.01)
+    # as predicted, within the noise floor
+    plain = check_row("plain decoding", 1.10, 1.11, 1.0, 1.0)
+    text = serving.explain_ratio(plain, adaptive, bar=0.02)
+    assert text.startswith("Adaptive k beat plain decoding") and text.endswith("within the noise floor.")
+    with pytest.raises(BadArgument, match="bar"):
+        serving.explain_ratio(plain, adaptive, bar=-1)
+
+
+def test_serve_records_each_steps_context_and_samples_between_rounds(pair, handoffs, one_thread):
+    target, draft = pair
+    text = model.load_text("eval")
+    k_max = 2
+    workers = {}
+    for c in (20, 28):
+        workers[c] = DecodeWorker(target, draft, slots=3, capacity=40, k_max=k_max)
+        for i in range(3):
+            workers[c].admit(prefill(target, model.encode(text[i * 500: i * 500 + c]), 5, i, draft=draft))
+    sampler = serving.StepSampler(workers, (1, 3), k_max, every=1)
+    served = [DecodeWorker(*pair, slots=4, capacity=40, k_max=k_max)]
+    [run] = serving.serve(served, handoffs, [2] * 8, [serving.FixedK(1)], between=sampler)
+    assert len(run.contexts) == len(run.steps) and run.contexts[0] == 20  # the prompts hold 20 tokens
+    assert all(c >= 20 for c in run.contexts)
+    assert sampler.calls == len(run.steps) and sum(map(len, sampler.samples.values())) == len(run.steps)
+    assert all(w.n == 3 and w.context == c for c, w in workers.items())  # rewound and restored after each sample
+    times = sampler.step_times(20)
+    assert np.array(times.seconds).shape == (k_max + 1, 2) and times.batches == (1, 3)
+    lines = sampler.lines()
+    assert lines.contexts == (20, 28) and lines(3, 1, 24) > 0
+    assert serving.predicted_seconds(run, lines) == pytest.approx(sum(lines(b, k, c) for (_, b, k, _), c
+                                                                      in zip(run.steps, run.contexts, strict=True)))
+    with pytest.raises(BadArgument, match="context must be one of 20, 28"):
+        sampler.step_times(24)
+    with pytest.raises(BadArgument, match="fewer than fastest_of"):
+        sampler.step_times(20, fastest_of=1000)
+    sparse = serving.StepSampler(workers, (1,), 0, every=3)
+    for _ in range(7):
+        sparse()
+    assert sum(map(len, sparse.samples.values())) == 2  # calls 3 and 6
+
+
+def test_step_sampler_refuses_workers_it_cannot_rewind(pair):
+    target, draft = pair
+    prompt = model.encode("It is a truth universally acknowledged")
+    ok = DecodeWorker(target, draft, slots=2, capacity=60, k_max=2)
+    ending = DecodeWorker(target, draft, slots=2, capacity=60, k_max=2)
+    for w, n in ((ok, 8), (ending, 3)):
+        for i in range(2):
+            w.admit(prefill(target, prompt, n, i, draft=draft))
+    with pytest.raises(BadArgument, match="exactly two contexts"):
+        serving.StepSampler({prompt.numel(): ok}, (1,), 2)
+    with pytest.raises(BadArgument, match="max_new_tokens > k_max"):
+        serving.StepSampler({prompt.numel(): ok, prompt.numel() + 1: ending}, (1,), 2)
+    with pytest.raises(BadArgument, match="batches"):
+        serving.StepSampler({prompt.numel(): ok, 99: ok}, (4,), 2)

@@ -225,6 +225,11 @@ class DecodeWorker:
                 self.request_ids[self.n] = None
         return done[::-1]
 
+    @property
+    def context(self) -> int:
+        """The tokens (prompt and new) of the longest running request: what the next step's attention spans."""
+        return int(self.committed[: self.n].max()) if self.n else 0
+
     def reset(self):
         """Drop every running request (their rows are overwritten by the next admissions)."""
         self.n = 0

@@ -27,6 +27,7 @@ import json
 import platform
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -43,6 +44,11 @@ SAME = ("model", "max_tokens", "prompt_chars")  # what two runs must share to be
 
 class EngineError(RuntimeError):
     """The engine failed a request, or could not be reached: the measurement is incomplete."""
+
+
+class ChunkCountWarning(UserWarning):
+    """A run counted its tokens from stream chunks (the engine sent no usage): its TPOT is wrong for a
+    speculating engine, which sends several tokens per chunk."""
 
 
 @dataclass
@@ -133,7 +139,15 @@ async def stream_completion(session, url: str, model: str, prompt: str, max_toke
                 if data == b"[DONE]":
                     done = True
                     break
-                chunk = json.loads(data)
+                try:
+                    chunk = json.loads(data)
+                    why = None if isinstance(chunk, dict) else f"JSON {type(chunk).__name__}, not an object"
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    why = getattr(e, "msg", None) or str(e)
+                if why:
+                    raise EngineError(f"{endpoint} sent a malformed stream line after {len(chunk_times)} chunks: "
+                                      f"{data[:120]!r} ({why}); an OpenAI-compatible stream sends one JSON object "
+                                      "per 'data:' line")
                 if chunk.get("usage"):
                     usage_tokens = chunk["usage"].get("completion_tokens")
                 if any(c.get("text") for c in chunk.get("choices") or []):
@@ -195,13 +209,31 @@ async def check_model(session, url: str, model: str, timeout_s: float):
         raise EngineError(f"{url} serves {served}, not {model!r}: pass one of those as --model")
 
 
+def check_levels(concurrencies: list[int], requests_per_level: int | None) -> list[int]:
+    """The concurrencies, checked against the requests per level (``--concurrency``, ``--requests``): a level
+    of c requests in flight needs at least c requests, or fewer would ever be in flight than its record says."""
+    concurrencies = validate.integers("--concurrency", concurrencies, low=1)
+    if requests_per_level is not None:
+        requests_per_level = validate.integer("--requests", requests_per_level, low=1)
+        above = [c for c in concurrencies if c > requests_per_level]
+        if above:
+            raise validate.BadArgument(
+                f"--requests {requests_per_level} is below --concurrency {', '.join(map(str, above))}: a level needs "
+                f"at least as many requests as it holds in flight, or at most {requests_per_level} would run at once "
+                f"under a larger label. Pass --requests {max(concurrencies)} or more, or leave it out (default "
+                "4 x concurrency, at least 16)")
+    return concurrencies
+
+
 async def measure(url: str, model: str, concurrencies: list[int], max_tokens: int = 256, prompt_chars: int = 1024,
                   requests_per_level: int | None = None, warmup: int = 2, timeout_s: float = 60.0,
                   prompts: list[str] | None = None, progress=print) -> list[LevelResult]:
     """Every level in turn (after ``warmup`` unmeasured requests). Requests per level: by default
-    4 × concurrency, at least 16, so every slot turns over a few times."""
+    4 × concurrency, at least 16, so every slot turns over a few times; never fewer than the concurrency
+    (``check_levels``: a ``ValueError`` naming ``--requests`` and ``--concurrency``)."""
     import aiohttp
 
+    concurrencies = check_levels(concurrencies, requests_per_level)
     url = url.rstrip("/")
     prompts = prompts or default_prompts(64, prompt_chars)
     connector = aiohttp.TCPConnector(limit=max(concurrencies))
@@ -266,7 +298,9 @@ def speedup(off: Results, on: Results, command: str = "") -> Results:
     that ratio (``speedup_q1``, ``speedup_q3``), S from output tokens per second (``speedup_tokens_per_s``),
     and both runs' TPOT and TTFT medians. The two runs' records travel along (``engine_serve_off``,
     ``engine_serve_on``) and their provenance blocks in the notes. Runs of different models, output lengths
-    or prompt sizes are refused."""
+    or prompt sizes are refused. A level whose tokens were counted from stream chunks rather than the engine's
+    usage (``tokens_from``) gives a wrong TPOT for a speculating engine: ``speedup`` warns
+    (``ChunkCountWarning``) and records it (``tokens_from_off``, ``tokens_from_on``, ``tpot_from_chunks``)."""
     a, b = _run_records(off, "off"), _run_records(on, "on")
     for key in SAME:
         values = {r.params[key] for r in [*a.values(), *b.values()]}
@@ -280,6 +314,13 @@ def speedup(off: Results, on: Results, command: str = "") -> Results:
     for c in common:
         x, y = a[c], b[c]
         q1, q3 = median_ratio_iqr(x.samples, y.samples)
+        sources = {which: r.extra.get("tokens_from") or [] for which, r in (("off", x), ("on", y))}
+        chunked = [which for which, s in sources.items() if "chunks" in s]
+        if chunked:
+            warnings.warn(f"at concurrency {c} the {' and '.join(chunked)} run counted tokens from stream chunks (the "
+                          "engine sent no usage): a speculating engine sends several tokens per chunk, so that "
+                          "run's TPOT is too large and S(B) is wrong. Use an engine that honours "
+                          "stream_options.include_usage.", ChunkCountWarning, stacklevel=2)
         records.append(Record(
             name=SPEEDUP, params={**y.params, "off": off.provenance.get("label", ""),
                                   "on": on.provenance.get("label", "")},
@@ -288,7 +329,9 @@ def speedup(off: Results, on: Results, command: str = "") -> Results:
                    "speedup": x.median_s / y.median_s, "speedup_q1": q1, "speedup_q3": q3,
                    "speedup_tokens_per_s": y.extra["output_tokens_per_s"] / x.extra["output_tokens_per_s"],
                    "tpot_off_median_s": x.median_s, "tpot_on_median_s": y.median_s,
-                   "ttft_off_median_s": x.extra["ttft_median_s"], "ttft_on_median_s": y.extra["ttft_median_s"]}))
+                   "ttft_off_median_s": x.extra["ttft_median_s"], "ttft_on_median_s": y.extra["ttft_median_s"],
+                   "tokens_from_off": sources["off"], "tokens_from_on": sources["on"],
+                   "tpot_from_chunks": bool(chunked)}))
     prov = provenance(on.provenance.get("host", ""), next(iter(b.values())).params["model"],
                       f"S(B): {on.provenance.get('label', 'on')} over {off.provenance.get('label', 'off')}", command)
     return Results(prov, {SPEEDUP: records, f"{SECTION}_off": list(a.values()),

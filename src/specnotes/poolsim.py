@@ -206,6 +206,35 @@ def steady_batch(rate: float, step_time: Callable[[int, int], float], policy: Ca
     return None
 
 
+def steady_tpot(rate: float, step_time: Callable[[int, int], float], policy: Callable[[int], int], alpha: float,
+                output_tokens: float, max_batch: int = 4096) -> float | None:
+    """TPOT at the mean-field steady state: T_step(B, k(B)) / E[N](α, k(B)) at B = ``steady_batch``, linear
+    between integer batches (at B below 1, the TPOT of a batch of 1). None past the pool's capacity."""
+    B = steady_batch(rate, step_time, policy, alpha, output_tokens, max_batch)
+    if B is None:
+        return None
+    tpot = lambda b: step_time(b, policy(b)) / cost.expected_tokens(alpha, policy(b))
+    b = max(1, math.floor(B))
+    return tpot(b) + (tpot(b + 1) - tpot(b)) * min(max(B - b, 0.0), 1.0)
+
+
+def crossover_rate(step_time: Callable[[int, int], float], policy: Callable[[int], int], alpha: float,
+                   output_tokens: float, lo: float, hi: float, iters: int = 30) -> float:
+    """The request rate in [lo, hi] above which ``policy``'s mean-field TPOT exceeds plain decoding's (k = 0): the
+    rate where speculation starts to hurt, by bisection (``solve``) on the ratio of the two (past the
+    capacity of ``policy``'s pool, its TPOT counts as infinite). BadArgument if they do not cross in [lo, hi]."""
+    plain = lambda b: 0
+
+    def ratio(rate: float) -> float:
+        ours, theirs = (steady_tpot(rate, step_time, p, alpha, output_tokens) for p in (policy, plain))
+        if theirs is None:
+            raise validate.BadArgument(f"at {rate:g} requests/s plain decoding is past its capacity too: lower hi")
+        return math.inf if ours is None else ours / theirs
+
+    return solve(ratio, 1.0, validate.number("lo", lo, low=0, low_open=True), validate.number("hi", hi, low=lo),
+                 iters)
+
+
 def max_rate(step_time: Callable[[int, int], float], policy: Callable[[int], int], alpha: float,
              output_tokens: float, max_batch: int) -> float:
     """The most requests per second the pool can finish with at most ``max_batch`` running:

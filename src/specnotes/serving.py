@@ -14,7 +14,10 @@ the k of the next step:
   (``measure_step_times``) or modelled (``modelled_step_time``).
 
 ``serve`` runs a ``DecodeWorker`` through a workload whose concurrency changes over time and logs
-every step and every request.
+every step and every request. A step's cost depends on its context too (its attention spans the longest
+running request), and on the machine's state at the time: ``StepSampler`` times calibration steps at two
+contexts *between* the served steps, and ``ContextLines`` reads the step time at each step's own context,
+so that a policy's prediction can be checked against what the run measured (``model_check``).
 """
 
 from __future__ import annotations
@@ -203,6 +206,29 @@ def fit_lines(times: StepTimes) -> LinearStepTimes:
     return LinearStepTimes(tuple(intercepts), tuple(slopes))
 
 
+@dataclass(frozen=True)
+class ContextLines:
+    """T_step(B, k) at a context (the tokens a step's attention spans: its longest running request):
+    ``lines[i]`` fitted at ``contexts[i]``, linear in the context between and past the two."""
+
+    contexts: tuple[int, int]
+    lines: tuple[LinearStepTimes, LinearStepTimes]
+
+    def __post_init__(self):
+        if len(self.contexts) != 2 or self.contexts[0] >= self.contexts[1]:
+            raise validate.BadArgument(f"contexts must be two increasing token counts, got {self.contexts}")
+
+    def at(self, context: float) -> LinearStepTimes:
+        """The lines at ``context`` tokens."""
+        f = (context - self.contexts[0]) / (self.contexts[1] - self.contexts[0])
+        (a, b) = self.lines
+        mix = lambda x, y: tuple(u + (v - u) * f for u, v in zip(x, y, strict=True))
+        return LinearStepTimes(mix(a.intercepts, b.intercepts), mix(a.slopes, b.slopes))
+
+    def __call__(self, batch: int, k: int, context: float) -> float:
+        return self.at(context)(batch, k)
+
+
 def _extrapolate(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
     if len(xs) == 1:
         return ys[0]
@@ -259,6 +285,74 @@ def monotone_envelope(seconds: np.ndarray) -> np.ndarray:
         if k + 1 < env.shape[0]:
             env[k] = np.minimum(env[k], env[k + 1])
     return env
+
+
+class StepSampler:
+    """Calibration steps timed *during* a served workload: ``serve(..., between=sampler)`` calls it after every
+    round of served steps, and each call times one step of one (context, B, k), in turn, then rewinds it.
+
+    ``workers``: context (tokens) -> a worker holding at least max(batches) freshly admitted handoffs of that
+    many tokens, each with max_new_tokens > k_max + 1; batch B steps its first B rows. ``every``: time a step
+    on every ``every``-th call only (a cheaper, sparser sample). Interleaved with the served steps, the samples
+    see the machine (its load, its caches) as the served steps did; a step time measured before the run and
+    rewound at one context sees neither the run's machine nor its contexts."""
+
+    def __init__(self, workers: dict[int, DecodeWorker], batches: Sequence[int], k_max: int,
+                 clock: Callable[[], float] = time.perf_counter, every: int = 1):
+        if len(workers) != 2:
+            raise validate.BadArgument(f"need workers at exactly two contexts, got {sorted(workers)}")
+        sizes = {w.n for w in workers.values()}
+        self.batches = tuple(validate.integers("batches", batches, low=1, high=min(sizes)))
+        self.k_max = validate.integer("k_max", k_max, low=0, high=min(w.k_max for w in workers.values()))
+        for c, w in workers.items():
+            left = w.budget[: w.n] - (w.committed[: w.n] - w.first_new[: w.n])  # tokens each request still needs
+            if w.context != c or int(left.min()) <= k_max + 1:
+                raise validate.BadArgument(f"the worker for context {c} must hold freshly admitted handoffs of {c} "
+                                           f"tokens with max_new_tokens > k_max + 1 = {k_max + 1}")
+        self.every = validate.integer("every", every, low=1)
+        self.workers, self.clock = dict(sorted(workers.items())), clock
+        self.snapshots = {c: (w.n, w.snapshot()) for c, w in self.workers.items()}
+        self.cells = [(c, b, k) for c in self.workers for b in self.batches for k in range(self.k_max + 1)]
+        self.samples: dict[tuple[int, int, int], list[float]] = {cell: [] for cell in self.cells}
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls % self.every:
+            return
+        c, b, k = self.cells[(self.calls // self.every - 1) % len(self.cells)]
+        worker, (n, snap) = self.workers[c], self.snapshots[c]
+        worker.n = b  # rows 0..b-1: a batch of b (nothing finishes: max_new_tokens > k + 1)
+        t0 = self.clock()
+        worker.step(k)
+        elapsed = self.clock() - t0
+        worker.restore(snap)
+        worker.n = n
+        self.samples[c, b, k].append(elapsed)
+
+    def step_times(self, context: int, fastest_of: int = 1) -> StepTimes:
+        """The samples at ``context`` as a table: the fastest of every ``fastest_of`` consecutive samples of a
+        cell (as ``fastest`` keeps the fastest of that many rounds of a served step), their median, and the
+        monotone envelope."""
+        validate.choice("context", context, self.workers)
+        fastest_of = validate.integer("fastest_of", fastest_of, low=1)
+        short = [cell for cell in self.cells if cell[0] == context and len(self.samples[cell]) < fastest_of]
+        if short:
+            raise validate.BadArgument(f"{len(short)} cells have fewer than fastest_of = {fastest_of} samples "
+                                       f"(e.g. {short[0]}): the run was too short for this grid")
+
+        def typical(samples: list[float]) -> float:  # the median of the fastest of each run of fastest_of
+            runs = np.array(samples[: len(samples) // fastest_of * fastest_of]).reshape(-1, fastest_of)
+            return float(np.median(runs.min(axis=1)))
+
+        seconds = np.array([[typical(self.samples[context, b, k]) for b in self.batches]
+                            for k in range(self.k_max + 1)])
+        return StepTimes(self.batches, tuple(map(tuple, monotone_envelope(seconds).tolist())))
+
+    def lines(self, fastest_of: int = 1) -> ContextLines:
+        """Straight lines in B (``fit_lines``) at both contexts."""
+        contexts = tuple(self.workers)
+        return ContextLines(contexts, tuple(fit_lines(self.step_times(c, fastest_of)) for c in contexts))
 
 
 def modelled_step_time(target: cost.ModelShape, draft: cost.Draft, accel, context: int = 0, **model) -> StepTime:
@@ -362,12 +456,14 @@ def concurrency_limits(phases: Sequence[tuple[int, int]]) -> list[int]:
 
 @dataclass
 class ServeRun:
-    """What ``serve`` saw. ``steps``: one (seconds, batch, k, tokens delivered) per step; ``requests``:
-    request id -> (index of its first step, index of its last step, tokens)."""
+    """What ``serve`` saw. ``steps``: one (seconds, batch, k, tokens delivered) per step; ``contexts``: each
+    step's context (tokens its longest running request held before it); ``requests``: request id -> (index
+    of its first step, index of its last step, tokens)."""
 
     policy: str
     steps: list[tuple[float, int, int, int]] = field(default_factory=list)
     requests: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    contexts: list[int] = field(default_factory=list)
     drafts_checked: int = 0
     drafts_accepted: int = 0
 
@@ -412,10 +508,10 @@ def fastest(runs: Sequence[ServeRun]) -> ServeRun:
     if not runs:
         raise validate.BadArgument("need at least one run")
     first = runs[0]
-    if any(r.work != first.work or r.requests != first.requests for r in runs[1:]):
+    if any(r.work != first.work or r.requests != first.requests or r.contexts != first.contexts for r in runs[1:]):
         raise validate.BadArgument("the runs did different work (sampling at temperature > 0?): cannot combine")
-    best = ServeRun(first.policy, requests=dict(first.requests), drafts_checked=first.drafts_checked,
-                    drafts_accepted=first.drafts_accepted)
+    best = ServeRun(first.policy, requests=dict(first.requests), contexts=list(first.contexts),
+                    drafts_checked=first.drafts_checked, drafts_accepted=first.drafts_accepted)
     best.steps = [(min(r.steps[i][0] for r in runs), *first.steps[i][1:]) for i in range(len(first.steps))]
     return best
 
@@ -443,6 +539,7 @@ class _Session:
             worker.admit(handoff)
             self.first_step[handoff.request_id] = len(run.steps)
         k = min(self.policy(worker.n), worker.k_max)
+        run.contexts.append(worker.context)
         t0 = clock()
         result = worker.step(k)
         run.steps.append((clock() - t0, result.batch, result.k, result.tokens))
@@ -453,11 +550,12 @@ class _Session:
 
 
 def serve(workers: Sequence[DecodeWorker], handoffs: Sequence[Handoff], limits: Sequence[int], policies: Sequence,
-          clock: Callable[[], float] = time.perf_counter) -> list[ServeRun]:
+          clock: Callable[[], float] = time.perf_counter,
+          between: Callable[[], object] | None = None) -> list[ServeRun]:
     """Decode every handoff once per policy, each policy on its own worker: admit the next handoff whenever
     fewer than its limit are running (closed loop, like a client holding ``limit`` requests in flight),
     then step with k = policy(B). The policies take turns step by step, so a burst of load on a shared
-    machine slows them alike."""
+    machine slows them alike; ``between`` (a ``StepSampler``) is called after every round of steps."""
     if len(workers) != len(policies) or len({id(w) for w in workers}) != len(workers):
         raise validate.BadArgument("need one worker of its own per policy")
     sessions = [_Session(w, handoffs, limits, p) for w, p in zip(workers, policies, strict=True)]
@@ -465,9 +563,56 @@ def serve(workers: Sequence[DecodeWorker], handoffs: Sequence[Handoff], limits: 
         for s in sessions:
             if not s.done:
                 s.step(clock)
+        if between is not None:
+            between()
     return [s.run for s in sessions]
 
 
-def predicted_seconds(run: ServeRun, step_time: StepTime) -> float:
-    """What ``step_time`` says the run's steps cost: the policy comparison without the noise."""
+def predicted_seconds(run: ServeRun, step_time: StepTime | ContextLines) -> float:
+    """What ``step_time`` says the run's steps cost: the policy comparison without the noise. ``ContextLines``
+    read each step at its own context."""
+    if isinstance(step_time, ContextLines):
+        return sum(step_time(b, k, c) for (_, b, k, _), c in zip(run.steps, run.contexts, strict=True))
     return sum(step_time(b, k) for _, b, k, _ in run.steps)
+
+
+def model_check(run: ServeRun, table: StepTime, sampled: ContextLines, table_context: int) -> dict:
+    """A run's measured seconds against what its policy's ``table`` (timed before the run, at
+    ``table_context``) predicted, the gap split into three factors whose product is measured / table:
+
+    - ``drift``: the same steps priced by step times sampled *during* the run at ``table_context``, over the
+      table: how much the machine's step costs moved between the calibration and the run;
+    - ``context``: the sampled step times at each step's own context, over those at ``table_context``;
+    - ``rest``: measured over that last prediction: what step times rewound at a fresh state do not capture
+      (ragged rows, catch-up, requests leaving)."""
+    measured, predicted = run.step_s, predicted_seconds(run, table)
+    same = predicted_seconds(run, sampled.at(table_context))
+    here = predicted_seconds(run, sampled)
+    return {"policy": run.policy, "measured s": measured, "table s": predicted, "sampled s": here,
+            "table error": measured / predicted - 1, "drift": same / predicted, "context": here / same,
+            "rest": measured / here}
+
+
+def explain_ratio(other: dict, adaptive: dict, bar: float) -> str:
+    """A sentence on adaptive k against ``other`` (``model_check`` rows of both): the measured ratio of their
+    times (``other``'s over adaptive's: above 1, adaptive was faster) against the table's, and which factor
+    (drift, context, rest) moved it most. ``bar``: the smallest relative difference that counts (the noise floor)."""
+    bar = validate.number("bar", bar, low=0)
+    measured, table = other["measured s"] / adaptive["measured s"], other["table s"] / adaptive["table s"]
+    factors = {f: other[f] / adaptive[f] for f in ("drift", "context", "rest")}
+    name = other["policy"]
+    side = "fell behind" if measured < 1 - bar else "beat" if measured > 1 + bar else "was level with"
+    head = (f"Adaptive k {side} {name}: {name} took {measured:.2f}× adaptive k's time, where the policy's table "
+            f"predicted {table:.2f}×")
+    if abs(measured / table - 1) <= bar:
+        return head + ", within the noise floor."
+    main = max(factors, key=lambda f: abs(np.log(factors[f])))
+    drifted, sampled = table * factors["drift"], table * factors["drift"] * factors["context"]
+    why = {"drift": "the machine's drift between the calibration and the run: the same steps priced with the step "
+                    f"times sampled during the run, at the table's context, give {drifted:.2f}×",
+           "context": "the contexts the steps ran at: priced at each step's own context with the step times sampled "
+                      f"during the run, they give {sampled:.2f}× (at the table's context, {drifted:.2f}×)",
+           "rest": "serving itself, which steps rewound to a fresh state do not see (ragged rows, the draft's "
+                   "catch-up, requests leaving): the step times sampled during the run, at each step's context, "
+                   f"give {sampled:.2f}×"}[main]
+    return f"{head}. Of the gap between the two, the largest part is {why}."
