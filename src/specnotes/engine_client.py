@@ -35,6 +35,7 @@ import numpy as np
 
 from specnotes import validate
 from specnotes.measure.records import Record, Results, utc_now
+from specnotes.measure.timing import quantile
 
 SECTION = "engine_serve"  # one record per concurrency of one run
 SPEEDUP = "engine_speedup"  # one record per concurrency of two runs, off and on
@@ -84,23 +85,19 @@ class LevelResult:
         tpots = sorted(r.tpot_s for r in self.requests)
         ttfts = sorted(r.ttft_s for r in self.requests)
         gaps = [g for r in self.requests for g in r.gaps_s]
-        q1, median, q3 = statistics.quantiles(tpots, n=4, method="inclusive") if len(tpots) > 1 else tpots * 3
+        q1, median, q3 = (quantile(tpots, q) for q in (0.25, 0.5, 0.75))
         return Record(
             name=SECTION,
             params={"concurrency": self.concurrency, "model": model, "max_tokens": max_tokens,
                     "prompt_chars": prompt_chars, "requests": len(self.requests)},
             median_s=median, q1_s=q1, q3_s=q3, samples=tpots, device=DEVICE, dtype="",
             extra={"what": "samples: per-request TPOT in seconds",
-                   "ttft_median_s": statistics.median(ttfts), "ttft_p90_s": _quantile(ttfts, 0.9),
-                   "tpot_mean_s": statistics.fmean(tpots), "tpot_p90_s": _quantile(tpots, 0.9),
+                   "ttft_median_s": statistics.median(ttfts), "ttft_p90_s": quantile(ttfts, 0.9),
+                   "tpot_mean_s": statistics.fmean(tpots), "tpot_p90_s": quantile(tpots, 0.9),
                    "chunk_gap_median_s": statistics.median(gaps) if gaps else None,
                    "output_tokens": self.output_tokens, "output_tokens_per_s": self.output_tokens / self.wall_s,
                    "requests_per_s": len(self.requests) / self.wall_s, "wall_s": self.wall_s,
                    "tokens_from": sorted({r.tokens_from for r in self.requests})})
-
-
-def _quantile(sorted_xs: list[float], q: float) -> float:
-    return sorted_xs[min(len(sorted_xs) - 1, int(q * len(sorted_xs)))]
 
 
 def default_prompts(n: int, chars: int) -> list[str]:
