@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import torch
 
 from specnotes import bench, measure, stack
 
@@ -44,8 +45,43 @@ def test_sampler_records_agree_and_carry_the_input_bytes():
     assert table[0]["from logits ms"] == 1e3 * records[2].median_s
 
 
+def test_sampler_cases_span_the_acceptance_range():
+    g = torch.Generator().manual_seed(0)
+    sigma = bench.noise_for_alpha(0.5, 2000, g)
+    alpha = {}
+    for case in bench.SAMPLER_CASES:
+        drafts, q, p, (u, v), (lq, lp) = bench.sampler_case(16, 3, 2000, "cpu", g, case, sigma)
+        assert drafts.shape == (16, 3) and q.shape == (16, 3, 2000) and p.shape == (16, 4, 2000)
+        alpha[case] = float(torch.minimum(p[:, :3], q).sum(-1).mean())
+    assert alpha["independent"] < 0.3 and abs(alpha["realistic"] - 0.5) < 0.03 and alpha["all accepted"] > 0.999
+    assert bench.noise_for_alpha(0.8, 2000, g) < sigma < bench.noise_for_alpha(0.2, 2000, g)  # more noise, lower α
+    with pytest.raises(ValueError, match="alpha"):
+        bench.noise_for_alpha(1.0, 100, g)
+
+
+def test_sampler_case_records_count_the_rows_read():
+    records = bench.sampler_case_records([(8, 2, 32000)], "cpu", repeats=3, alpha=0.5, sigma=1.0)
+    names = ["from_logits", "softmax_then_sample", "softmax_then_loop", "softmax_rows_read"]
+    assert [(r.name, r.params["case"]) for r in records] == [(n, c) for c in bench.SAMPLER_CASES for n in names]
+    by = {r.params["case"]: r.extra for r in records if r.name == "from_logits"}
+    every = by["all accepted"]
+    assert every["rows_read"] == every["rows_total"] == 8 * 5 and every["mean_accepted"] == 2
+    assert every["bytes_read"] == every["input_bytes"] == 8 * 5 * 32000 * 4  # more than one chunk
+    assert by["independent"]["rows_read"] < by["realistic"]["rows_read"] < every["rows_read"]
+    assert by["independent"]["alpha"] < by["realistic"]["alpha"] < every["alpha"]
+    copy = measure.Record("copy", {}, 1.0, 1.0, 1.0, [1.0], "cpu", "fp32", extra={"bytes_per_s": 1e9})
+    table = bench.sampler_case_table(measure.Results({}, {"sampler_cases": records, "roofline": [copy]}))
+    assert [row["case"] for row in table] == list(bench.SAMPLER_CASES)
+    for row, extra in zip(table, by.values(), strict=True):
+        assert row["÷ bytes read"] == pytest.approx(row["÷ read once"] * extra["input_bytes"] / extra["bytes_read"])
+        assert row["rows read"] == extra["rows_read"] / 40
+    assert table[-1]["rows read"] == 1.0
+
+
 def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "SAMPLER_SHAPES", [(1, 2, 8)])
+    monkeypatch.setattr(bench, "CASE_SHAPES", [(2, 2, 300)])
+    monkeypatch.setattr(bench, "shipped_alpha", lambda: 0.5)
     monkeypatch.setattr(measure.probes, "sizes_for", lambda device=None: measure.Sizes(
         copy_bytes=2**20, d_in=8, d_out=8, batches=(1,), peak_n=8, warmup=1, repeats=3, budget_s=0.5))
     out = tmp_path / "s.json"
@@ -53,6 +89,8 @@ def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
     results = measure.load_results(out)
     assert results.provenance["dtype"] == "fp32" and "(1 threads," in results.provenance["host"]
     assert results.notes["validate"] is False and results.sections["roofline"][0].name == "copy"
+    assert {r.params["case"] for r in results.sections["sampler_cases"]} == set(bench.SAMPLER_CASES)
+    assert results.notes["alpha_shipped"] == 0.5 and results.notes["sigma"] > 0
 
 
 def test_bench_rejects_bad_arguments():
@@ -62,6 +100,13 @@ def test_bench_rejects_bad_arguments():
         bench.main(["sampler", "--repeats", "many"])
 
 
-def test_stack_sizes_sweep_reaches_past_every_cpus_crossover():
+def test_stack_sizes_sweep_reaches_past_every_cpus_crossover(monkeypatch):
+    # the time budget, not a fixed cap, ends a CPU sweep: with 8 GiB free its largest batch fits in a quarter of it
+    monkeypatch.setattr(stack, "memory_bytes", lambda device=None: 8 * 2**30)
     cpu = stack.stack_sizes("cpu")
-    assert cpu.min_last >= 8 and cpu.limit >= 128 and cpu.sweep_budget_s <= 30
+    assert cpu.min_last >= 8 and cpu.limit >= 512 and cpu.sweep_budget_s <= 30
+
+
+def test_shipped_alpha_is_the_pairs_acceptance_at_temperature_one():
+    alpha = bench.shipped_alpha(256)
+    assert 0.2 < alpha < 0.9  # the pair agrees often, not always

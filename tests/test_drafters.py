@@ -1,10 +1,12 @@
 """The n-gram (prompt-lookup) drafter: lookups by hand, shorter drafts kept exactly (a chi-square check that
 catches a wrong rule), greedy output == plain greedy, and the replay against a known output."""
 
+import math
+
 import pytest
 import torch
 
-from specnotes.drafters import NgramDrafter, edit_task
+from specnotes.drafters import NgramDrafter, copy_bits, edit_task, quote_task
 from specnotes.generate import generate, keep_proposed, replay, speculative_generate
 from specnotes.model import encode, load_target, load_text
 from specnotes.sampling import draw_uniforms, speculative_sample
@@ -148,3 +150,26 @@ def test_edit_task():
     assert copy > less > 1
     with pytest.raises(ValueError):
         edit_task(passage, 1.5)
+
+
+def test_quote_task():
+    passage = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+    prompt = quote_task(passage, 12)
+    assert prompt == passage + "\n\nIt is a trut"
+    # a writer that quotes: every later byte is found in the prompt, so replayed lookups accept long runs
+    quoted = replay(NgramDrafter(max_ngram=3), encode(prompt), encode(passage[12:]), k=8).mean_tokens_per_iteration
+    assert quoted > 5
+    for lead in (0, len(passage)):
+        with pytest.raises(ValueError):
+            quote_task(passage, lead)
+
+
+def test_copy_bits_scores_each_copy_of_the_passage(target):
+    passage = load_text("eval")[:80]
+    first, second = copy_bits(target, passage)
+    ids = encode(passage + "\n\n" + passage)[None]
+    with torch.no_grad():
+        nats = -torch.log_softmax(target(ids)[0, :-1], -1).gather(1, ids[0, 1:, None])[:, 0]
+    assert first == pytest.approx(float(nats[:79].mean()) / math.log(2))
+    assert second == pytest.approx(float(nats[82:].mean()) / math.log(2))  # the repeat's bytes after its first
+    assert 0.5 < first < 8 and 0.5 < second < 8

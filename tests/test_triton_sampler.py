@@ -50,3 +50,21 @@ def test_greedy_and_k_zero_take_the_pytorch_path():
     assert tokens.shape == (10, 1) and (n == 0).all()
     with pytest.raises(ValueError):
         sample_from_logits_triton(drafts, lq, lp[:, :2], 1.0)
+
+
+def test_the_last_token_never_has_weight_zero():
+    """The residual max(0, p - q) is 0 past token 9 (p and q share the tail, p is higher on the first 10 tokens);
+    every draft is a tail token, rejected (u just under 1), and v just under 1 asks for the end of the CDF, where
+    the block sums and the running sum disagree in the last bit: the kernel must still pick one of the first 10,
+    never fall back to a token of weight 0."""
+    g = torch.Generator().manual_seed(0)
+    B, V = 64, 300
+    lp = 2 * torch.randn(B, 2, V, generator=g)
+    lq = lp[:, :1].clone()
+    lp[:, :, :10] += 1 + 3 * torch.rand(B, 1, 1, generator=g)
+    drafts = torch.randint(10, V, (B, 1), generator=g)
+    top = float(torch.tensor(1.0).nextafter(torch.tensor(0.0)))
+    u, v = torch.full((B, 1), top), torch.full((B,), top)
+    tokens, n = sample_from_logits_triton(*(x.to(DEVICE) for x in (drafts, lq, lp)), 1.0,
+                                          uniforms=(u.to(DEVICE), v.to(DEVICE)), block=64)
+    assert (n == 0).all() and (tokens[:, 0] < 10).all()

@@ -19,7 +19,11 @@ into S(B) records. A failed request writes nothing.
 ``sampler`` times the fused speculative sampler against the per-sequence reference loop
 (``sampling.speculative_sample`` vs ``speculative_sample_loop``) for each (B, k, V), after checking
 they agree, with the copy bandwidth measured in the same run; it writes
-``specnotes/data/bench_sampler.json``, which Chapter 3 shows (:func:`sampler_table`).
+``specnotes/data/bench_sampler.json``, which Chapter 3 shows (:func:`sampler_table`). Those inputs are
+independent random logits, where most drafts are rejected at once; section ``sampler_cases`` times sampling
+from logits at the bar's shape and at B = 1 at three acceptance levels (independent, the shipped pair's α,
+every draft accepted), with the rows it read, against the unfused pipelines (:func:`sampler_case_table`,
+Chapter 7).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ DATA = Path(__file__).parent / "data"
 DEFAULT_OUT = DATA / "reference"
 SAMPLER_OUT = DATA / "bench_sampler.json"
 SAMPLER_SHAPES = [(B, 4, V) for V in (256, 32000) for B in (1, 8, 64)] + [(8, 8, 256), (8, 8, 32000)]
+CASE_SHAPES = [(64, 4, 32000), (1, 4, 32000)]  # the bar's shape, and one sequence
+SAMPLER_CASES = ("independent", "realistic", "all accepted")
 ALPHA = 0.8  # acceptance rate for the speedup sweep's stopping rule (Chapter 4 uses the same)
 
 
@@ -110,18 +116,48 @@ def run(device=None, dtype=None, quick: bool = False, budget_s: float = 360.0, c
 # ---------------------------------------------------------------------------------------------- sampler
 
 
-def sampler_case(B: int, k: int, V: int, device, generator: torch.Generator):
-    """Random target/draft logits and their distributions (fp32), drafts drawn from q, the uniforms the samplers
-    share -> (drafts, q, p, uniforms, (draft_logits, target_logits))."""
+def sampler_case(B: int, k: int, V: int, device, generator: torch.Generator, case: str = "independent",
+                 sigma: float = 1.0):
+    """Target logits 2·N(0, 1) and draft logits for one of ``SAMPLER_CASES``: "independent" (draft 2·N(0, 1) of its
+    own: they rarely agree), "realistic" (the target's plus σ·N(0, 1), σ from ``noise_for_alpha``), "all accepted"
+    (the target's: q = p). Their distributions (fp32), drafts drawn from q, the uniforms the samplers share
+    -> (drafts, q, p, uniforms, (draft_logits, target_logits))."""
     from specnotes.sampling import draw_uniforms
 
-    draft_logits = 2 * torch.randn(B, k, V, generator=generator)
+    noise = torch.randn(B, k, V, generator=generator)
     target_logits = 2 * torch.randn(B, k + 1, V, generator=generator)
+    draft_logits = {"independent": lambda: 2 * noise, "realistic": lambda: target_logits[:, :k] + sigma * noise,
+                    "all accepted": lambda: target_logits[:, :k].clone()}[case]()
     q, p = torch.softmax(draft_logits, -1), torch.softmax(target_logits, -1)
     drafts = torch.multinomial(q.reshape(-1, V), 1, generator=generator).reshape(B, k)
     uniforms = draw_uniforms(B, k, generator)
     return (drafts.to(device), q.to(device), p.to(device), tuple(u.to(device) for u in uniforms),
             (draft_logits.to(device), target_logits.to(device)))
+
+
+def shipped_alpha(n_bytes: int = 2048) -> float:
+    """α of the shipped pair at temperature 1 on held-out text: the mean over positions of Σ_x min(p(x), q(x))."""
+    from specnotes import model
+
+    ids = model.encode(model.load_text("eval")[:n_bytes])[None]
+    with torch.inference_mode():
+        p, q = (torch.softmax(m(ids), -1) for m in (model.load_target(), model.load_draft()))
+    return float(torch.minimum(p, q).sum(-1).mean())
+
+
+def noise_for_alpha(alpha: float, V: int, generator: torch.Generator, rows: int = 64) -> float:
+    """σ such that draft logits = target logits (2·N(0, 1)) + σ·N(0, 1) give mean Σ min(p, q) = ``alpha``, by
+    bisection on one draw of ``rows`` rows (α falls as σ grows)."""
+    alpha = validate.number("alpha", alpha, low=0, high=1, low_open=True, high_open=True)
+    target = 2 * torch.randn(rows, V, generator=generator)
+    noise = torch.randn(rows, V, generator=generator)
+    p = torch.softmax(target, -1)
+    lo, hi = 0.0, 64.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if torch.minimum(p, torch.softmax(target + mid * noise, -1)).sum(-1).mean() > alpha \
+            else (lo, mid)
+    return (lo + hi) / 2
 
 
 def sampler_records(shapes, device, repeats: int) -> list[measure.Record]:
@@ -179,16 +215,100 @@ def sampler_table(results: measure.Results) -> list[dict]:
     return rows
 
 
+def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: float) -> list[measure.Record]:
+    """For each (B, k, V) and each of ``SAMPLER_CASES``: ``from_logits`` (fused.sample_from_logits), the unfused
+    pipelines ``softmax_then_sample`` (softmax, then speculative_sample) and ``softmax_then_loop`` (softmax, then
+    the per-position loop: the fair baseline at B = 1), and ``softmax_rows_read`` (one softmax of exactly the
+    rows from_logits reads, made contiguous beforehand, in its chunks: the exponentials any sampler that reads
+    them must compute). ``params["case"]`` names the case; ``extra``: ``input_bytes`` (all the logits),
+    ``bytes_read`` and ``rows_read`` (what from_logits reads), ``rows_total``, ``alpha`` (mean Σ min(p, q) over
+    the draft positions), ``mean_accepted`` (drafts per sequence), ``alpha_target`` and ``sigma``."""
+    from specnotes.fused import CHUNK_BYTES, rows_read, sample_from_logits
+    from specnotes.sampling import speculative_sample, speculative_sample_loop
+
+    repeats = validate.integer("repeats", repeats, low=1)
+    g = torch.Generator().manual_seed(1)
+    records = []
+    for B, k, V in shapes:
+        for case in SAMPLER_CASES:
+            drafts, q, p, uniforms, (lq, lp) = sampler_case(B, k, V, device, g, case, sigma)
+            tokens, n = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+            ref = speculative_sample(drafts, q, p, uniforms=uniforms, validate=False)
+            if not torch.equal(n, ref[1]) or (tokens == ref[0]).all(1).float().mean() < 0.98:
+                raise AssertionError(f"sampling from logits disagrees with speculative_sample: {case}, B={B}, k={k}")
+            read = rows_read(n, k, V)
+            picked = torch.cat([torch.cat([lp[b, : (r + 1) // 2], lq[b, : r // 2]])  # the rows it read, contiguous
+                                for b, r in enumerate(read.tolist())])
+            params = {"B": B, "k": k, "V": V, "case": case}
+            extra = {"input_bytes": lq.nbytes + lp.nbytes, "rows_read": int(read.sum()), "rows_total": B * (2 * k + 1),
+                     "bytes_read": int(read.sum()) * V * lp.element_size(),
+                     "alpha": float(torch.minimum(p[:, :k], q).sum(-1).mean()),
+                     "mean_accepted": float(n.double().mean()), "alpha_target": alpha,
+                     "sigma": sigma if case == "realistic" else None}
+            inputs = (drafts, lq, lp, uniforms)
+            for name, fn, reps in (
+                ("from_logits", functools.partial(sample_from_logits, drafts, lq, lp, 1.0, uniforms=uniforms), repeats),
+                ("softmax_then_sample", functools.partial(softmax_then, speculative_sample, *inputs), repeats),
+                ("softmax_then_loop", functools.partial(softmax_then, speculative_sample_loop, *inputs),
+                 max(3, repeats // 4)),
+                ("softmax_rows_read", functools.partial(softmax_chunks, picked, max(1, CHUNK_BYTES // (V * 4))),
+                 repeats)):
+                timing = measure.time_fn(fn, warmup=3, repeats=reps, device=device)
+                records.append(measure.Record.from_timing(name, params, timing, device, torch.float32, extra))
+    return records
+
+
+def softmax_then(sampler, drafts, draft_logits, target_logits, uniforms):
+    """The unfused pipeline: softmax writes q and p, then ``sampler`` reads them (input validation off)."""
+    return sampler(drafts, torch.softmax(draft_logits, -1), torch.softmax(target_logits, -1), uniforms=uniforms,
+                   validate=False)
+
+
+def softmax_chunks(rows: torch.Tensor, step: int) -> list[torch.Tensor]:
+    """softmax of ``rows`` [R, V], ``step`` rows at a time (the sampler's chunks)."""
+    return [torch.softmax(rows[c: c + step], -1) for c in range(0, len(rows), step)]
+
+
+def sampler_case_table(results: measure.Results) -> list[dict]:
+    """One row per (B, k, V, case) of the ``sampler_cases`` section: α, drafts accepted per sequence, the share of
+    rows sampling from logits reads, its median time and that time over reading (a) all its inputs once, the
+    bound of the benchmark's bar, and (b) the bytes it actually read, at the recorded copy bandwidth; over one
+    softmax of the rows it read; and the unfused pipelines' times."""
+    by = {(r.name, r.params["B"], r.params["k"], r.params["V"], r.params["case"]): r
+          for r in results.sections["sampler_cases"]}
+    bandwidth = results.sections["roofline"][0].extra["bytes_per_s"]
+    rows = []
+    for (name, B, k, V, case), r in by.items():
+        if name != "from_logits":
+            continue
+        other = lambda n: by[n, B, k, V, case].median_s  # noqa: B023
+        rows.append({"B": B, "k": k, "V": V, "case": case, "α": r.extra["alpha"],
+                     "accepted / sequence": r.extra["mean_accepted"],
+                     "rows read": r.extra["rows_read"] / r.extra["rows_total"],
+                     "from logits ms": 1e3 * r.median_s,
+                     "÷ read once": r.median_s * bandwidth / r.extra["input_bytes"],
+                     "÷ bytes read": r.median_s * bandwidth / r.extra["bytes_read"],
+                     "÷ softmax of rows read": r.median_s / other("softmax_rows_read"),
+                     "softmax, then sample ms": 1e3 * other("softmax_then_sample"),
+                     "softmax, then loop ms": 1e3 * other("softmax_then_loop")})
+    return rows
+
+
 def run_sampler(device=None, repeats: int = 30, threads: int | None = None, command: str = "") -> measure.Results:
     device = measure.pick_device(device)
+    alpha = shipped_alpha()
+    sigma = noise_for_alpha(alpha, CASE_SHAPES[0][2], torch.Generator().manual_seed(2))
     with measure.num_threads(threads):
         roofline = [measure.copy_bandwidth(device)]
         records = sampler_records(SAMPLER_SHAPES, device, repeats)
+        cases = sampler_case_records(CASE_SHAPES, device, repeats, alpha, sigma)
         prov = measure.provenance(device, torch.float32, command=command)
     notes = {"what": "speculative_sample (fused) vs speculative_sample_loop (reference), and sampling from logits "
-                     "(fused.sample_from_logits), wall time per call",
-             "validate": False, "repeats": repeats}
-    return measure.Results(prov, {"roofline": roofline, "sampler": records}, notes)
+                     "(fused.sample_from_logits), wall time per call; sampler_cases: sampling from logits at three "
+                     "acceptance levels (independent logits, the shipped pair's alpha at T = 1, every draft accepted) "
+                     "against the unfused pipelines and one softmax of the rows it reads",
+             "validate": False, "repeats": repeats, "alpha_shipped": alpha, "sigma": sigma}
+    return measure.Results(prov, {"roofline": roofline, "sampler": records, "sampler_cases": cases}, notes)
 
 
 # ---------------------------------------------------------------------------------------------- serve
@@ -227,6 +347,9 @@ def check_serve_arguments(args: argparse.Namespace):
     validate.number("--timeout", args.timeout, low=0, low_open=True)
     if args.requests is not None:
         validate.integer("--requests", args.requests, low=1)
+        from specnotes import engine_client
+
+        engine_client.check_levels(args.concurrency, args.requests)
 
 
 def run_serve(args: argparse.Namespace, command: str = "") -> measure.Results:
@@ -333,6 +456,15 @@ def main(argv=None) -> int:
             print(f"{row['B']:5d} {row['k']:3d} {row['V']:7d} {row['fused ms']:10.3f} {row['loop ms']:10.3f} "
                   f"{row['loop / fused']:9.1f}x {row['fused / read once']:9.2f}x {row['from logits ms']:10.3f} "
                   f"{row['from logits / read once']:10.2f}x")
+        print(f"\nsampling from logits by acceptance (alpha: mean sum min(p, q); the shipped pair's at T = 1 is "
+              f"{results.notes['alpha_shipped']:.2f})")
+        print(f"{'B':>5} {'case':>13} {'alpha':>6} {'acc/seq':>7} {'rows':>5} {'ms':>8} {'/read':>6} {'/bytes':>7} "
+              f"{'/softmax':>8} {'unfused ms':>10} {'sm+loop ms':>10}")
+        for row in sampler_case_table(results):
+            print(f"{row['B']:5d} {row['case']:>13} {row['α']:6.2f} {row['accepted / sequence']:7.2f} "
+                  f"{row['rows read']:5.0%} {row['from logits ms']:8.3f} {row['÷ read once']:5.2f}x "
+                  f"{row['÷ bytes read']:6.2f}x {row['÷ softmax of rows read']:7.2f}x "
+                  f"{row['softmax, then sample ms']:10.3f} {row['softmax, then loop ms']:10.3f}")
     else:
         results = run(args.device, args.dtype, args.quick, args.budget_s, command)
         name = f"{slug(results.provenance['host'])}-{results.provenance['dtype']}.json"

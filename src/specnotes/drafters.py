@@ -171,3 +171,29 @@ def edit_task(passage: str, edit_rate: float, generator: torch.Generator | None 
     picks = torch.randint(len(words), (len(words),), generator=generator).tolist()
     edited = [words[p] if u < edit_rate and words[p] != w else w for w, u, p in zip(words, draws, picks, strict=True)]
     return passage + "\n\nThe same passage, revised:\n", " ".join(edited)
+
+
+def quote_task(passage: str, lead: int = 30) -> str:
+    """A "passage, then start quoting it" prompt: ``passage``, a blank line, and its first ``lead`` characters
+    again. A model that copies from its context goes on with the rest of the passage, every byte of which
+    prompt lookup finds in the prompt; a model that does not copy writes text of its own."""
+    lead = validate.integer("lead", lead, low=1)
+    if len(passage) <= lead:
+        raise BadArgument(f"the passage ({len(passage)} characters) must be longer than lead={lead}")
+    return passage + "\n\n" + passage[:lead]
+
+
+@torch.inference_mode()
+def copy_bits(model: Transformer, passage: str) -> tuple[float, float]:
+    """Bits per byte ``model`` needs for ``passage`` (every byte after its first) the first time, and again when
+    the passage is written a second time after a blank line. A model that copies from its context needs far
+    fewer bits the second time; one that does not, about as many."""
+    from specnotes.model import encode
+
+    once = encode(passage)
+    n = len(once)
+    ids = torch.cat([once, encode("\n\n"), once])[None].to(model.lm_head.weight.device)
+    bits = -torch.log_softmax(model(ids)[0, :-1].double(), -1).gather(1, ids[0, 1:, None])[:, 0] / torch.log(
+        torch.tensor(2.0, dtype=torch.float64))
+    second = ids.shape[1] - n  # where the repeat starts
+    return float(bits[: n - 1].mean()), float(bits[second:].mean())

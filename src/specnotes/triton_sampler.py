@@ -4,7 +4,8 @@ sequence, the same arithmetic as ``fused.sample_from_logits``.
 Each program walks its sequence's positions: the log-normalizer of a row by an online max and sum over
 blocks of the vocabulary, the ratio test at the drafted token, and at the first rejection (or after k
 acceptances) the last token by inverse CDF over max(0, p - q) (or p), two passes over that one row: its
-total mass, then the running sum up to v · total. Rows past the stopping position are never read.
+total mass, then the running sum up to v · total (where rounding leaves v · total past the running sum's end,
+the last token of weight > 0, never one of weight 0). Rows past the stopping position are never read.
 
 It runs on a CUDA device, or anywhere under Triton's interpreter (``TRITON_INTERPRET=1``, numpy on the CPU),
 which is how ``tests/test_triton_sampler.py`` checks it against the PyTorch sampler, draw for draw.
@@ -76,8 +77,9 @@ def _rejection_kernel(target, draft, drafts, u, v, tokens, accepted, inv_t,
     mass = tl.where(empty, 1.0, mass)
     goal = tl.load(v + b) * mass
     seen = tl.full((), 0.0, tl.float32)
-    last = tl.full((), V - 1, tl.int64)
+    last = tl.full((), 0, tl.int64)
     found = tl.full((), 0, tl.int1)
+    last_positive = tl.full((), 0, tl.int64)  # the last token of weight > 0: the answer if rounding leaves no hit
     for start in range(0, V, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         w = _weights(p_row, q_row, cols, lse_p, lse_q, inv_t, subtract, V)
@@ -85,8 +87,9 @@ def _rejection_kernel(target, draft, drafts, u, v, tokens, accepted, inv_t,
         first = tl.min(tl.where(hit, cols, V), 0).to(tl.int64)
         last = tl.where(found | (first >= V), last, first)
         found = found | (first < V)
+        last_positive = tl.maximum(last_positive, tl.max(tl.where(w > 0, cols, 0), 0).to(tl.int64))
         seen += tl.sum(w, 0)
-    tl.store(tokens + b * (K + 1) + n, last)
+    tl.store(tokens + b * (K + 1) + n, tl.where(found, last, last_positive))
     tl.store(accepted + b, n)
 
 
