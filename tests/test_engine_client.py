@@ -185,11 +185,15 @@ def test_fewer_requests_than_a_concurrency_is_refused_before_any_request():
     assert engine_client.check_levels([1, 2], None) == [1, 2]
 
 
-def test_bench_serve_refuses_fewer_requests_than_a_concurrency(tmp_path):
+def test_bench_serve_refuses_fewer_requests_than_a_concurrency(tmp_path, capsys):
+    # at the command line (exit 2, before anything is sent), and in engine_client.measure for other callers
     out = tmp_path / "run.json"
-    with serving(Stub()) as url, pytest.raises(ValueError, match="--requests 4 is below --concurrency 8"):
+    with serving(Stub()) as url, pytest.raises(SystemExit) as exit_:
         serve(url, out, "--concurrency", "1,8")
+    assert exit_.value.code == 2 and "--requests 4 is below --concurrency 8" in capsys.readouterr().err
     assert not out.exists()
+    with serving(Stub()) as url, pytest.raises(ValueError, match="--requests 4 is below --concurrency 8"):
+        asyncio.run(engine_client.measure(url, MODEL, [1, 8], 6, 16, 4, 0, 2.0, progress=lambda *_: None))
 
 
 def test_an_unreachable_server_and_a_wrong_model_are_explained():
@@ -252,6 +256,7 @@ def test_bench_serve_writes_nothing_when_a_request_fails(tmp_path, capsys, stub,
     (["--url", "http://h/v1", "--concurrency", "1,two"], "--concurrency must be integers"),
     (["--url", "http://h/v1", "--max-tokens", "1"], "--max-tokens"),
     (["--url", "http://h/v1", "--timeout", "0"], "--timeout"),
+    (["--url", "http://h/v1", "--concurrency", "1,8", "--requests", "4"], "--requests"),  # 8 could never be in flight
 ])
 def test_bench_serve_refuses_bad_arguments(argv, message, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_:
