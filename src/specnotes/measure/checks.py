@@ -320,7 +320,8 @@ def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: s
     values = f"S = {s[best]:.2f} at B = {best}" + (f", {s[top]:.2f} at B = {top}" if top != best else "")
     about = ""
     if even:
-        listed = " and ".join(f"{b} (S = {s[b]:.2f})" for b in even)
+        items = [f"{b} (S = {s[b]:.2f})" for b in even]
+        listed = items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
         about = f", was about break-even at B = {listed}, within the {noise:.0%} noise,"
     if stopped:
         end = f" and stopped paying by B = {last} (S = {s[last]:.2f})"
