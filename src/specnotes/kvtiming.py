@@ -231,42 +231,38 @@ def context_sweep(st: stack.LayerStack, batch: int, k: int, start: int, *, budge
                   warmup: int = 2, repeats: int = 5, point_s: float | None = None,
                   progress: bool = True) -> ContextSweep:
     """Decode and verify passes of ``st`` at L = start, 2·start, ... over one cache per L (both passes read
-    the same L cached tokens; verify writes k + 1 new entries, decode one), timed in alternation. Stops after
-    the first L at which the ratio (``paired_ratio``) has fallen halfway to 1 (``context.excess_halved``) with
-    caches that weigh at least as much as the weights (L ≥ L_kv(B): before that the mechanism cannot have
-    acted, and a fall is noise), once ``budget_s`` seconds would be spent by the next L (the last one's time
-    scaled by the growth of a pass's bytes), or before a cache larger than ``max_kv_bytes``. It always
-    measures two contexts if the memory cap allows: one ratio says nothing about a fall. ``point_s``: about
-    how long each pass's samples may take (at least 3 pairs, at most ``repeats``)."""
+    the same L cached tokens; verify writes k + 1 new entries, decode one), timed in alternation, by
+    ``doubling_sweep`` over L. Stops after the first L at which the ratio (``paired_ratio``) has fallen
+    halfway to 1 (``context.excess_halved``) with caches that weigh at least as much as the weights
+    (L ≥ L_kv(B): before that the mechanism cannot have acted, and a fall is noise), before an L that
+    would not fit in ``budget_s``, or before a cache larger than ``max_kv_bytes``. It always measures two
+    contexts if the memory cap allows: one ratio says nothing about a fall. ``point_s``: about how long
+    each pass's samples may take (at least 3 pairs, at most ``repeats``)."""
     from tqdm.auto import tqdm
 
     batch, k = validate.integer("batch", batch, low=1), validate.integer("k", k, low=1)
-    ctx = validate.integer("start", start, low=1)
+    start = validate.integer("start", start, low=1)
+    budget_s = validate.number("budget_s", budget_s, low=0)
     sweep = ContextSweep(batch, k)
-    began = time.perf_counter()
+    longest = int(max_kv_bytes // (batch * st.shape.kv_bytes_per_token)) - (k + 1)  # the memory cap, in tokens
+    if longest < start:
+        sweep.stopped = "memory"
+        return sweep
     bar = tqdm(desc=f"{st.shape.name}: decode and verify vs L", unit="L", disable=not progress)
-    while True:
-        if batch * st.shape.kv_bytes_per_token * (ctx + k + 1) > max_kv_bytes:
-            sweep.stopped = "memory"
-            break
+
+    def point(ctx: int) -> float:
         bar.set_postfix(B=batch, L=ctx)
-        point = time.perf_counter()
-        caches = _cache(st, batch, ctx + k + 1)
-        decode, verify = _pass_records(st, batch, k, ctx, caches, warmup, repeats, point_s)
+        decode, verify = _pass_records(st, batch, k, ctx, _cache(st, batch, ctx + k + 1), warmup, repeats, point_s)
         sweep.decode.append(decode)
         sweep.verify.append(verify)
-        del caches
         bar.update()
-        ratios = sweep.ratios()
-        caches_weigh = batch * st.shape.kv_bytes_per_token * ctx >= st.shape.weight_bytes_total
-        if caches_weigh and context.excess_halved(ratios[0], ratios[-1]):
-            sweep.stopped = "seen"
-            break
-        now = time.perf_counter()
-        grows = cost.forward_cost(st.shape, batch, 1, 2 * ctx).bytes / cost.forward_cost(st.shape, batch, 1, ctx).bytes
-        if len(ratios) > 1 and now - began + grows * (now - point) > budget_s:  # the next L costs ~ its bytes
-            sweep.stopped = "budget"
-            break
-        ctx *= 2
+        return paired_ratio(decode, verify)
+
+    def seen(contexts: list[int], ratios: list[float]) -> bool:
+        caches_weigh = batch * st.shape.kv_bytes_per_token * contexts[-1] >= st.shape.weight_bytes_total
+        return caches_weigh and context.excess_halved(ratios[0], ratios[-1])
+
+    run = doubling_sweep(point, seen, first=start, limit=longest, budget_s=max(budget_s, 1e-9), min_points=2)
     bar.close()
+    sweep.stopped = {"done": "seen", "limit": "memory", "budget": "budget"}[run.stop]
     return sweep

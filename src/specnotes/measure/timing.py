@@ -186,13 +186,15 @@ class Sweep:
 
 def doubling_sweep(point: Callable[[int], object], done: Callable[[list[int], list], bool], *, first: int = 1,
                    min_last: int = 1, limit: int = 1 << 16, budget_s: float | None = None,
-                   timer: Callable[[], float] | None = None) -> Sweep:
+                   timer: Callable[[], float] | None = None, min_points: int = 1) -> Sweep:
     """Call ``point(B)`` for B = first, 2·first, 4·first, ... and stop after the first B >= ``min_last``
     at which ``done(batches, results)`` is true, or before a B that would pass ``limit``, or before a B
     that would not fit in ``budget_s`` (seconds since the start plus twice the last point's time: doubling
-    B at most doubles a point's work once past the knee; below it, a point costs about the same)."""
+    B at most doubles a point's work once past the knee; below it, a point costs about the same). The
+    budget never cuts the sweep below ``min_points`` points (one point shows no trend)."""
     first = validate.integer("first", first, low=1)
     min_last = validate.integer("min_last", min_last, low=1)
+    min_points = validate.integer("min_points", min_points, low=1)
     limit = validate.integer("limit", limit, low=first)
     if budget_s is not None:
         budget_s = validate.number("budget_s", budget_s, low=0, low_open=True)
@@ -201,7 +203,7 @@ def doubling_sweep(point: Callable[[int], object], done: Callable[[list[int], li
     batches, results, last = [], [], 0.0
     b, stop = first, "limit"
     while b <= limit:
-        if budget_s is not None and batches and (timer() - start) + 2 * last > budget_s:
+        if budget_s is not None and len(batches) >= min_points and (timer() - start) + 2 * last > budget_s:
             stop = "budget"
             break
         t = timer()
