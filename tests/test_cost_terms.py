@@ -245,6 +245,8 @@ def test_a_self_draft_shares_the_targets_weights():
     target_bytes, kv, k, L, W = 2 * (LLAMA_3_8B.params + 4096 * 128256), 131072, 3, 32768, 512
     assert cost.max_batch(LLAMA_3_8B, LLAMA_3_8B, H100, L, k=k, draft_context=W) == math.floor(
         (80e9 - target_bytes) / (kv * (L + k + 1) + kv * (W + k + 1)))
+    assert cost.weights_per_device(LLAMA_3_8B, LLAMA_3_8B, k=k) == target_bytes  # no second copy
+    assert cost.weights_per_device(LLAMA_3_8B, LLAMA_3_2_1B, tp=2) == (target_bytes + 2 * LLAMA_3_2_1B.params) / 2
     # with its full context the draft reads the target's own cache: nothing more than plain decoding
     assert cost.max_batch(LLAMA_3_8B, LLAMA_3_8B, H100, L, k=k) == cost.max_batch(LLAMA_3_8B, None, H100, L, k=k)
     # a distinct draft of the same size is a second model: it pays for its weights

@@ -480,10 +480,8 @@ def memory_limit(dep: Deployment) -> int | None:
 
 
 def weights_per_gpu(dep: Deployment) -> float:
-    """Bytes of weights on each GPU: the target's and a draft model's or head's (as ``cost.max_batch``
-    counts them; a draft that is the target adds none, an early exit or n-gram lookup none)."""
-    own = isinstance(dep.draft, ModelShape) and dep.draft != dep.target
-    return (dep.target.memory_bytes + (dep.draft.memory_bytes if own else 0.0)) / dep.tp
+    """Bytes of weights on each GPU, as ``memory_limit`` counts them (``cost.weights_per_device``)."""
+    return cost.weights_per_device(dep.target, dep.draft, k=dep.k or K_MAX, tp=dep.tp)
 
 
 def paying(dep: Deployment, limit: int) -> list[tuple[int, int]]:

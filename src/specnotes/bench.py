@@ -138,16 +138,19 @@ def sampler_case(B: int, k: int, V: int, device, generator: torch.Generator, cas
 def shipped_alpha(n_bytes: int = 2048) -> float:
     """α of the shipped pair at temperature 1 on held-out text: the mean over positions of Σ_x min(p(x), q(x))."""
     from specnotes import model
+    from specnotes.sampling import acceptance_rate
 
     ids = model.encode(model.load_text("eval")[:n_bytes])[None]
     with torch.inference_mode():
         p, q = (torch.softmax(m(ids), -1) for m in (model.load_target(), model.load_draft()))
-    return float(torch.minimum(p, q).sum(-1).mean())
+    return float(acceptance_rate(q, p).mean())
 
 
 def noise_for_alpha(alpha: float, V: int, generator: torch.Generator, rows: int = 64) -> float:
     """σ such that draft logits = target logits (2·N(0, 1)) + σ·N(0, 1) give mean Σ min(p, q) = ``alpha``, by
     bisection on one draw of ``rows`` rows (α falls as σ grows)."""
+    from specnotes.sampling import acceptance_rate
+
     alpha = validate.number("alpha", alpha, low=0, high=1, low_open=True, high_open=True)
     target = 2 * torch.randn(rows, V, generator=generator)
     noise = torch.randn(rows, V, generator=generator)
@@ -155,8 +158,7 @@ def noise_for_alpha(alpha: float, V: int, generator: torch.Generator, rows: int 
     lo, hi = 0.0, 64.0
     for _ in range(40):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if torch.minimum(p, torch.softmax(target + mid * noise, -1)).sum(-1).mean() > alpha \
-            else (lo, mid)
+        lo, hi = (mid, hi) if acceptance_rate(torch.softmax(target + mid * noise, -1), p).mean() > alpha else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -224,7 +226,7 @@ def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: floa
     ``bytes_read`` and ``rows_read`` (what from_logits reads), ``rows_total``, ``alpha`` (mean Σ min(p, q) over
     the draft positions), ``mean_accepted`` (drafts per sequence), ``alpha_target`` and ``sigma``."""
     from specnotes.fused import CHUNK_BYTES, rows_read, sample_from_logits
-    from specnotes.sampling import speculative_sample, speculative_sample_loop
+    from specnotes.sampling import acceptance_rate, speculative_sample, speculative_sample_loop
 
     repeats = validate.integer("repeats", repeats, low=1)
     g = torch.Generator().manual_seed(1)
@@ -242,7 +244,7 @@ def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: floa
             params = {"B": B, "k": k, "V": V, "case": case}
             extra = {"input_bytes": lq.nbytes + lp.nbytes, "rows_read": int(read.sum()), "rows_total": B * (2 * k + 1),
                      "bytes_read": int(read.sum()) * V * lp.element_size(),
-                     "alpha": float(torch.minimum(p[:, :k], q).sum(-1).mean()),
+                     "alpha": float(acceptance_rate(q, p[:, :k]).mean()),
                      "mean_accepted": float(n.double().mean()), "alpha_target": alpha,
                      "sigma": sigma if case == "realistic" else None}
             inputs = (drafts, lq, lp, uniforms)

@@ -688,6 +688,13 @@ def _draft_memory(draft: Draft, tp: int, k: int) -> tuple[float, float]:
     return 0.0, 0.0  # an early exit shares the target's weights and KV; n-gram has none
 
 
+def weights_per_device(target: ModelShape, draft: Draft | None, *, k: int = 0, tp: int = 1) -> float:
+    """Bytes of weights on each of ``tp`` devices: the target's and the draft's (a draft equal to the target,
+    self-speculation, runs the target's own weights and adds none)."""
+    draft_weights = 0.0 if draft is None or draft == target else _draft_memory(draft, tp, k)[0]
+    return target.memory_bytes / tp + draft_weights
+
+
 def max_batch(target: ModelShape, draft: Draft | None, accel, context: int, *, k: int = 0, tp: int = 1,
               draft_context: int | None = None, reserve: float = 0.0) -> int | None:
     """The largest batch whose weights plus both KV caches fit on each of ``tp`` devices.
@@ -706,13 +713,12 @@ def max_batch(target: ModelShape, draft: Draft | None, accel, context: int, *, k
     if not accel.memory:
         return None
     draft_ctx = context if draft_context is None else validate.integer("draft_context", draft_context, low=0)
-    draft_weights, draft_kv = _draft_memory(draft, tp, k) if draft is not None else (0.0, 0.0)
-    if draft == target:  # self-speculation: the draft runs the target's own weights, and with its full
-        # context its own cache too (the same keys and values); a window keeps a small cache of its own
-        draft_weights, draft_kv = 0.0, (0.0 if draft_ctx >= context else draft_kv)
+    draft_kv = _draft_memory(draft, tp, k)[1] if draft is not None else 0.0
+    if draft == target and draft_ctx >= context:  # self-speculation with its full context reads the target's
+        draft_kv = 0.0  # own cache (the same keys and values); a window keeps a small cache of its own
     kv_token = _kv_token_per_device(target, tp)
     per_seq = kv_token * (context + k + 1) + draft_kv * (draft_ctx + k + 1)
-    free = accel.memory - target.memory_bytes / tp - draft_weights - reserve
+    free = accel.memory - weights_per_device(target, draft, k=k, tp=tp) - reserve
     return max(0, math.floor(free / per_seq))
 
 

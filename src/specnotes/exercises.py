@@ -674,7 +674,7 @@ for _problem in [
        partial(logits_pct, LLAMA_3_2_1B, H100, 256, 1), "%",
        mistakes=(_M(partial(logits_pct, LLAMA_3_8B, H100, 256, 5), "that is the target's verify pass: the question "
                     "is the 1B draft's step"),
-                 _M(lambda: 100 * context.logits_share_bound(LLAMA_3_2_1B, H100), "that is the most the share can "
+                 _M(partial(logits_bound_pct, LLAMA_3_2_1B, H100), "that is the most the share can "
                     "reach, once the draft's matmuls are compute-bound: at B = 256 they are not yet"))),
     _P("ch5.p4b", "05_context_length", "the most that share can be, Llama-3.2-1B draft step on an H100 (%)",
        partial(logits_bound_pct, LLAMA_3_2_1B, H100), "%",

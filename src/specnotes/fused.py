@@ -109,11 +109,10 @@ def all_at_once(draft_tokens, draft_logits, target_logits, temperature, u, v, dt
     B, k = draft_tokens.shape
     V = target_logits.shape[-1]
     rows = torch.arange(B, device=target_logits.device)
-    scale = (lambda x: x) if temperature == 1.0 else (lambda x: x.to(dtype) / temperature)
-    p = torch.softmax(scale(target_logits), -1, dtype=dtype)
+    p = scaled_softmax(target_logits, temperature, dtype)
     if k == 0:
         return layout(draft_tokens, rows * 0, sample_weights(p[:, 0], v))
-    q = torch.softmax(scale(draft_logits), -1, dtype=dtype)
+    q = scaled_softmax(draft_logits, temperature, dtype)
     x = draft_tokens[..., None]
     n = (u * q.gather(2, x)[..., 0] < p[:, :k].gather(2, x)[..., 0]).long().cumprod(1).sum(1)
     p_n = p.view(-1, V).index_select(0, rows * (k + 1) + n)
@@ -124,15 +123,14 @@ def all_at_once(draft_tokens, draft_logits, target_logits, temperature, u, v, dt
 def one_sequence(draft_tokens, draft_logits, target_logits, temperature, u, v, dtype):
     """B = 1: walk the positions as the reference loop does, softmaxing each row only when it is reached."""
     k = draft_tokens.shape[1]
-    scale = (lambda x: x) if temperature == 1.0 else (lambda x: x.to(dtype) / temperature)
     stopped = lambda n, weights: layout(draft_tokens, torch.tensor([n], device=weights.device),
                                         sample_weights(weights, v))
     for n, x in enumerate(draft_tokens[0].tolist()):
-        p = torch.softmax(scale(target_logits[0, n]), -1, dtype=dtype)
-        q = torch.softmax(scale(draft_logits[0, n]), -1, dtype=dtype)
+        p = scaled_softmax(target_logits[0, n], temperature, dtype)
+        q = scaled_softmax(draft_logits[0, n], temperature, dtype)
         if not u[0, n] * q[x] < p[x]:  # rejected: the last token from max(0, p - q)
             return stopped(n, residual(p[None], q[None]))
-    return stopped(k, torch.softmax(scale(target_logits[0, k]), -1, dtype=dtype)[None])
+    return stopped(k, scaled_softmax(target_logits[0, k], temperature, dtype)[None])
 
 
 def softmax_rows(logits, rows, position, temperature, dtype):
@@ -140,13 +138,16 @@ def softmax_rows(logits, rows, position, temperature, dtype):
     others are gathered with ``index_select``."""
     plane = logits[:, position]
     first = int(rows[0])
-    if int(rows[-1]) - first + 1 == rows.numel():
-        source = plane[first: first + rows.numel()]
-    else:
-        source = plane.index_select(0, rows)
+    contiguous = int(rows[-1]) - first + 1 == rows.numel()
+    source = plane[first: first + rows.numel()] if contiguous else plane.index_select(0, rows)
+    return scaled_softmax(source, temperature, dtype)
+
+
+def scaled_softmax(logits, temperature, dtype):
+    """softmax(logits / T) over the last axis, in ``dtype``."""
     if temperature != 1.0:
-        source = source.to(dtype) / temperature
-    return torch.softmax(source, -1, dtype=dtype)
+        logits = logits.to(dtype) / temperature
+    return torch.softmax(logits, -1, dtype=dtype)
 
 
 def residual(p, q):

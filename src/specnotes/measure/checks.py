@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specnotes import hardware, validate
+from specnotes.context import excess_halved
 
 READ_ONLY_SLACK = 1.5
 COMPUTE_SLACK = 1.25
@@ -167,7 +168,7 @@ def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Se
             f"{modelled[-1]:.2f}, measured {measured[0]:.2f} to {measured[-1]:.2f}")
     if len(contexts) < 2:
         return Verdict(claim, True, False, "One context: nothing to compare.", numbers)
-    if not (modelled[0] > 1 and modelled[-1] - 1 <= (modelled[0] - 1) / 2):
+    if not excess_halved(modelled[0], modelled[-1]):
         return Verdict(claim, True, False, f"{span}: the model's excess over 1 does not halve, nothing to test.",
                        numbers)
     ok = measured[-1] < measured[0]
