@@ -75,12 +75,14 @@ def test_sampler_case_records_count_the_rows_read():
     for row, extra in zip(table, by.values(), strict=True):
         assert row["÷ bytes read"] == pytest.approx(row["÷ read once"] * extra["input_bytes"] / extra["bytes_read"])
         assert row["rows read"] == extra["rows_read"] / 40
+        assert row["softmax of rows read ÷ read once"] == pytest.approx(
+            row["÷ read once"] / row["÷ softmax of rows read"])  # the floor, on the bar's scale
     assert table[-1]["rows read"] == 1.0
 
 
 def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "SAMPLER_SHAPES", [(1, 2, 8)])
-    monkeypatch.setattr(bench, "CASE_SHAPES", [(2, 2, 300)])
+    monkeypatch.setattr(bench, "CASE_SHAPES", [(2, 2, 300), (1, 2, 300)])
     monkeypatch.setattr(bench, "shipped_alpha", lambda: 0.5)
     monkeypatch.setattr(measure.probes, "sizes_for", lambda device=None: measure.Sizes(
         copy_bytes=2**20, d_in=8, d_out=8, batches=(1,), peak_n=8, warmup=1, repeats=3, budget_s=0.5))
@@ -110,3 +112,43 @@ def test_stack_sizes_sweep_reaches_past_every_cpus_crossover(monkeypatch):
 def test_shipped_alpha_is_the_pairs_acceptance_at_temperature_one():
     alpha = bench.shipped_alpha(256)
     assert 0.2 < alpha < 0.9  # the pair agrees often, not always
+
+
+def case_rows(ratios, floors, B=64, ms=(1.0, 1.0, 1.0), loop_ms=(2.0, 2.0, 2.0)):
+    """Synthetic sampler_case_table rows: ÷ read once, the softmax floor and the B = 1 times per case."""
+    return [{"B": B, "k": 4, "V": 32000, "case": c, "α": a, "÷ read once": r, "softmax of rows read ÷ read once": f,
+             "÷ softmax of rows read": r / f, "from logits ms": t, "softmax, then loop ms": t_loop}
+            for c, a, r, f, t, t_loop in zip(bench.SAMPLER_CASES, (0.16, 0.49, 1.0), ratios, floors, ms, loop_ms,
+                                             strict=True)]
+
+
+@pytest.mark.parametrize(("ratios", "floors", "bar", "floor"), [
+    ((1.2, 1.4, 1.45), (0.9, 1.0, 1.1), "in all three cases", "leave room under the bar in every case"),
+    ((2.9, 4.3, 5.3), (1.0, 1.8, 3.4), "in none of the three", "at α = 0.49 and 1.00 the bar is out of reach"),
+    ((1.3, 1.9, 2.5), (1.0, 1.2, 2.0), "only at 1.30× at α = 0.16 (independent), and not at 1.90×",
+     "at α = 1.00 the bar is out of reach"),
+])
+def test_sampler_bar_sentences_follow_the_numbers(ratios, floors, bar, floor):
+    said = bench.sampler_sentences(case_rows(ratios, floors) + case_rows((9, 9, 9), (9, 9, 9), B=1))
+    assert bar in said["bar"] and floor in said["floor"]
+    over = ", ".join(f"{r / f:.2f}×" for r, f in zip(ratios, floors, strict=True))
+    assert f"sampling from logits takes {over} that softmax" in said["floor"]
+
+
+@pytest.mark.parametrize(("ms", "said"), [((0.3, 0.4, 0.45), "faster in every case"),
+                                         ((0.9, 0.9, 0.9), "slower in every case"),
+                                         ((0.3, 0.9, 0.3), "faster only in the independent and all accepted cases"),
+                                         ((0.9, 0.3, 0.9), "faster only in the realistic case.")])
+def test_sampler_sentences_at_one_sequence(ms, said):
+    rows = case_rows((1, 1, 1), (1, 1, 1)) + case_rows((9, 9, 9), (9, 9, 9), B=1, ms=ms, loop_ms=(0.5, 0.5, 0.5))
+    assert bench.sampler_sentences(rows)["b1"].endswith(said if said.endswith(".") else said + ".")
+
+
+def test_sampler_sentences_need_every_case_at_both_shapes():
+    one = case_rows((1, 1, 1), (1, 1, 1), B=1)
+    with pytest.raises(ValueError, match="one row per case"):
+        bench.sampler_sentences(case_rows((1, 1, 1), (1, 1, 1))[:2] + one)
+    with pytest.raises(ValueError, match="B = 64"):
+        bench.sampler_sentences(one)
+    with pytest.raises(ValueError, match="B = 1,"):
+        bench.sampler_sentences(case_rows((1, 1, 1), (1, 1, 1)))
