@@ -436,6 +436,16 @@ def test_measured_roof_as_accelerator_predicts_with_the_cost_model():
     assert cost.roofline_time(gemv, here) == pytest.approx(2_004_000 / 10e9)
 
 
+def test_best_roof_keeps_the_faster_measurement_of_each_roof():
+    slow_copy = m.MeasuredRoof(bandwidth=10e9, flops=400e9, dtype="bf16")
+    slow_peak = m.MeasuredRoof(bandwidth=30e9, flops=200e9, dtype="bf16")
+    best = slow_copy.best(slow_peak)
+    assert (best.bandwidth, best.flops) == (30e9, 400e9) == tuple(slow_peak.best(slow_copy))
+    assert best.ridge == pytest.approx(400e9 / 30e9)
+    with pytest.raises(ValueError, match="bf16 and fp32"):
+        slow_copy.best(m.MeasuredRoof(10e9, 20e9, dtype="fp32"))
+
+
 def test_matmul_floor_is_below_a_real_gemv():
     floor = m.matmul_floor(CPU, "fp32", repeats=20)
     gemv = m.matmul_time(1, 4096, 4096, "fp32", CPU, warmup=1, repeats=3)  # 64 MiB: milliseconds

@@ -182,6 +182,14 @@ def test_stack_model_floor_is_bounded_by_a_real_pass():
     assert bounded.t0_target == pytest.approx(0.002 - 147_840 / 1e10) and bounded.t0_draft == 1e-5
 
 
+def test_stack_model_on_a_better_roof_predicts_faster_passes():
+    accel = hardware.Accelerator("x", {"bf16": 1e12}, 1e10, 0.0, "test")
+    model = stack.StackModel(TINY, TINY, accel, t0_target=1e-3, t0_draft=5e-4, k=4, alpha=0.8, context=0)
+    faster = model.with_roof(measure.MeasuredRoof(2e10, 2e12, dtype="bf16"))
+    assert faster.time("decode", 1, floor=False) == pytest.approx(model.time("decode", 1, floor=False) / 2)
+    assert (faster.t0_target, faster.t0_draft, faster.k) == (model.t0_target, model.t0_draft, model.k)
+
+
 def test_pass_bytes_by_hand():
     # TINY, B = 3 verifying 5 after 8 cached: KV 2 layers x K,V x 3 x 2 kv heads x 13 x 16 x 4 bytes = 19,968;
     # 15 tokens x (QKV 128 + 6·128 + 8·64 = 1,408) + scores 3 x 4 heads x 5 x 13 = 780, at 4 bytes: 87,600

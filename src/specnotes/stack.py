@@ -308,6 +308,10 @@ class StackModel:
         t0_draft = stack_overhead(draft.shape, draft.device, draft.dtype, context)
         return cls(target.shape, draft.shape, roof.as_accelerator(), t0, t0_draft, k, alpha, context)
 
+    def with_roof(self, roof) -> StackModel:
+        """This model on other measured roofs (``measure.MeasuredRoof``), e.g. ``roof.best(measured again)``."""
+        return replace(self, accel=roof.as_accelerator())
+
     def bounded_by(self, sweep: BatchSweep) -> StackModel:
         """This model with each floor at most what the sweep's fastest pass at its first batch left over
         after the roofline time of that pass. A floor cannot exceed a whole real pass: on a machine whose
