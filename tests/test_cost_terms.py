@@ -210,18 +210,25 @@ def test_best_k_is_the_argmax():
 
 
 def test_a_calibration_passes_whole_to_every_time_function():
-    # cost.calibration returns overlap, overhead and draft_overhead: every time function takes all of them
+    # cost.calibration returns overlap, the overheads and the per-layer cost: every time function takes them
     cal = cost.calibration(H100, "specdecode_bench")
-    assert {"overlap", "overhead", "draft_overhead"} <= set(cal)
+    assert {"overlap", "overhead", "draft_overhead", "layer_overhead", "allreduce_latency"} <= set(cal)
+    assert cal["layer_overhead"] > 0
     plain = {k: v for k, v in cal.items() if k != "draft_overhead"}
     c = cost.decode_cost(LLAMA_3_8B, 16)
     assert cost.roofline_time(c, H100, **cal) == cost.roofline_time(c, H100, **plain)
     assert cost.pass_time(LLAMA_3_8B, H100, 16, 1, **cal) == cost.pass_time(LLAMA_3_8B, H100, 16, 1, **plain)
     row = cost.decode_summary(LLAMA_3_8B, H100, 16, **cal)
     assert row["step ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, 16, 1, **plain))
-    # a draft pass pays draft_overhead, not the target's overhead: k passes of the 1B at B = 16
+    # a draft pass pays draft_overhead, not the target's overhead, and the per-layer cost of its own layers:
+    # k passes of the 16-layer 1B at B = 16
     bare = cost.draft_time(LLAMA_3_2_1B, H100, 16, 3, overlap=cal["overlap"])
-    assert cost.draft_time(LLAMA_3_2_1B, H100, 16, 3, **cal) == pytest.approx(bare + 3 * cal["draft_overhead"])
+    assert cost.draft_time(LLAMA_3_2_1B, H100, 16, 3, **cal) == pytest.approx(
+        bare + 3 * (cal["draft_overhead"] + 16 * cal["layer_overhead"]))
+    # a target pass pays its 32 layers' cost, and so does roofline_time on forward_cost's PassCost
+    assert cost.pass_time(LLAMA_3_8B, H100, 16, 1, **cal) == pytest.approx(
+        cost.pass_time(LLAMA_3_8B, H100, 16, 1, overlap=cal["overlap"]) + cal["overhead"]
+        + 32 * cal["layer_overhead"])
     assert cost.iteration_time(LLAMA_3_8B, LLAMA_3_2_1B, H100, 16, 3, **cal) == pytest.approx(
         cost.draft_time(LLAMA_3_2_1B, H100, 16, 3, **cal) + cost.pass_time(LLAMA_3_8B, H100, 16, 4, **cal))
     with pytest.raises(ValueError, match="draft_overhead"):
@@ -253,3 +260,38 @@ def test_a_self_draft_shares_the_targets_weights():
     twin = replace(LLAMA_3_8B, name="another 8B")
     assert cost.max_batch(LLAMA_3_8B, twin, H100, L, k=k, draft_context=W) < cost.max_batch(
         LLAMA_3_8B, LLAMA_3_8B, H100, L, k=k, draft_context=W)
+
+
+def test_head_dim_shapes_count_q_and_o_at_their_own_width():
+    # Qwen3-32B: 64 query heads of 128 (8192 wide) on a 5120 residual stream
+    q = cost.QWEN3_32B
+    assert q.d_head == 128 and q.n_heads * q.d_head != q.d_model
+    assert q.layer_params == 2 * 5120 * 8192 + 2 * 5120 * 8 * 128 + 3 * 5120 * 25600
+    assert q.kv_bytes_per_token == 2 * 64 * 8 * 128 * 2
+    assert LLAMA_3_8B.layer_params == 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336  # unchanged
+    with pytest.raises(ValueError, match="head_dim"):
+        cost.ModelShape(2, 100, 3, 1, 10, 10)
+
+
+def test_eagle_head_memory_and_kv():
+    head = cost.EAGLE3_LLAMA_3_1_8B
+    w, kv = cost._draft_memory(head, 1, 3)
+    assert w == head.params * 2 and kv == head.layer.kv_bytes_per_token
+    assert cost.weights_per_device(cost.LLAMA_3_1_8B, head) == cost.LLAMA_3_1_8B.memory_bytes + head.params * 2
+
+
+def test_tree_speedup_of_a_chain_is_batch_speedup():
+    for draft in (cost.EAGLE3_LLAMA_3_1_8B, LLAMA_3_2_1B):
+        for b in (1, 64):
+            chain = cost.batch_speedup(LLAMA_3_8B, draft, H100, b, 3, 0.7, 500, layer_overhead=5e-5, overlap="none")
+            tree = cost.tree_speedup(LLAMA_3_8B, draft, H100, b, (1, 1, 1), 3, cost.expected_tokens(0.7, 3), 500,
+                                     layer_overhead=5e-5, overlap="none")
+            assert tree == pytest.approx(chain, rel=1e-12)
+    # a wider level verifies more and drafts more: slower at the same tokens per iteration
+    wide = cost.tree_speedup(LLAMA_3_8B, cost.EAGLE3_LLAMA_3_1_8B, H100, 64, (1, 4, 4), 21, 2.5, 500)
+    assert wide < cost.tree_speedup(LLAMA_3_8B, cost.EAGLE3_LLAMA_3_1_8B, H100, 64, (1, 1, 1), 3, 2.5, 500)
+    for bad in ((), (1, 0), (1, 2.0)):
+        with pytest.raises(ValueError, match="widths"):
+            cost.tree_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, bad, 3, 2.0)
+    with pytest.raises(ValueError, match="verified"):
+        cost.tree_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, (1, 2, 2), 2, 2.0)

@@ -1,23 +1,31 @@
-"""Calibrations: the cost model's engine knobs fitted to a published data set, in the open (Chapter 6).
+"""Calibrations: the cost model's engine knobs, fitted to the published record and judged out of sample
+(Chapter 6).
 
-The idealized model (``cost``, per-kernel roofline, no overhead) gets the shape of S(B) right and its
-level wrong. A real engine adds a fixed cost to every pass (launches, scheduling, sampling, Python),
-runs small-M GEMMs below peak, overlaps memory and math less than perfectly, and pays per all-reduce.
-A *calibration* is the set of ``cost`` keyword arguments (``overlap``, ``overhead``, ``draft_overhead``,
-``allreduce_latency``) that makes the model match one published S(B) data set:
+The idealized model (``cost``, per-kernel roofline, no overhead) gets the shape of S(B) roughly right and
+its level wrong. A real engine adds fixed costs to every pass and every layer (launches, the small kernels
+each layer runs, scheduling, the Python between draft steps), and does not hide a GEMM's math under its
+weight reads at the sizes decode runs. A *calibration* is the set of ``cost`` keyword arguments that
+describes one engine (name and version) on one GPU.
 
-1. ``cases(source, series)``: each published point as the model sees it (shapes, accelerator, batch,
-   k, α from the published tokens per iteration, context, draft window, tp) and the measured S.
-2. ``fit(cases, free=...)``: least squares on log S over the points, for each overlap mode, keeping
-   the mode with the smallest sum of squares. Log S, because a speedup is a ratio: a 10% miss counts
-   the same at S = 1.2 and at S = 2, above or below.
-3. ``calibration(accelerator, source)``: the fitted knobs stored in ``data/calibrations.json``, with
-   what they were fitted to (a test refits and compares, so the file cannot drift from the fit).
+1. ``record()``: every published series of S against the batch that the model can represent, as
+   ``Case`` s (shapes, accelerator, batch, k or tree, acceptance, context, tp, engine), and the series it
+   cannot represent with the reason. Where a source publishes no acceptance, the series is *anchored*:
+   its acceptance is the one that makes the model reproduce the series' smallest batch, and that point is
+   not scored (a user who measured S at one batch asks the model about the others).
+2. ``VARIANTS``: the model variants (idealized; the first, 2-knob calibration as it was stored; candidate
+   terms), each a set of engine knobs fitted *jointly over every series of an engine* by
+   ``fit_engines``: least squares on log S, one set of knobs per (engine, version, GPU), shrunk toward the
+   engine family's and then toward the pooled knobs of every engine (so an engine seen on two points
+   borrows from the rest, and an engine never seen gets the pooled knobs).
+3. ``cross_validate``: leave one series out, and leave one source out; per variant the median
+   |log(predicted/measured)|, the signed bias, the verdict agreement on S > 1 and the worst point.
+   ``python -m specnotes.calibrate --cv`` prints it.
+4. ``write_calibrations``: the chosen variant fitted to the whole record, stored in
+   ``data/calibrations.json`` with each engine's identity, what it was fitted to, and the cross-validated
+   error and prediction interval; ``cost.calibration(accelerator, name)`` reads it.
 
-The knobs enter every pass time additively (``overhead`` per target pass, ``draft_overhead`` per draft
-pass, ``allreduce_latency`` per all-reduce), so each case's times are linear in them. ``fit`` uses
-that: it prices every case once at zero and once per unit of each knob, then searches the knobs on a
-grid (refined five times) with S in closed form. ``predict`` recomputes S through ``cost`` directly.
+``fit`` (one set of knobs to a handful of points, every overlap mode tried) stays: it is how a reader
+calibrates their own engine in Chapter 6, Problem 3.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -34,20 +43,25 @@ import numpy as np
 from specnotes import cost, published, validate
 from specnotes.hardware import ACCELERATORS, Accelerator
 
-KNOBS = ("overhead", "draft_overhead", "allreduce_latency")
+KNOBS = ("overhead", "draft_overhead", "allreduce_latency", "layer_overhead")  # what a stored calibration holds
+FIT_KNOBS = ("overhead", "draft_overhead", "allreduce_latency")  # what ``fit`` fits
 
 # Shapes of the models the published record uses (config.json of each on the Hugging Face hub).
-LLAMA_31_8B = replace(cost.LLAMA_3_8B, name="Llama-3.1-8B")  # same architecture as Llama-3-8B
+LLAMA_31_8B = cost.LLAMA_3_1_8B  # same architecture as Llama-3-8B
 LLAMA_2_7B = cost.ModelShape(32, 4096, 32, 32, 11008, 32000, name="Llama-2-7B-32K")  # multi-head KV
 TINYLLAMA = cost.ModelShape(22, 2048, 32, 4, 5632, 32000, name="TinyLlama-1.1B")
-# EAGLE-3's draft for Llama-3.1-8B: one Llama decoder layer and a ~32k-token draft LM head (vLLM's
-# llama_eagle3.py). Its fc (3·4096 → 4096) and wider QKV input (2·4096) are left out: ~18% of its bytes.
-EAGLE3_LLAMA31_8B = cost.ModelShape(1, 4096, 32, 8, 14336, 32000, name="EAGLE-3 head (Llama-3.1-8B)")
-QWEN3_8B = cost.ModelShape(36, 4096, 32, 8, 12288, 151936, name="Qwen3-8B")
-EAGLE3_QWEN3_8B = cost.ModelShape(1, 4096, 32, 8, 12288, 32000, name="EAGLE-3 head (Qwen3-8B)")
-SHAPES = {s.name: s for s in (LLAMA_31_8B, LLAMA_2_7B, TINYLLAMA, EAGLE3_LLAMA31_8B, QWEN3_8B, EAGLE3_QWEN3_8B,
-                              cost.LLAMA_3_70B)}
+QWEN3_8B = cost.QWEN3_8B
+# EAGLE-3's draft for Llama-3.1-8B: one Llama decoder layer whose QKV reads [embedding; feature], an fc from
+# the three fused target features, and a 32k-token draft LM head (vLLM's llama_eagle3.py; cost.EagleHead).
+EAGLE3_LLAMA31_8B = cost.EAGLE3_LLAMA_3_1_8B
+EAGLE3_QWEN3_8B = cost.EAGLE3_QWEN3_8B
+SHAPES = {s.name: s for s in (LLAMA_31_8B, LLAMA_2_7B, TINYLLAMA, QWEN3_8B, cost.LLAMA_3_70B)}
 EAGLE3_HEADS = {LLAMA_31_8B.name: EAGLE3_LLAMA31_8B, QWEN3_8B.name: EAGLE3_QWEN3_8B}
+
+# The calibration the book stored before the cross-validation (issue 24): two knobs fitted to the four points
+# of SpecDecode-Bench Fig. 1(c), with EAGLE heads priced as one-layer models; ``VARIANTS`` keeps it as it was.
+FIRST_CALIBRATION = {"overlap": "none", "overhead": 0.00321, "draft_overhead": 0.0005259}
+ALLREDUCE_LATENCY = 10e-6  # vLLM's custom all-reduce, small messages, H100 (interconnect.json)
 
 
 # ---------------------------------------------------------------------------------------------- cases
@@ -55,7 +69,13 @@ EAGLE3_HEADS = {LLAMA_31_8B.name: EAGLE3_LLAMA31_8B, QWEN3_8B.name: EAGLE3_QWEN3
 
 @dataclass(frozen=True)
 class Case:
-    """One published point as the model sees it, with the measured speedup."""
+    """One published point as the model sees it, with the measured speedup.
+
+    A chain drafts ``k`` tokens at acceptance ``alpha``; ``tokens`` (mean tokens per iteration, bonus
+    included) replaces α where a source publishes that instead, and a tree drafts ``widths[i]`` tokens per
+    sequence at level i and verifies ``k`` of them. The record adds where the point comes from (``source``,
+    ``series``), the engine that measured it (``engine``, ``version``) and whether its acceptance is
+    ``anchored`` to the series' smallest batch (then ``alpha`` and ``tokens`` are None)."""
 
     label: str
     target: cost.ModelShape
@@ -63,15 +83,44 @@ class Case:
     accel: str | Accelerator
     batch: int
     k: int
-    alpha: float
+    alpha: float | None
     context: int
     draft_context: int | None
     tp: int
     measured: float
+    tokens: float | None = None
+    widths: tuple[int, ...] | None = None
+    source: str = ""
+    series: str = ""
+    engine: str = ""
+    version: str | None = None
+    anchored: bool = False
+
+    def ratio(self, **knobs) -> float:
+        """T_plain / T_iter: S per token of E[N] (``speedup`` = E[N] · ratio)."""
+        widths = self.widths or (1,) * self.k
+        return cost.tree_speedup(self.target, self.draft, self.accel, self.batch, widths, self.k, 1.0,
+                                 self.context, draft_context=self.draft_context, tp=self.tp, **knobs)
+
+    def expected(self) -> float:
+        """E[N]: the published tokens per iteration, or the one α gives."""
+        if self.tokens is not None:
+            return self.tokens
+        if self.alpha is None:
+            raise validate.BadArgument(f"{self.series} {self.label}: its acceptance is anchored; use "
+                                       "calibrate.predict, which takes it from the series' smallest batch")
+        return cost.expected_tokens(self.alpha, self.k)
 
     def speedup(self, **knobs) -> float:
-        return cost.batch_speedup(self.target, self.draft, self.accel, self.batch, self.k, self.alpha, self.context,
-                                  draft_context=self.draft_context, tp=self.tp, **knobs)
+        if self.widths is None and self.tokens is None and self.alpha is not None:
+            return cost.batch_speedup(self.target, self.draft, self.accel, self.batch, self.k, self.alpha,
+                                      self.context, draft_context=self.draft_context, tp=self.tp, **knobs)
+        return self.expected() * self.ratio(**knobs)
+
+    @property
+    def key(self) -> tuple[str, str | None, str]:
+        """The calibration's identity: engine, version, GPU."""
+        return self.engine, self.version, getattr(self.accel, "name", self.accel)
 
 
 def magicdec_alpha(context: int) -> float:
@@ -84,11 +133,14 @@ def magicdec_alpha(context: int) -> float:
 
 
 def _draft(setup: dict, target: cost.ModelShape):
+    """The cost model's drafter for a published setup, or a BadArgument saying why there is none."""
     kind = setup.get("drafter")
     if kind == "self-speculation":
         return target
-    if kind == "eagle3-head" and target.name in EAGLE3_HEADS:
-        return EAGLE3_HEADS[target.name]
+    if kind == "eagle3-head":
+        return EAGLE3_HEADS.get(target.name) or cost.eagle3_head(target)
+    if kind == "eagle-head":
+        return cost.eagle_head(target)
     if kind == "draft-model" and setup.get("draft") in SHAPES:
         return SHAPES[setup["draft"]]
     if kind == "ngram":
@@ -96,15 +148,25 @@ def _draft(setup: dict, target: cost.ModelShape):
     raise validate.BadArgument(f"no draft shape for drafter {kind!r} (draft {setup.get('draft')!r}) on {target.name}")
 
 
+def _widths(setup: dict) -> tuple[int, ...] | None:
+    if (setup.get("verification") or ("tree" if setup.get("tree") else "chain")) != "tree":
+        return None
+    depth, branching = setup.get("tree_depth"), setup.get("tree_branching")
+    if not isinstance(depth, int) or not isinstance(branching, int):
+        raise validate.BadArgument("a tree whose depth and branching are not published")
+    return (1,) + (branching,) * (depth - 1)
+
+
 def cases(source: str, series: str, alpha=None, context: int | None = None,
           draft_context: int | None = None) -> list[Case]:
     """The points of ``published.load(source)[series]`` as model inputs.
 
     α: ``alpha`` (a number, or a function of the context) if given, else the setup's ``alpha``, else
-    the one whose E[N] is the setup's ``tokens_per_iteration``. Context: a ``context`` column if the
-    points have one, else ``context``, else the middle of the setup's range (the mean context while
-    decoding, when the range runs from prompt to prompt + output). k likewise (column, then setup).
-    ``draft_context``: the draft's own KV length, default the setup's (the top of a range).
+    the setup's ``tokens_per_iteration`` (as ``tokens``, and as the α whose E[N] it is for a chain).
+    Context: a ``context`` column if the points have one, else ``context``, else the middle of the setup's
+    range (the mean context while decoding, when the range runs from prompt to prompt + output). k likewise
+    (column, then setup); a tree's level widths from its depth and branching. ``draft_context``: the
+    draft's own KV length, default the setup's (the top of a range).
     """
     s = published.load(source)[series]
     setup = s.setup
@@ -112,8 +174,10 @@ def cases(source: str, series: str, alpha=None, context: int | None = None,
     if target is None:
         raise validate.BadArgument(f"no shape for target {setup.get('target')!r}; known: {', '.join(SHAPES)}")
     draft = _draft(setup, target)
+    widths = _widths(setup)
     if draft_context is None and isinstance(setup.get("draft_context"), int | list):
         draft_context = int(s.bounds("draft_context")[1])
+    engine, version = engine_id(setup)
     out = []
     for p in s.points:
         k = int(p["k"]) if "k" in p else int(setup["k"])
@@ -121,23 +185,48 @@ def cases(source: str, series: str, alpha=None, context: int | None = None,
         if ctx is None:
             lo, hi = s.bounds("context")
             ctx = round((lo + hi) / 2)
+        tokens = None
         if alpha is not None:
             a = alpha(ctx) if callable(alpha) else validate.probability("alpha", alpha)
         elif isinstance(setup.get("alpha"), float):
             a = setup["alpha"]
         elif setup.get("tokens_per_iteration") is not None:
-            a = cost.implied_alpha(setup["tokens_per_iteration"], k)
+            tokens = float(setup["tokens_per_iteration"])
+            a = cost.implied_alpha(tokens, k) if widths is None and tokens <= k + 1 else None
         else:
             raise validate.BadArgument(f"{series} publishes neither alpha nor tokens per iteration: pass alpha=")
-        label = ", ".join(f"{c}={p[c]:g}" for c in s.columns if c != "speedup")
+        label = ", ".join(f"{c}={p[c]:g}" for c in s.columns if c in ("context", "batch", "k"))
         out.append(Case(label, target, draft, setup["accelerator"], int(p["batch"]), k, a, ctx, draft_context,
-                        int(setup.get("tp", 1)), float(p["speedup"])))
+                        int(setup.get("tp", 1)), float(p["speedup"]), tokens if widths else None, widths, source,
+                        series, engine, version))
     return out
 
 
 def predict(cases_: list[Case], **knobs) -> list[float]:
-    """The model's S for each case with these ``cost`` keyword arguments (overlap, overheads, ...)."""
-    return [c.speedup(**knobs) for c in cases_]
+    """The model's S for each case with these ``cost`` keyword arguments (overlap, overheads, ...). An anchored
+    case takes its acceptance from its group's smallest batch (``anchors``), which must be among ``cases_``."""
+    cases_ = list(cases_)
+    if not any(c.anchored for c in cases_):
+        return [c.speedup(**knobs) for c in cases_]
+    ratios = [c.ratio(**knobs) for c in cases_]
+    anchor = anchors(cases_)
+    return [cases_[a].measured * r / ratios[a] if c.anchored else c.expected() * r
+            for c, r, a in zip(cases_, ratios, anchor, strict=True)]
+
+
+def anchors(cases_: list[Case]) -> list[int]:
+    """For each case, the index of the case whose measured S fixes its acceptance: for an anchored case the
+    smallest batch of its series at the same k (and tree); for any other case itself."""
+    groups: dict = {}
+    for i, c in enumerate(cases_):
+        if c.anchored:
+            groups.setdefault((c.source, c.series, c.k, c.widths), []).append(i)
+    out = list(range(len(cases_)))
+    for members in groups.values():
+        first = min(members, key=lambda i: (cases_[i].batch, i))
+        for i in members:
+            out[i] = first
+    return out
 
 
 def residuals(cases_: list[Case], **knobs) -> list[float]:
@@ -154,14 +243,15 @@ def compare(cases_: list[Case], **knobs) -> list[dict]:
 def vary(cases_: list[Case], **changes) -> list[Case]:
     """The same cases with some inputs changed (``vary(cases, draft_context=None)``: the draft reads the
     whole cache; ``vary(cases, tp=1)``; ``vary(cases, accel=derated("A100-80GB", 0.5))``)."""
-    fields = {f.name for f in dataclasses.fields(Case)} - {"label", "measured"}
+    fields_ = {f.name for f in dataclasses.fields(Case)} - {"label", "measured"}
     for name in changes:
-        validate.choice("input to vary", name, sorted(fields))
+        validate.choice("input to vary", name, sorted(fields_))
     return [replace(c, **changes) for c in cases_]
 
 
 def curve(case: Case, batches, **knobs) -> list[float]:
-    """The model's S(B) over ``batches`` for the setup of ``case`` (everything but the batch kept)."""
+    """The model's S(B) over ``batches`` for the setup of ``case`` (everything but the batch kept; an
+    anchored case needs its E[N]: use ``replace(case, tokens=..., anchored=False)``)."""
     return [replace(case, batch=validate.integer("batch", b, low=1)).speedup(**knobs) for b in batches]
 
 
@@ -184,27 +274,21 @@ def efficiency_scan(cases_: list[Case], efficiencies, **fit_kwargs) -> list[dict
     return rows
 
 
-def tree_speedup(target: cost.ModelShape, draft: cost.ModelShape, accel, batch: int, depth: int, branching: int,
+def tree_speedup(target: cost.ModelShape, draft, accel, batch: int, depth: int, branching: int,
                  verified: int, tokens: float, context: int = 0, tp: int = 1, overlap: str = "kernel",
-                 overhead: float = 0.0, draft_overhead: float | None = None, allreduce_latency: float = 0.0) -> float:
-    """S of tree speculation: ``depth`` draft passes (the first over 1 token per sequence, the others over
+                 overhead: float = 0.0, draft_overhead: float | None = None, allreduce_latency: float = 0.0,
+                 layer_overhead: float = 0.0) -> float:
+    """S of tree speculation: ``depth`` draft levels (the first over 1 token per sequence, the others over
     ``branching`` candidates), then one target pass over the ``verified`` tree tokens plus the bonus
-    position, yielding ``tokens`` per iteration on average (published; no i.i.d. α for a tree).
-
-    S = tokens · T_target(B, 1) / (Σ_levels T_draft(B, n_level) + T_target(B, verified + 1)). A chain is
-    ``branching=1, verified=depth``: then this is ``cost.batch_speedup`` at the α with E[N] = tokens.
+    position, yielding ``tokens`` per iteration on average (published; no i.i.d. α for a tree):
+    ``cost.tree_speedup`` with widths (1, branching, ..., branching). A chain is ``branching=1,
+    verified=depth``: then this is ``cost.batch_speedup`` at the α with E[N] = tokens.
     """
     depth = validate.integer("depth", depth, low=1)
     branching = validate.integer("branching", branching, low=1)
-    verified = validate.integer("verified", verified, low=depth)
-    tokens = validate.number("tokens", tokens, low=1, high=verified + 1)
-    common = dict(overlap=overlap, tp=tp, allreduce_latency=allreduce_latency)
-    t_draft = overhead if draft_overhead is None else draft_overhead
-    plain = cost.pass_time(target, accel, batch, 1, context, overhead=overhead, **common)
-    verify = cost.pass_time(target, accel, batch, verified + 1, context, overhead=overhead, **common)
-    drafting = sum(cost.pass_time(draft, accel, batch, 1 if level == 0 else branching, context + level,
-                                  overhead=t_draft, **common) for level in range(depth))
-    return tokens * plain / (drafting + verify)
+    return cost.tree_speedup(target, draft, accel, batch, (1,) + (branching,) * (depth - 1), verified, tokens,
+                             context, tp=tp, overlap=overlap, overhead=overhead, draft_overhead=draft_overhead,
+                             allreduce_latency=allreduce_latency, layer_overhead=layer_overhead)
 
 
 def predictor_pass_time(batch: int, new_tokens: int, context: int) -> float:
@@ -219,7 +303,532 @@ def predictor_pass_time(batch: int, new_tokens: int, context: int) -> float:
             + v["overhead_constant_per_step"])
 
 
+# ---------------------------------------------------------------------------------------------- the record
+
+# Where a source gives no context for a series, the same source's context for the same dataset (its
+# traces), else this many tokens: chat prompts plus a few hundred tokens of output, the middle of a decode.
+DEFAULT_CONTEXT = 512
+_VERSION = re.compile(r"\d+(\.\d+)+(\.?post\d+)?")
+
+
+def engine_id(setup: dict) -> tuple[str, str | None]:
+    """(engine family, version) of a published setup: ("vllm", "0.10.1"), ("sglang", "0.5.9"), ("magicdec",
+    None). The family is the engine's first word, lower case; the version only where one is published."""
+    words = re.findall(r"[A-Za-z][A-Za-z0-9.-]*", str(setup.get("engine") or "unknown"))
+    version = setup.get("engine_version")
+    version = version if isinstance(version, str) and _VERSION.fullmatch(version) else None
+    return words[0].lower() if words else "unknown", version
+
+
+def calibration_name(engine: str, version: str | None) -> str:
+    """The name a calibration is stored under: "vllm-0.10.1", or the family alone without a version."""
+    return f"{engine}-{version}" if version else engine
+
+
+@dataclass(frozen=True)
+class Record:
+    """The published record as the model sees it: ``cases`` (every point of every series it can
+    represent) and ``skipped`` ({"source/series": why the model cannot represent it})."""
+
+    cases: tuple[Case, ...]
+    skipped: dict
+
+    @property
+    def anchor(self) -> np.ndarray:
+        return np.array(anchors(list(self.cases)))
+
+    @property
+    def scored(self) -> np.ndarray:
+        """The points a prediction is judged on: all but the anchors of anchored series."""
+        return np.array([not (c.anchored and a == i) for i, (c, a) in enumerate(zip(self.cases, self.anchor,
+                                                                                   strict=True))])
+
+    def series(self) -> list[str]:
+        return list(dict.fromkeys(f"{c.source}/{c.series}" for c in self.cases))
+
+
+def _dataset_contexts(source) -> dict:
+    """{dataset: middle context} for the series of a source that publish a context range."""
+    out = {}
+    for s in source.series:
+        if isinstance(s.setup.get("context"), list) and s.setup.get("dataset"):
+            lo, hi = s.bounds("context")
+            out.setdefault(s.setup["dataset"], round((lo + hi) / 2))
+    return out
+
+
+def _series_cases(source, s) -> list[Case]:
+    """The cases of one series of the record, or a BadArgument saying why the model cannot represent it."""
+    setup = s.setup
+    if "batch" not in s.columns:
+        raise validate.BadArgument(f"speedups at {', '.join(c for c in s.columns if c in ('concurrency', 'qps'))}, "
+                                   "not against the batch size" if "concurrency" in s.columns or "qps" in s.columns
+                                   else "not a speedup against the batch size")
+    target = SHAPES.get(setup.get("target"))
+    if target is None:
+        raise validate.BadArgument(f"no shape for the target {setup.get('target')!r}")
+    if setup.get("drafter") == "ngram":
+        raise validate.BadArgument("an n-gram drafter proposes only where the prompt matches (vLLM's NgramProposer "
+                                   "returns no draft otherwise), so how many tokens each verify pass scores is not "
+                                   "published")
+    _draft(setup, target)  # raises, saying why, where the record's drafter has no shape here
+    if setup.get("accelerator") is None or setup.get("tp") is None:
+        raise validate.BadArgument("the GPU or the tensor-parallel split is not published")
+    _widths(setup)
+    if setup.get("k") is None and "k" not in s.columns:
+        raise validate.BadArgument("the number of drafted tokens (or the tree's shape) is not published")
+    if isinstance(setup.get("context"), list) or "context" in s.columns:
+        context = None
+    else:
+        context = _dataset_contexts(source).get(setup.get("dataset"), DEFAULT_CONTEXT)
+    alpha = magicdec_alpha if (source.name == "magicdec" and setup.get("target") == "Llama-3.1-8B") else None
+    published_acceptance = (alpha is not None or isinstance(setup.get("alpha"), float)
+                            or setup.get("tokens_per_iteration") is not None)
+    if published_acceptance:
+        return cases(source.name, s.id, alpha=alpha, context=context)
+    out = [replace(c, anchored=True) for c in cases(source.name, s.id, alpha=0.5, context=context)]
+    out = [replace(c, alpha=None) for c in out]
+    groups = {}
+    for c in out:
+        groups.setdefault((c.k, c.widths), []).append(c)
+    out = [c for members in groups.values() if len(members) > 1 for c in members]
+    if not out:
+        raise validate.BadArgument("no acceptance is published and no two batch sizes share a k, so no point can "
+                                   "be predicted from another")
+    return out
+
+
+@cache
+def record() -> Record:
+    """Every series of the published record with S against the batch that the model can represent (see the
+    module docstring), and the others with the reason."""
+    out, skipped = [], {}
+    for name in published.names():
+        source = published.load(name)
+        for s in source.series:
+            if s.values is not None or not ({"speedup", "latency_sd"} & set(s.columns)):
+                continue  # constants or other measurements, not S
+            try:
+                out += _series_cases(source, s)
+            except validate.BadArgument as err:
+                skipped[f"{name}/{s.id}"] = str(err)
+    return Record(tuple(out), skipped)
+
+
+# ---------------------------------------------------------------------------------------------- variants
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A version of the model: how a pass combines its kernels' memory and compute times (``overlap``:
+    "kernel", "none", or "knee": (m^p + c^p)^(1/p) per kernel with p fitted), which engine knobs are fitted
+    (``free``, seconds), and the drafter's structure (``heads``: "eagle" prices an EAGLE head as
+    ``cost.EagleHead``; "one-layer" as the one-layer model the first calibration used). ``stored``: the
+    first calibration's knobs as they were, not refitted."""
+
+    name: str
+    what: str
+    overlap: str = "none"
+    free: tuple[str, ...] = ()
+    heads: str = "eagle"
+    stored: dict | None = None
+
+
+VARIANTS = {v.name: v for v in (
+    Variant("idealized", "per-kernel roofline, no overhead", "kernel"),
+    Variant("first calibration", "2 knobs fitted to the 4 points of SpecDecode-Bench Fig. 1(c), as stored before",
+            "none", heads="one-layer", stored=FIRST_CALIBRATION),
+    Variant("2 knobs per engine", "no overlap, a fixed time per target and per draft pass, per engine", "none",
+            ("overhead", "draft_overhead")),
+    Variant("soft knee", "2 knobs per engine and a GEMM knee (m^p + c^p)^(1/p), p fitted", "knee",
+            ("overhead", "draft_overhead")),
+    Variant("per-token cost", "2 knobs per engine and a time per token each target pass scores", "none",
+            ("overhead", "draft_overhead", "token_overhead")),
+    Variant("per-layer cost", "no overlap, a time per decoder layer of every pass and per draft pass, per engine",
+            "none", ("draft_overhead", "layer_overhead")),
+    Variant("per-layer cost, overlapped", "the same with each kernel's memory and compute overlapped", "kernel",
+            ("draft_overhead", "layer_overhead")),
+)}
+CHOSEN = "per-layer cost"  # the variant the stored calibrations use: the best by leave-one-source-out (--cv)
+SHRINK = 0.1  # weight of the pull toward the family's and the pooled knobs (log-knob units)
+KNEES = (1.0, 2.0, 4.0, math.inf)  # the p the soft knee may take (1: memory plus compute; inf: the larger)
+LINEAR = ("overhead", "draft_overhead", "layer_overhead", "token_overhead", "allreduce_latency")
+_INIT = {"overhead": 1e-3, "draft_overhead": 5e-4, "layer_overhead": 3e-5, "token_overhead": 2e-6}
+
+
+def _old_heads(c: Case) -> Case:
+    """The case with an EAGLE head priced as the first calibration priced it: one layer of the target's shape
+    with the head's vocabulary, k one-token passes."""
+    if isinstance(c.draft, cost.EagleHead):
+        return replace(c, draft=replace(c.draft.layer, tied_embeddings=False))
+    return c
+
+
+class Features:
+    """The record's passes as arrays, so that every variant's S is a few numpy operations.
+
+    Every pass of every case (the plain decode pass, and the verify and draft passes of an iteration) is
+    ``cost.target_pass`` / ``cost.draft_passes``, the passes ``cost`` itself prices; per kernel, its
+    memory and compute seconds at the datasheet roofs; per pass, its link seconds and the pass's share of
+    each linear knob (``LINEAR``: 1 for a target or a draft pass, its layers, its tokens, its all-reduces).
+    ``times`` adds them up as ``cost`` does (a test compares the two)."""
+
+    def __init__(self, cases_, heads: str = "eagle"):
+        self.cases = [(_old_heads(c) if heads == "one-layer" else c) for c in cases_]
+        mem, comp, kpass, link, lin, pcase, pplain = [], [], [], [], [], [], []
+        for i, c in enumerate(self.cases):
+            accel = cost.accelerator(c.accel)
+            widths = c.widths or (1,) * c.k
+            dctx = c.context if c.draft_context is None else c.draft_context
+            passes = ([cost.target_pass(c.target, c.batch, 1, c.context, c.tp)],
+                      [cost.target_pass(c.target, c.batch, c.k + 1, c.context, c.tp)]
+                      + cost.draft_passes(c.draft, c.batch, c.k, dctx, c.tp, c.target, widths))
+            for plain, group in enumerate(passes[::-1]):  # iteration passes first, then the plain pass
+                for p in group:
+                    n = len(pcase)
+                    peak = accel.peak(cost._math_dtype(accel, p.dtype, p.compute)) if p.kernels else 1.0
+                    parts = [k for k in p.kernels if k.flops or k.bytes]
+                    mem += [k.bytes / accel.mem_bandwidth for k in parts]
+                    comp += [k.flops / peak for k in parts]
+                    kpass += [n] * len(parts)
+                    links = sum(k.link_bytes for k in p.kernels)
+                    link.append(links / (accel.link_bandwidth / 2) if links else 0.0)
+                    tokens = c.batch * (1 if plain else c.k + 1)
+                    lin.append([0.0 if p.draft else 1.0, 1.0 if p.draft else 0.0, float(p.layers),
+                                0.0 if p.draft else float(tokens), float(sum(k.calls for k in p.kernels))])
+                    pcase.append(i)
+                    pplain.append(bool(plain))
+        self.mem, self.comp, self.kpass = np.array(mem), np.array(comp), np.array(kpass)
+        self.link, self.lin = np.array(link), np.array(lin)
+        self.pcase, self.pplain = np.array(pcase), np.array(pplain)
+        self.n = len(self.cases)
+        self.measured = np.array([c.measured for c in self.cases])
+        self.tokens = np.array([np.nan if c.anchored else c.expected() for c in self.cases])
+        self.anchor = np.array(anchors(self.cases))
+        self.anchored = np.array([c.anchored for c in self.cases])
+        # per case: the linear features of its plain pass and of its iteration
+        self.lin_plain = self._per_case(self.lin, True)
+        self.lin_iter = self._per_case(self.lin, False)
+        self._base = {}
+
+    def _per_case(self, values, plain: bool) -> np.ndarray:
+        sel = self.pplain == plain
+        out = np.zeros((self.n,) + values.shape[1:])
+        np.add.at(out, self.pcase[sel], values[sel])
+        return out
+
+    def base(self, knee: float) -> tuple[np.ndarray, np.ndarray]:
+        """(T_plain, T_iter) with every linear knob at 0: kernels combined with exponent ``knee`` (1: memory
+        plus compute, "none"; inf: the larger, "kernel"), plus the link time."""
+        if knee not in self._base:
+            big, small = np.maximum(self.mem, self.comp), np.minimum(self.mem, self.comp)
+            if knee == math.inf:
+                per_kernel = big
+            else:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    per_kernel = np.where(big > 0, big * (1 + (small / np.where(big > 0, big, 1)) ** knee)
+                                          ** (1 / knee), 0.0)
+            per_pass = np.bincount(self.kpass, per_kernel, minlength=len(self.pcase)) + self.link
+            self._base[knee] = (self._per_case(per_pass, True), self._per_case(per_pass, False))
+        return self._base[knee]
+
+    def times(self, knee: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(T_plain, T_iter) per case; ``x`` [cases, LINEAR]: each case's linear knobs in seconds."""
+        plain0, iter0 = self.base(knee)
+        return plain0 + (self.lin_plain * x).sum(1), iter0 + (self.lin_iter * x).sum(1)
+
+    def predict(self, knee: float, x: np.ndarray) -> np.ndarray:
+        """S per case: E[N]·T_plain/T_iter, an anchored case scaled from its anchor's measured S."""
+        plain, it = self.times(knee, x)
+        ratio = plain / it
+        return np.where(self.anchored, self.measured[self.anchor] * ratio / ratio[self.anchor], self.tokens * ratio)
+
+    def gradient(self, knee: float, x: np.ndarray) -> np.ndarray:
+        """d log S / d x_j per case [cases, LINEAR] (an anchored case: its own minus its anchor's)."""
+        plain, it = self.times(knee, x)
+        g = self.lin_plain / plain[:, None] - self.lin_iter / it[:, None]
+        return np.where(self.anchored[:, None], g - g[self.anchor], g)
+
+
+def _knee_of(v: Variant) -> list[float]:
+    return list(KNEES) if v.overlap == "knee" else [1.0 if v.overlap == "none" else math.inf]
+
+
+def _knobs_of(v: Variant, knee: float, x: dict) -> dict:
+    """``cost`` keyword arguments of a variant's fitted linear knobs (the soft knee has no ``cost`` form)."""
+    overlap = {1.0: "none", math.inf: "kernel"}.get(knee, f"knee p={knee:g}")
+    out = {"overlap": overlap}
+    for name in LINEAR:
+        if name != "token_overhead" or name in v.free:  # cost has no per-token knob: that variant stays in the CV
+            out[name] = float(x.get(name, 0.0))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- fit
+
+
+@dataclass(frozen=True)
+class EngineFit:
+    """A variant fitted to a set of cases: log-knobs pooled over every engine, and the deviations of each
+    engine family and each (engine, version, GPU) from them. ``knobs(key)`` gives the ``cost`` keyword
+    arguments for an engine, with how they were found (its own fit, its family's, or the pooled ones)."""
+
+    variant: Variant
+    knee: float
+    pooled: dict
+    families: dict
+    keys: dict
+    sse: float
+    n: int
+
+    def log_knobs(self, key) -> tuple[dict, str]:
+        engine = key[0]
+        if key in self.keys:
+            how = "fitted to this engine on this GPU"
+        elif engine in self.families:
+            how = f"{engine} fitted on other versions or GPUs"
+        else:
+            how = "no fit for this engine: pooled over every engine"
+        fam, own = self.families.get(engine, {}), self.keys.get(key, {})
+        return {j: self.pooled[j] + fam.get(j, 0.0) + own.get(j, 0.0) for j in self.pooled}, how
+
+    def knobs(self, key) -> tuple[dict, str]:
+        if self.variant.stored is not None:
+            return dict(self.variant.stored), "as stored"
+        if not self.variant.free:
+            return {}, "no engine knobs"
+        logs, how = self.log_knobs(key)
+        x = {j: math.exp(v) for j, v in logs.items()}
+        if self.variant.free:
+            x["allreduce_latency"] = ALLREDUCE_LATENCY
+        return _knobs_of(self.variant, self.knee, x), how
+
+
+def _x(fit_: EngineFit, cases_) -> np.ndarray:
+    """[cases, LINEAR] knob values for each case's engine."""
+    rows = []
+    for c in cases_:
+        knobs = fit_.knobs(c.key)[0]
+        rows.append([knobs.get(j, 0.0) for j in LINEAR])
+    return np.array(rows)
+
+
+def _lm(residual, theta, iterations: int = 100):
+    """Levenberg-Marquardt on residual(θ) -> (r, J); deterministic."""
+    r, jac = residual(theta)
+    f, lam = r @ r, 1e-3
+    for _ in range(iterations):
+        g, h = jac.T @ r, jac.T @ jac
+        for _ in range(30):
+            step = np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-12), -g)
+            r2, jac2 = residual(theta + step)
+            f2 = r2 @ r2
+            if np.isfinite(f2) and f2 <= f:
+                break
+            lam *= 4
+        else:
+            return theta, f
+        done = f - f2 <= 1e-7 * (1 + f)
+        theta, r, jac, f, lam = theta + step, r2, jac2, f2, max(lam / 4, 1e-12)
+        if done:
+            break
+    return theta, f
+
+
+def fit_engines(variant: str | Variant, cases_=None, train=None, features: Features | None = None,
+                shrink: float = SHRINK) -> EngineFit:
+    """Fit a variant's engine knobs to ``cases_`` (default: the whole record; ``train``: the indices used):
+    least squares on log S over the scored points, every series of an engine at once, plus
+    ``shrink``·(deviation)² for each family's and each engine's log-knobs away from the pooled ones."""
+    v = VARIANTS[variant] if isinstance(variant, str) else variant
+    if features is None:
+        rec = record() if cases_ is None else None
+        features = Features(rec.cases if rec else cases_, v.heads)
+    cs = features.cases
+    train = np.arange(features.n) if train is None else np.asarray(train)
+    scored = train[np.array([not (cs[i].anchored and features.anchor[i] == i) for i in train], bool)]
+    if v.stored is not None or not v.free:
+        knobs = dict(v.stored or {})
+        return EngineFit(v, 1.0 if knobs.get("overlap") == "none" else math.inf, {}, {}, {}, 0.0, len(scored))
+    keys = sorted({cs[i].key for i in train}, key=str)
+    families = sorted({k[0] for k in keys})
+    free = list(v.free)
+    m = len(free)
+    layout = [("pooled", None)] + [("family", f) for f in families] + [("key", k) for k in keys]
+    member = np.zeros((features.n, len(layout)))
+    for col, (kind, what) in enumerate(layout):
+        for i, c in enumerate(cs):
+            member[i, col] = (kind == "pooled" or (kind == "family" and c.engine == what)
+                              or (kind == "key" and c.key == what))
+    cols = [LINEAR.index(j) for j in free]
+    penalty = np.sqrt(shrink) * np.repeat([0.0] + [1.0] * (len(layout) - 1), m)
+    measured = np.log(features.measured[scored])
+    member_scored = member[scored][:, :, None]
+
+    def unpack(theta):
+        logs = member @ theta.reshape(len(layout), m)  # [cases, free]
+        x = np.zeros((features.n, len(LINEAR)))
+        x[:, cols] = np.exp(np.clip(logs, -30, 2))
+        x[:, LINEAR.index("allreduce_latency")] = ALLREDUCE_LATENCY
+        return x
+
+    best = None
+    for knee in _knee_of(v):
+        def residual(theta, knee=knee):
+            x = unpack(theta)
+            r = np.log(features.predict(knee, x)[scored]) - measured
+            g = features.gradient(knee, x)[scored][:, cols] * x[scored][:, cols]  # d/d log x
+            jac = (member_scored * g[:, None, :]).reshape(len(scored), -1)
+            return np.concatenate([r, penalty * theta]), np.vstack([jac, np.diag(penalty)])
+
+        theta0 = np.zeros(len(layout) * m)
+        for j, name in enumerate(free):
+            theta0[j] = math.log(_INIT[name])
+        if best is not None:  # the next knee starts where the last one ended
+            theta0 = best[1].copy()
+        theta, sse = _lm(residual, theta0)
+        if best is None or sse < best[2]:
+            best = (knee, theta, sse)
+    knee, theta, sse = best
+    t = theta.reshape(len(layout), m)
+    pick = lambda row: {name: float(t[row, j]) for j, name in enumerate(free)}
+    return EngineFit(v, knee, pick(0), {f: pick(1 + i) for i, f in enumerate(families)},
+                     {k: pick(1 + len(families) + i) for i, k in enumerate(keys)}, float(sse), len(scored))
+
+
+def fit_predict(fit_: EngineFit, features: Features, idx=None) -> np.ndarray:
+    """The fitted variant's S for the cases ``idx`` of ``features`` (every case by default)."""
+    s = features.predict(fit_.knee, _x(fit_, features.cases))
+    return s if idx is None else s[idx]
+
+
+# ---------------------------------------------------------------------------------------------- cross-validation
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Held-out predictions of every variant under each scheme ("series": leave one series out; "source":
+    leave one source out): ``predicted[scheme][variant]`` per case of ``record`` (NaN for the anchors, which
+    are not predicted), ``how[scheme][variant]`` which knobs each prediction used, and ``rows()``."""
+
+    record: Record
+    predicted: dict
+    how: dict
+    in_sample: dict
+
+    @property
+    def measured(self) -> np.ndarray:
+        return np.array([c.measured for c in self.record.cases])
+
+    def errors(self, scheme: str, variant: str, mask=None) -> np.ndarray:
+        """log(predicted / measured) of the scored points (and ``mask``)."""
+        keep = self.record.scored if mask is None else self.record.scored & mask
+        return np.log(self.predicted[scheme][variant][keep] / self.measured[keep])
+
+    def summary(self, scheme: str, variant: str, mask=None) -> dict:
+        keep = self.record.scored if mask is None else self.record.scored & mask
+        pred, meas = self.predicted[scheme][variant][keep], self.measured[keep]
+        err = np.log(pred / meas)
+        worst = int(np.argmax(np.abs(err)))
+        case = [c for c, k in zip(self.record.cases, keep, strict=True) if k][worst]
+        return {"variant": variant, "held out": {"series": "one series", "source": "one source"}[scheme],
+                "points": int(keep.sum()), "median |log ratio|": float(np.median(np.abs(err))),
+                "bias": float(err.mean()), "verdict agreement": float(np.mean((pred > 1) == (meas > 1))),
+                "worst": f"{case.source}/{case.series} {case.label}: {pred[worst]:.2f} vs {meas[worst]:.2f}",
+                "worst |log ratio|": float(abs(err[worst]))}
+
+    def rows(self, schemes=("source", "series")) -> list[dict]:
+        return [self.summary(s, v) for s in schemes for v in self.predicted[s]]
+
+    def best(self, scheme: str = "source") -> str:
+        """The variant with the smallest median |log ratio| under ``scheme`` (ties: the first listed)."""
+        return min(self.predicted[scheme], key=lambda v: self.summary(scheme, v)["median |log ratio|"])
+
+
+def _groups(rec: Record, scheme: str) -> np.ndarray:
+    validate.choice("scheme", scheme, ("series", "source"))
+    return np.array([f"{c.source}/{c.series}" if scheme == "series" else c.source for c in rec.cases])
+
+
+_CV: dict = {}
+
+
+def cross_validate(variants: tuple[str, ...] | None = None, schemes: tuple[str, ...] = ("source", "series"),
+                   shrink: float = SHRINK, rec: Record | None = None) -> CrossValidation:
+    """Leave one series out and leave one source out, over the whole record (or ``rec``), for every variant
+    (default ``VARIANTS``): each held-out point predicted by the variant fitted to the rest. An engine the
+    rest has not seen gets its family's knobs, or the pooled ones (``EngineFit.knobs`` says which). The
+    first calibration is not refitted: it is judged as it was stored (its own four points included).
+    Deterministic; the record's result is kept (about 15 s on one core the first time)."""
+    key = (variants, tuple(schemes), shrink)
+    if rec is None and key in _CV:
+        return _CV[key]
+    result = _cross_validate(variants, tuple(schemes), shrink, rec or record())
+    if rec is None:
+        _CV[key] = result
+    return result
+
+
+def _cross_validate(variants, schemes, shrink, rec: Record) -> CrossValidation:
+    variants = tuple(VARIANTS) if variants is None else tuple(validate.choice("variant", v, VARIANTS)
+                                                                for v in variants)
+    feats = {h: Features(rec.cases, h) for h in {VARIANTS[v].heads for v in variants}}
+    predicted, how, in_sample = {}, {}, {}
+    for v in variants:
+        f = feats[VARIANTS[v].heads]
+        full = fit_engines(v, features=f, shrink=shrink)
+        in_sample[v] = fit_predict(full, f)
+    for scheme in schemes:
+        validate.choice("scheme", scheme, ("series", "source"))
+        groups = _groups(rec, scheme)
+        predicted[scheme], how[scheme] = {}, {}
+        for v in variants:
+            f = feats[VARIANTS[v].heads]
+            out, said = np.full(rec_len := len(rec.cases), np.nan), [""] * rec_len
+            for g in dict.fromkeys(groups):
+                test = np.flatnonzero(groups == g)
+                fold = fit_engines(v, features=f, train=np.flatnonzero(groups != g), shrink=shrink)
+                out[test] = fit_predict(fold, f, test)
+                for i in test:
+                    said[i] = fold.knobs(rec.cases[i].key)[1]
+            out[~rec.scored] = np.nan
+            predicted[scheme][v], how[scheme][v] = out, said
+    return CrossValidation(rec, predicted, how, in_sample)
+
+
+NOMINAL = 0.95  # the central share of held-out errors the interval spans: built without a source, it covers >= 80%
+
+
+def interval(cv: CrossValidation | None = None, variant: str = CHOSEN, nominal: float = NOMINAL,
+             scheme: str = "source", mask=None) -> tuple[float, float]:
+    """(low, high) factors on a prediction: the measured S lay between predicted·low and predicted·high for
+    the central ``nominal`` share of the held-out points (``mask``: of these points only)."""
+    cv = cv or cross_validate()
+    err = cv.errors(scheme, variant, mask)
+    tail = (1 - validate.number("nominal", nominal, low=0, high=1, low_open=True, high_open=True)) / 2
+    return float(np.exp(-np.quantile(err, 1 - tail))), float(np.exp(-np.quantile(err, tail)))
+
+
+def interval_coverage(cv: CrossValidation | None = None, variant: str = CHOSEN, nominal: float = NOMINAL) -> dict:
+    """How often the interval covers a measured S it was not built from: for each source, the interval from
+    the other sources' held-out errors, applied to that source's held-out predictions. ``covered`` of
+    ``points``; ``published``: the same for the points whose acceptance is published (no anchor)."""
+    cv = cv or cross_validate()
+    rec = cv.record
+    sources = np.array([c.source for c in rec.cases])
+    pred, meas = cv.predicted["source"][variant], cv.measured
+    covered = np.zeros(len(rec.cases), bool)
+    for s in dict.fromkeys(sources):
+        lo, hi = interval(cv, variant, nominal, mask=sources != s)
+        mine = rec.scored & (sources == s)
+        covered[mine] = (pred[mine] * lo <= meas[mine]) & (meas[mine] <= pred[mine] * hi)
+    published_ = rec.scored & np.array([not c.anchored for c in rec.cases])
+    return {"covered": int(covered[rec.scored].sum()), "points": int(rec.scored.sum()),
+            "share": float(covered[rec.scored].mean()), "published_share": float(covered[published_].mean()),
+            "published_points": int(published_.sum())}
+
+
+# ---------------------------------------------------------------------------------------------- one fit
 
 
 @dataclass(frozen=True)
@@ -298,12 +907,12 @@ def fit(cases_: list[Case], free: tuple[str, ...] = ("overhead", "draft_overhead
         raise validate.BadArgument("fit needs at least one case")
     free = tuple(free)
     if not 1 <= len(free) <= 3 or len(set(free)) != len(free):
-        raise validate.BadArgument(f"free must name 1 to 3 distinct knobs of {KNOBS}; got {free}")
+        raise validate.BadArgument(f"free must name 1 to 3 distinct knobs of {FIT_KNOBS}; got {free}")
     for name in free:
-        validate.choice("free knob", name, KNOBS)
+        validate.choice("free knob", name, FIT_KNOBS)
     fixed = dict(fixed or {})
     for name, value in fixed.items():
-        validate.choice("fixed knob", name, KNOBS)
+        validate.choice("fixed knob", name, FIT_KNOBS)
         validate.number(name, value, low=0)
         if name in free:
             raise validate.BadArgument(f"{name} is both free and fixed")
@@ -325,118 +934,170 @@ def fit(cases_: list[Case], free: tuple[str, ...] = ("overhead", "draft_overhead
 # ---------------------------------------------------------------------------------------------- stored
 
 
-@cache
-def _stored() -> dict:
-    path = resources.files("specnotes").joinpath("data", "calibrations.json")
-    return json.loads(path.read_text(encoding="utf-8"))
+def drafter_kind(c: Case) -> str:
+    """The published record's name for a case's drafter: eagle3-head, eagle-head, self-speculation, ..."""
+    d = c.draft
+    if isinstance(d, cost.EagleHead):
+        return "eagle3-head" if d.fc_inputs == 3 else "eagle-head"
+    if d == c.target:
+        return "self-speculation"
+    return {cost.ModelShape: "draft-model", cost.NoWeights: "ngram", cost.EarlyExit: "early-exit"}.get(
+        type(d), type(d).__name__)
 
 
-def calibrations() -> dict:
-    """Every stored calibration: {accelerator: {source: record}}, each record with its knobs, what it
-    was fitted to (source, series, fixed knobs, free knobs) and how well it fits."""
-    return {k: v for k, v in json.loads(json.dumps(_stored())).items() if k != "about"}
+def fitted_to(cases_) -> dict:
+    """What a set of cases covers: the ranges a calibration fitted to them can be trusted in."""
+    cases_ = list(cases_)
+    span = lambda values: [min(values), max(values)]
+    return {"sources": sorted({c.source for c in cases_}), "series": sorted({c.series for c in cases_}),
+            "points": len(cases_), "batch": span([c.batch for c in cases_]),
+            "context": span([c.context for c in cases_]), "k": sorted({c.k for c in cases_}),
+            "trees": any(c.widths for c in cases_), "targets": sorted({c.target.name for c in cases_}),
+            "drafters": sorted({drafter_kind(c) for c in cases_}), "tp": sorted({c.tp for c in cases_}),
+            "weight_bytes": sorted({c.target.weight_bytes for c in cases_})}
 
 
-def calibration(accelerator_name: str, source: str) -> dict:
-    """The ``cost`` keyword arguments fitted to the published data set ``source`` on ``accelerator_name``.
-
-        knobs = cost.calibration("H100-SXM", "specdecode_bench")
-        cost.batch_speedup(target, draft, "H100-SXM", 64, 3, 0.62, 720, **knobs)
-
-    Returns a new dict (overlap, overhead, draft_overhead, and allreduce_latency where fitted or fixed).
-    """
-    validate.choice("accelerator_name", accelerator_name, ACCELERATORS)
-    stored = {k: v for k, v in _stored().items() if k != "about"}
-    if accelerator_name not in stored:
-        raise validate.BadArgument(f"no calibration for {accelerator_name}; calibrated: {', '.join(stored)}")
-    validate.choice(f"source (calibrated on {accelerator_name})", source, stored[accelerator_name])
-    return dict(stored[accelerator_name][source]["knobs"])
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "magicdec": "MagicDec research engine"}
+# Calibrations the chapters first called by the published source they came from.
+ALIASES = {("H100-SXM", "specdecode_bench"): "vllm-0.10.1"}
 
 
-# How each stored calibration is fitted: the data set, the free and fixed knobs, and α. ``refit`` runs
-# one; ``python -m specnotes.calibrate --write`` rewrites data/calibrations.json from all of them.
-RECIPES = {
-    ("H100-SXM", "specdecode_bench"): {
-        "series": "fig1c_eagle3", "free": ("overhead", "draft_overhead"), "fixed": {},
-        "alpha": "from the published tokens per iteration (2.2548 at k = 3)",
-        "why": "Fig. 1(c): the book's headline setup (Llama-3.1-8B, EAGLE-3, k = 3, one H100, vLLM 0.10.1)"},
-    ("A100-80GB", "magicdec"): {
-        "series": "fig6c_llama31_selfspec_a100", "free": ("overhead", "draft_overhead"),
-        "fixed": {"allreduce_latency": 10e-6},
-        "alpha": "MagicDec's acceptance table (budget 512) by context, linear between its columns",
-        "why": "Figure 6(c): 20 points over context 4k-100k and batch 32-256, 8-way tensor parallel",
-        "fixed_source": "allreduce_latency: ~10 us, vLLM's custom all-reduce at tp = 8 for small messages "
-                        "(interconnect.json, allreduce_h100_vllm_custom; an H100 measurement: no A100 one was found)"},
-}
+def _rounded(knobs: dict) -> dict:
+    return {k: (v if isinstance(v, str) else float(f"{v:.4g}")) for k, v in knobs.items()}
 
 
-def recipe_cases(accelerator_name: str, source: str) -> list[Case]:
-    """The cases a stored calibration is fitted to."""
-    recipe = RECIPES[(accelerator_name, source)]
-    alpha = magicdec_alpha if source == "magicdec" else None
-    return cases(source, recipe["series"], alpha=alpha)
-
-
-def refit(accelerator_name: str, source: str) -> Fit:
-    """Run the fit a stored calibration came from (see ``RECIPES``)."""
-    key = (accelerator_name, source)
-    if key not in RECIPES:
-        raise validate.BadArgument(f"no recipe for {key}; known: {sorted(RECIPES)}")
-    recipe = RECIPES[key]
-    return fit(recipe_cases(*key), free=recipe["free"], fixed=recipe["fixed"])
-
-
-def _record(key, f: Fit) -> dict:
-    recipe = RECIPES[key]
-    knobs = {k: (v if isinstance(v, str) else float(f"{v:.4g}")) for k, v in f.knobs.items()}
-    return {
-        "knobs": knobs,
-        "fitted_to": {"source": key[1], "series": recipe["series"], "free": list(recipe["free"]),
-                      "fixed": recipe["fixed"], "alpha": recipe["alpha"], "why": recipe["why"],
-                      **({"fixed_source": recipe["fixed_source"]} if "fixed_source" in recipe else {})},
-        "method": "specnotes.calibrate.fit: least squares on log S over the series' points, overlap chosen "
-                  "from kernel/pass/none by the smallest sum of squares",
-        "rms_log": float(f"{f.rms_log:.4g}"),
-        "residuals": {r["point"]: float(f"{r['residual']:.4g}") for r in f.rows()},
-        "by_overlap": {o: {"rms_log": float(f"{v['rms_log']:.4g}"),
-                           **{k: float(f"{x:.4g}") for k, x in v["knobs"].items() if k in f.free}}
-                       for o, v in f.by_overlap.items()},
-    }
-
-
-def write_calibrations(path=None) -> dict:
-    """Refit every recipe and write data/calibrations.json (or ``path``)."""
-    out = {}
-    for key in RECIPES:
-        out.setdefault(key[0], {})[key[1]] = _record(key, refit(*key))
-    doc = {"about": "cost-model knobs fitted to published data sets: specnotes.calibrate (RECIPES, fit); "
-                    "regenerate with python -m specnotes.calibrate --write", **out}
+def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
+    """Fit the chosen variant (``CHOSEN``) to the whole record and write data/calibrations.json (or ``path``):
+    one calibration per (engine, version, GPU) in the record, the families' and the pooled knobs for engines
+    the record has not seen, the cross-validation table and the prediction interval."""
+    rec = record()
+    cv = cv or cross_validate()
+    v = VARIANTS[CHOSEN]
+    full = fit_engines(v, features=Features(rec.cases, v.heads))
+    lo, hi = interval(cv)
+    doc = {"about": "cost-model knobs per engine and GPU, fitted to the published record and cross-validated: "
+                    "specnotes.calibrate (record, VARIANTS, fit_engines, cross_validate); regenerate with "
+                    "python -m specnotes.calibrate --write",
+           "model": {"variant": v.name, "what": v.what, "overlap": "none", "free": list(v.free),
+                     "fixed": {"overhead": 0.0, "allreduce_latency": ALLREDUCE_LATENCY},
+                     "fixed_source": "allreduce_latency: ~10 us, vLLM's custom all-reduce for small messages on H100 "
+                                     "(interconnect.json, allreduce_h100_vllm_custom)",
+                     "shrink": SHRINK,
+                     "chosen_by": "smallest median |log ratio| leaving one source out (cross_validation)"},
+           "cross_validation": {"rows": [{k: (round(x, 4) if isinstance(x, float) else x) for k, x in r.items()}
+                                         for r in cv.rows()],
+                                "interval": {"nominal": NOMINAL, "low": round(lo, 4), "high": round(hi, 4),
+                                             "held_out": interval_coverage(cv)},
+                                "skipped": rec.skipped},
+           "pooled": {"knobs": _rounded(full.knobs(("", None, ""))[0])},
+           "families": {f: {"knobs": _rounded(full.knobs((f, None, ""))[0]),
+                            "fitted_to": fitted_to(c for c in rec.cases if c.engine == f)} for f in full.families}}
+    for key in full.keys:
+        engine, version, accel = key
+        mine = [c for c in rec.cases if c.key == key]
+        doc.setdefault(accel, {})[calibration_name(engine, version)] = {
+            "knobs": _rounded(full.knobs(key)[0]), "engine": ENGINE_NAMES.get(engine, engine), "version": version,
+            "accelerator": accel, "fitted_to": fitted_to(mine),
+            "method": f"specnotes.calibrate.fit_engines({v.name!r}): least squares on log S over every series of "
+                      "the record, this engine's knobs shrunk toward its family's and the pooled ones"}
+    for (accel, alias), name in ALIASES.items():
+        if name in doc.get(accel, {}):
+            doc[accel][alias] = {"alias_of": name, "why": "the name the chapters first used for this calibration"}
     path = path or resources.files("specnotes").joinpath("data", "calibrations.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=1)
         fh.write("\n")
-    _stored.cache_clear()
+    cost._stored.cache_clear()
     return doc
 
 
+def stored() -> dict:
+    """The whole of data/calibrations.json (a copy): per-GPU calibrations, families, pooled, model, CV."""
+    return json.loads(json.dumps(cost._stored()))
+
+
+def calibrations() -> dict:
+    """Every stored calibration: {accelerator: {name: record}} (``cost.calibrations``)."""
+    return cost.calibrations()
+
+
+def calibration(accelerator_name: str, source: str) -> dict:
+    """``cost.calibration``: the stored knobs of one engine on one GPU."""
+    return cost.calibration(accelerator_name, source)
+
+
+def lookup(accelerator_name: str, engine: str, version: str | None = None) -> tuple[str | None, dict, str]:
+    """The best calibration the record offers an engine on a GPU: (stored name or None, knobs, how it was
+    found). In order: this engine and version on this GPU; this engine at another version on this GPU; the
+    engine's family knobs (fitted on other GPUs); the pooled knobs of every engine."""
+    validate.choice("accelerator_name", accelerator_name, ACCELERATORS)
+    engine = str(engine).lower()
+    doc = stored()
+    here = doc.get(accelerator_name, {})
+    name = calibration_name(engine, version)
+    label = ENGINE_NAMES.get(engine, engine) + (f" {version}" if version else "")
+    if name in here:
+        return name, cost.calibration(accelerator_name, name), f"fitted to {label} on {accelerator_name}"
+    same = [n for n, r in here.items() if "alias_of" not in r and (n == engine or n.startswith(engine + "-"))]
+    if same:
+        return same[0], cost.calibration(accelerator_name, same[0]), (
+            f"fitted to {ENGINE_NAMES.get(engine, engine)} {here[same[0]]['version'] or '(version not published)'} "
+            f"on {accelerator_name}, not to {label}")
+    if engine in doc["families"]:
+        gpus = sorted({g for g in doc["families"][engine]["fitted_to"]["sources"]})
+        where = sorted({a for a, names in doc.items() if a in ACCELERATORS
+                        for n in names if n == engine or n.startswith(engine + "-")})
+        return None, dict(doc["families"][engine]["knobs"]), (
+            f"{ENGINE_NAMES.get(engine, engine)} was fitted on {', '.join(where)} ({', '.join(gpus)}), not on "
+            f"{accelerator_name}: its knobs are carried over")
+    return None, dict(doc["pooled"]["knobs"]), (f"the record has no {label} at all: the knobs pooled over every "
+                                                "engine in it")
+
+
+def cv_table(cv: CrossValidation | None = None) -> str:
+    """The cross-validation as plain text (what ``--cv`` prints)."""
+    cv = cv or cross_validate()
+    lines = [f"{'variant':28} {'held out':11} {'points':>6} {'median':>7} {'bias':>7} {'verdict':>8}  worst point"]
+    for r in cv.rows():
+        lines.append(f"{r['variant']:28} {r['held out']:11} {r['points']:6d} {r['median |log ratio|']:7.3f} "
+                     f"{r['bias']:+7.3f} {r['verdict agreement']:8.1%}  {r['worst']}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m specnotes.calibrate [--write]``: refit every stored calibration (``RECIPES``) and print
-    the knobs; ``--write`` also rewrites data/calibrations.json. Anything else exits with status 2."""
+    """``python -m specnotes.calibrate [--cv] [--write]``: print the stored calibrations; ``--cv`` the
+    cross-validation of every variant over the whole record; ``--write`` refits the chosen variant and
+    rewrites data/calibrations.json. Anything else exits with status 2."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m specnotes.calibrate",
-                                     description="Refit every stored calibration and print the knobs.")
-    parser.add_argument("--write", action="store_true", help="rewrite data/calibrations.json with the fits")
+                                     description="The cost model's engine calibrations and their out-of-sample error.")
+    parser.add_argument("--cv", action="store_true", help="cross-validate every variant (leave one series out, "
+                                                          "leave one source out) and print the table")
+    parser.add_argument("--write", action="store_true", help="refit the chosen variant, rewrite data/calibrations.json")
     args = parser.parse_args(argv)
+    cv = cross_validate() if (args.cv or args.write) else None
+    if args.cv:
+        rec = cv.record
+        print(f"The published record: {int(rec.scored.sum())} points predicted ({len(rec.cases)} with the anchors) "
+              f"in {len(rec.series())} series of {len({c.source for c in rec.cases})} sources; "
+              f"{len(rec.skipped)} series the model cannot represent.\n")
+        print(cv_table(cv))
+        best = cv.best("source")
+        lo, hi = interval(cv)
+        cover = interval_coverage(cv)
+        print(f"\nbest leaving one source out: {best}; stored calibrations use: {CHOSEN}")
+        print(f"interval: the central {NOMINAL:.0%} of its held-out errors, measured S within x{lo:.2f} to x{hi:.2f} "
+              f"of the prediction; built without their own source it covers {cover['covered']} of {cover['points']} "
+              f"held-out points ({cover['share']:.0%}; {cover['published_share']:.0%} of the "
+              f"{cover['published_points']} with a published acceptance)")
     if args.write:
-        doc = write_calibrations()
-        records = [(a, s, r) for a, by_source in doc.items() if a != "about" for s, r in by_source.items()]
-    else:
-        records = [(a, s, _record((a, s), refit(a, s))) for a, s in RECIPES]
-    for accel, source, record in records:
-        print(accel, source, record["knobs"], "rms log error", record["rms_log"])
-    print("written to data/calibrations.json" if args.write else
-          "not written (--write rewrites data/calibrations.json)")
+        write_calibrations(cv=cv)
+        print("written to data/calibrations.json")
+    if not args.cv:
+        for accel, names in cost.calibrations().items():
+            for name, r in names.items():
+                print(accel, name, r.get("knobs", f"= {r.get('alias_of')}"))
     return 0
 
 

@@ -39,12 +39,14 @@ intensity B per head) and ``NGRAM`` (no weights: prompt lookup).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
+from importlib import resources
 
 from specnotes import validate
-from specnotes.hardware import DTYPE_BYTES, Accelerator, accelerator, usable_dtype
+from specnotes.hardware import ACCELERATORS, DTYPE_BYTES, Accelerator, accelerator, usable_dtype
 
 OVERLAPS = ("kernel", "pass", "none")
 ACT_BYTES = 2  # activations moved by an all-reduce: bf16
@@ -67,6 +69,7 @@ class ModelShape:
     name: str = ""
     compute: str = "bf16"
     tied_embeddings: bool = False
+    head_dim: int | None = None  # None: d_model / n_heads (Llama); Qwen3-32B and Qwen3-0.6B set their own
 
     def __post_init__(self):
         for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff", "vocab"):
@@ -74,16 +77,20 @@ class ModelShape:
         validate.number("weight_bytes", self.weight_bytes, low=0, low_open=True)
         validate.number("kv_bytes", self.kv_bytes, low=0, low_open=True)
         validate.choice("compute", self.compute, DTYPE_BYTES)
-        if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
-            raise validate.BadArgument("d_model must be a multiple of n_heads, and n_heads of n_kv_heads")
+        if self.head_dim is not None:
+            validate.integer("head_dim", self.head_dim, low=1)
+        if (self.head_dim is None and self.d_model % self.n_heads) or self.n_heads % self.n_kv_heads:
+            raise validate.BadArgument("d_model must be a multiple of n_heads (or give head_dim), and n_heads of "
+                                       "n_kv_heads")
 
     @property
     def d_head(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_dim or self.d_model // self.n_heads
 
     @cached_property
     def layer_params(self) -> int:
-        attention = 2 * self.d_model * self.d_model + 2 * self.d_model * self.n_kv_heads * self.d_head
+        """Q and O (d_model × n_heads·d_head each), K and V (d_model × n_kv_heads·d_head each), gated MLP."""
+        attention = 2 * self.d_model * self.n_heads * self.d_head + 2 * self.d_model * self.n_kv_heads * self.d_head
         mlp = 3 * self.d_model * self.d_ff  # gated (SwiGLU): gate, up, down
         return attention + mlp
 
@@ -118,11 +125,19 @@ class ModelShape:
         return replace(self, weight_bytes=bits / 8, name=f"{self.name} (w{bits})" if self.name else "")
 
 
-# Published shapes (config.json of each model on the Hugging Face hub).
+# Published shapes (config.json of each model on the Hugging Face hub: num_hidden_layers, hidden_size,
+# num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings, head_dim).
 LLAMA_3_8B = ModelShape(32, 4096, 32, 8, 14336, 128256, name="Llama-3-8B")
 LLAMA_3_70B = ModelShape(80, 8192, 64, 8, 28672, 128256, name="Llama-3-70B")
 LLAMA_3_2_1B = ModelShape(16, 2048, 32, 8, 8192, 128256, name="Llama-3.2-1B", tied_embeddings=True)
-PRESETS = {s.name: s for s in (LLAMA_3_8B, LLAMA_3_70B, LLAMA_3_2_1B)}
+LLAMA_3_1_8B = replace(LLAMA_3_8B, name="Llama-3.1-8B")  # the Llama 3 architecture; the long-context RoPE
+LLAMA_3_1_70B = replace(LLAMA_3_70B, name="Llama-3.1-70B")  # scaling changes no matmul or cache size
+QWEN3_8B = ModelShape(36, 4096, 32, 8, 12288, 151936, name="Qwen3-8B")
+QWEN3_32B = ModelShape(64, 5120, 64, 8, 25600, 151936, name="Qwen3-32B", head_dim=128)  # 64 × 128 ≠ 5120
+QWEN3_0_6B = ModelShape(28, 1024, 16, 8, 3072, 151936, name="Qwen3-0.6B", tied_embeddings=True, head_dim=128)
+QWEN3_1_7B = ModelShape(28, 2048, 16, 8, 6144, 151936, name="Qwen3-1.7B", tied_embeddings=True, head_dim=128)
+PRESETS = {s.name: s for s in (LLAMA_3_8B, LLAMA_3_70B, LLAMA_3_2_1B, LLAMA_3_1_8B, LLAMA_3_1_70B, QWEN3_8B,
+                               QWEN3_32B, QWEN3_0_6B, QWEN3_1_7B)}
 
 
 # ---------------------------------------------------------------------------------------------- costs
@@ -149,6 +164,7 @@ class PassCost:
     tokens: int
     kernels: tuple[Kernel, ...] = field(default=(), compare=False)
     compute: str | None = None
+    layers: int = field(default=0, compare=False)  # decoder layers the pass runs (each pays layer_overhead)
 
     @property
     def intensity(self) -> float:
@@ -166,7 +182,7 @@ class PassCost:
         if self.compute and other.compute and self.compute != other.compute:
             raise validate.BadArgument(f"cannot add passes computed in {self.compute} and {other.compute}")
         return PassCost(self.flops + other.flops, self.bytes + other.bytes, self.tokens + other.tokens,
-                        self.parts + other.parts, self.compute or other.compute)
+                        self.parts + other.parts, self.compute or other.compute, self.layers + other.layers)
 
 
 def _check_pass(batch, new_tokens, context, tp=1) -> tuple[int, int, int, int]:
@@ -201,8 +217,8 @@ def _forward(shape: ModelShape, batch: int, new_tokens: int, context: int, tp: i
     return kernels + (_allreduce(shape, tokens, tp),) if tp > 1 else kernels
 
 
-def _as_cost(kernels: tuple[Kernel, ...], tokens: int, compute: str | None) -> PassCost:
-    return PassCost(sum(k.flops for k in kernels), sum(k.bytes for k in kernels), tokens, kernels, compute)
+def _as_cost(kernels: tuple[Kernel, ...], tokens: int, compute: str | None, layers: int = 0) -> PassCost:
+    return PassCost(sum(k.flops for k in kernels), sum(k.bytes for k in kernels), tokens, kernels, compute, layers)
 
 
 def matmul_cost(shape: ModelShape, batch: int, new_tokens: int, tp: int = 1) -> PassCost:
@@ -248,7 +264,8 @@ def allreduce_cost(shape: ModelShape, batch: int, new_tokens: int, tp: int) -> P
 def forward_cost(shape: ModelShape, batch: int, new_tokens: int, context: int = 0, tp: int = 1) -> PassCost:
     """A pass of ``shape`` over B sequences × n new tokens after L cached ones, per device (tp devices)."""
     batch, new_tokens, context, tp = _check_pass(batch, new_tokens, context, tp)
-    return _as_cost(_forward(shape, batch, new_tokens, context, tp), batch * new_tokens, shape.compute)
+    return _as_cost(_forward(shape, batch, new_tokens, context, tp), batch * new_tokens, shape.compute,
+                    shape.n_layers)
 
 
 def decode_cost(shape: ModelShape, batch: int, context: int = 0, tp: int = 1) -> PassCost:
@@ -327,10 +344,11 @@ def _seconds(kernels, accel: Accelerator, peak: float, overlap: str, latency: fl
 
 def roofline_time(cost: PassCost, accel: Accelerator | str, dtype: str | None = None, overhead: float = 0.0,
                   overlap: str = "kernel", allreduce_latency: float = 0.0,
-                  draft_overhead: float | None = None) -> float:
+                  draft_overhead: float | None = None, layer_overhead: float = 0.0) -> float:
     """Seconds for one pass: the kernels' roofline times combined per ``overlap`` (see the module
     docstring), plus the all-reduces (link bytes at half the datasheet link bandwidth, which counts
-    both directions, plus ``allreduce_latency`` per call), plus ``overhead``.
+    both directions, plus ``allreduce_latency`` per call), plus ``overhead``, plus ``layer_overhead`` for
+    each decoder layer the pass runs (``cost.layers``: set by ``forward_cost``; 0 for a bare kernel).
 
     ``draft_overhead`` is checked and otherwise unused (one pass of the target pays ``overhead``), so that a
     calibration, ``**cost.calibration(...)``, can be passed to every time function alike."""
@@ -339,9 +357,23 @@ def roofline_time(cost: PassCost, accel: Accelerator | str, dtype: str | None = 
     overhead = validate.number("overhead", overhead, low=0)
     overlap = validate.choice("overlap", overlap, OVERLAPS)
     latency = validate.number("allreduce_latency", allreduce_latency, low=0)
+    layer = validate.number("layer_overhead", layer_overhead, low=0)
     if draft_overhead is not None:
         validate.number("draft_overhead", draft_overhead, low=0)
-    return _seconds(cost.parts, accel, peak, overlap, latency) + overhead
+    return _seconds(cost.parts, accel, peak, overlap, latency) + overhead + layer * cost.layers
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass of an iteration as the time model sees it: its kernels (per device), the decoder layers it
+    runs (each pays ``layer_overhead``), whether it is a draft pass (pays ``draft_overhead``; a target pass
+    pays ``overhead``) and the dtype its math runs in (None: the accelerator's bf16, or fp16 on a T4)."""
+
+    kernels: tuple[Kernel, ...]
+    layers: int
+    draft: bool
+    compute: str | None
+    dtype: str | None = None  # an explicit dtype asked for (checked against ``compute``)
 
 
 @dataclass(frozen=True)
@@ -355,39 +387,51 @@ class _Engine:
     overlap: str
     tp: int
     latency: float
+    layer: float = 0.0
 
     def seconds(self, shape: ModelShape, batch: int, new_tokens: int, context: int, overhead: float,
                 dtype: str | None = None) -> float:
         peak = self.accel.peak(_math_dtype(self.accel, dtype, shape.compute))
         kernels = _forward(shape, batch, new_tokens, context, self.tp)
-        return _seconds(kernels, self.accel, peak, self.overlap, self.latency) + overhead
+        return _seconds(kernels, self.accel, peak, self.overlap, self.latency) + overhead + self.layer * shape.n_layers
+
+    def pass_seconds(self, p: Pass) -> float:
+        fixed = self.draft_overhead if p.draft else self.overhead
+        if not p.kernels:  # an n-gram lookup: its overhead only
+            return fixed
+        peak = self.accel.peak(_math_dtype(self.accel, p.dtype, p.compute))
+        return _seconds(p.kernels, self.accel, peak, self.overlap, self.latency) + fixed + self.layer * p.layers
 
 
 def _engine(accel, dtype=None, overhead=0.0, draft_overhead=None, overlap="kernel", tp=1,
-            allreduce_latency=0.0) -> _Engine:
+            allreduce_latency=0.0, layer_overhead=0.0) -> _Engine:
     overhead = validate.number("overhead", overhead, low=0)
     draft_overhead = overhead if draft_overhead is None else validate.number("draft_overhead", draft_overhead, low=0)
     return _Engine(accelerator(accel), dtype, overhead, draft_overhead, validate.choice("overlap", overlap, OVERLAPS),
-                   validate.integer("tp", tp, low=1), validate.number("allreduce_latency", allreduce_latency, low=0))
+                   validate.integer("tp", tp, low=1), validate.number("allreduce_latency", allreduce_latency, low=0),
+                   validate.number("layer_overhead", layer_overhead, low=0))
 
 
 def pass_time(shape: ModelShape, accel, batch: int, new_tokens: int, context: int = 0, dtype: str | None = None,
               overhead: float = 0.0, overlap: str = "kernel", tp: int = 1, allreduce_latency: float = 0.0,
-              draft_overhead: float | None = None) -> float:
+              draft_overhead: float | None = None, layer_overhead: float = 0.0) -> float:
     """Seconds for one pass of ``shape`` (B sequences × n new tokens after L cached ones) on tp devices.
-    A target pass pays ``overhead``; ``draft_overhead`` is accepted (and checked) so a calibration passes whole."""
+    A target pass pays ``overhead`` and ``layer_overhead`` per layer; ``draft_overhead`` is accepted (and
+    checked) so a calibration passes whole."""
     batch, new_tokens, context, tp = _check_pass(batch, new_tokens, context, tp)
-    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency)
+    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency, layer_overhead)
     return eng.seconds(shape, batch, new_tokens, context, eng.overhead, dtype)
 
 
 def decode_summary(shape: ModelShape, accel, batch: int, context: int = 0, dtype: str | None = None,
-                   overhead: float = 0.0, overlap: str = "kernel", draft_overhead: float | None = None) -> dict:
+                   overhead: float = 0.0, overlap: str = "kernel", draft_overhead: float | None = None,
+                   layer_overhead: float = 0.0, allreduce_latency: float = 0.0) -> dict:
     """One row of a decode-step table: intensity, step time, per-token time, tokens/s, which roof binds
-    (the roof is the roofline's; ``overhead`` adds to the step time)."""
+    (the roof is the roofline's; ``overhead`` and ``layer_overhead`` add to the step time)."""
     accel = accelerator(accel)
     c = decode_cost(shape, batch, context)
-    t = roofline_time(c, accel, dtype, overhead, overlap, draft_overhead=draft_overhead)
+    t = roofline_time(c, accel, dtype, overhead, overlap, allreduce_latency, draft_overhead=draft_overhead,
+                      layer_overhead=layer_overhead)
     ridge = accel.ridge(_math_dtype(accel, dtype, shape.compute))
     return {"B": batch, "AI (FLOP/byte)": c.intensity, "step ms": 1e3 * t, "ms per token": 1e3 * t / batch,
             "tokens/s": batch / t, "bound": "memory" if c.intensity < ridge else "compute"}
@@ -482,8 +526,73 @@ class NoWeights:
     name: str = "n-gram"
 
 
+@dataclass(frozen=True)
+class EagleHead:
+    """An EAGLE draft head (Li et al. 2024; EAGLE-3: 2025): ``layer``, decoder layer(s) of the target's
+    width whose LM head covers ``layer.vocab`` tokens (EAGLE-3 drafts over a reduced vocabulary: 32,000
+    for Llama-3.1-8B, against the target's 128,256), an fc of ``fc_inputs``·d_model → d_model that brings
+    the target's features in (EAGLE-1: feature and token embedding, 2; EAGLE-3: low, middle and high
+    features, 3), and for EAGLE-3 a QKV projection that reads [embedding; feature], 2·d_model inputs
+    (``wide_qkv``).
+
+    It runs the way vLLM's ``EagleProposer.propose`` (and SGLang's draft-extend) runs it: the first draft
+    pass puts every token the verify pass scored (depth + 1 per sequence) through the fc and the layer and
+    the LM head over the last one; each later pass runs one token per sequence (a tree level: its width)."""
+
+    layer: ModelShape
+    fc_inputs: int = 2
+    wide_qkv: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.layer, ModelShape):
+            raise validate.BadArgumentType(f"layer must be a ModelShape; got {type(self.layer).__name__}")
+        validate.integer("fc_inputs", self.fc_inputs, low=0)
+
+    @property
+    def name(self) -> str:
+        return self.layer.name
+
+    @cached_property
+    def body_params(self) -> int:
+        """The decoder layer(s) with the wide QKV's extra inputs (not the fc, not the LM head)."""
+        s = self.layer
+        extra = s.d_model * (s.n_heads + 2 * s.n_kv_heads) * s.d_head if self.wide_qkv else 0
+        return s.n_layers * (s.layer_params + extra)
+
+    @cached_property
+    def params(self) -> int:
+        """Matmul parameters: fc, layer(s) and the draft LM head."""
+        return self.fc_inputs * self.layer.d_model**2 + self.body_params + self.layer.d_model * self.layer.vocab
+
+
 NGRAM = NoWeights()
-Draft = ModelShape | EarlyExit | SinglePass | Heads | NoWeights
+Draft = ModelShape | EarlyExit | SinglePass | Heads | NoWeights | EagleHead
+
+
+def eagle3_head(target: ModelShape, draft_vocab: int = 32000, name: str = "") -> EagleHead:
+    """An EAGLE-3 head for ``target``: one decoder layer of its width (its heads, KV heads, d_ff), QKV over
+    [embedding; feature], an fc from the three fused features, and a ``draft_vocab``-token LM head (the
+    published heads use 32,000: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's config, draft_vocab_size)."""
+    layer = replace(target, n_layers=1, vocab=validate.integer("draft_vocab", draft_vocab, low=1),
+                    tied_embeddings=True, name=name or f"EAGLE-3 head ({target.name})")
+    return EagleHead(layer, fc_inputs=3, wide_qkv=True)
+
+
+def eagle_head(target: ModelShape, name: str = "") -> EagleHead:
+    """An EAGLE(-1) head for ``target``: an fc from [feature; embedding] (2·d_model) and one decoder layer of
+    its width, drafting with the target's own LM head (its full vocabulary, read at every draft step)."""
+    layer = replace(target, n_layers=1, tied_embeddings=True, name=name or f"EAGLE head ({target.name})")
+    return EagleHead(layer, fc_inputs=2, wide_qkv=False)
+
+
+# The heads people deploy with the presets: EAGLE-3 heads with a 32k draft vocabulary (yuhuili/EAGLE3-LLaMA3.1-
+# Instruct-8B, yuhuili/EAGLE3-LLaMA3.3-Instruct-70B; for Qwen3 the SpecForge-trained heads such as
+# Tengyunw/qwen3_8b_eagle3 and AngelSlim/Qwen3-32B_eagle3: fc 3·5120 → 5120, LM head 32000 × 5120 for 32B).
+EAGLE3_LLAMA_3_1_8B = eagle3_head(LLAMA_3_1_8B)
+EAGLE3_LLAMA_3_1_70B = eagle3_head(LLAMA_3_1_70B)
+EAGLE3_QWEN3_8B = eagle3_head(QWEN3_8B)
+EAGLE3_QWEN3_32B = eagle3_head(QWEN3_32B)
+HEAD_PRESETS = {h.name: h for h in (EAGLE3_LLAMA_3_1_8B, EAGLE3_LLAMA_3_1_70B, EAGLE3_QWEN3_8B, EAGLE3_QWEN3_32B)}
 
 
 def early_exit_shape(target: ModelShape, layers: int) -> ModelShape:
@@ -492,63 +601,108 @@ def early_exit_shape(target: ModelShape, layers: int) -> ModelShape:
                    name=f"{target.name} first {layers} layers")
 
 
-def _draft_seconds(draft: Draft, eng: _Engine, batch: int, k: int, context: int, target: ModelShape | None) -> float:
+def _eagle_kernels(head: EagleHead, batch: int, new_tokens: int, context: int, tp: int, first: bool):
+    s = head.layer
+    tokens = batch * new_tokens
+    body = head.body_params + (head.fc_inputs * s.d_model**2 if first else 0)
+    kernels = (Kernel("matmul", 2 * body * tokens / tp, s.weight_bytes * body / tp),
+               Kernel("lm head", 2 * s.d_model * s.vocab * batch / tp, s.weight_bytes * s.d_model * s.vocab / tp),
+               _attention(s, batch, new_tokens, context, tp))
+    return kernels + (_allreduce(s, tokens, tp),) if tp > 1 else kernels
+
+
+def levels(k: int, widths=None) -> tuple[int, ...]:
+    """Tokens per sequence at each draft level: a chain of k is (1,)·k; a tree gives its ``widths``."""
+    if widths is None:
+        return (1,) * validate.integer("k", k, low=0)
+    widths = tuple(widths)
+    if not widths or not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths):
+        raise validate.BadArgument(f"widths must be a non-empty list of positive integers (tokens per sequence at "
+                                   f"each draft level); got {widths!r}")
+    return widths
+
+
+def draft_passes(draft: Draft, batch: int, k: int, context: int, tp: int = 1, target: ModelShape | None = None,
+                 widths=None, dtype: str | None = None) -> list[Pass]:
+    """The draft passes of one iteration that drafts k tokens per sequence (a chain), or a tree whose level i
+    runs ``widths[i]`` tokens per sequence, for B sequences whose draft-side KV holds ``context`` tokens.
+
+    A draft model or an early exit runs one pass per level (the i-th at context L + i); an EAGLE head the
+    same, its first pass over depth + 1 tokens (``EagleHead``); a single-pass drafter or Medusa heads one
+    pass; an n-gram drafter one pass with no kernels (it costs its overhead once)."""
     if isinstance(draft, EarlyExit):
         if target is None:
             raise validate.BadArgument("an EarlyExit draft needs the target shape (target=...)")
         draft = early_exit_shape(target, draft.layers)
     if not isinstance(draft, Draft):
-        raise validate.BadArgumentType(f"draft must be a ModelShape, EarlyExit, SinglePass, Heads or NoWeights; "
-                                       f"got {type(draft).__name__}")
-    if k == 0:
-        return 0.0
+        raise validate.BadArgumentType(f"draft must be a ModelShape, EarlyExit, SinglePass, Heads, EagleHead or "
+                                       f"NoWeights; got {type(draft).__name__}")
+    if k == 0 and widths is None:
+        return []
+    widths = levels(k, widths)
     if isinstance(draft, NoWeights):
-        return eng.draft_overhead
+        return [Pass((), 0, True, None)]
     if isinstance(draft, SinglePass):
-        return eng.seconds(draft.shape, batch, k, context, eng.draft_overhead)
+        return [Pass(_forward(draft.shape, batch, k, context, tp), draft.shape.n_layers, True, draft.shape.compute)]
     if isinstance(draft, Heads):
-        peak = eng.accel.peak(_math_dtype(eng.accel, None, draft.shape.compute))
-        head = _matmul(draft.shape, batch, eng.tp)
-        heads = Kernel("heads", k * head.flops, k * head.bytes)
-        return _seconds((heads,), eng.accel, peak, eng.overlap, eng.latency) + eng.draft_overhead
-    return sum(eng.seconds(draft, batch, 1, context + i, eng.draft_overhead, eng.dtype) for i in range(k))
+        head = _matmul(draft.shape, batch, tp)
+        return [Pass((Kernel("heads", k * head.flops, k * head.bytes),), 0, True, draft.shape.compute)]
+    if isinstance(draft, EagleHead):
+        first = len(widths) + 1
+        return [Pass(_eagle_kernels(draft, batch, first if i == 0 else w, context + i, tp, i == 0),
+                     draft.layer.n_layers, True, draft.layer.compute) for i, w in enumerate(widths)]
+    return [Pass(_forward(draft, batch, w, context + i, tp), draft.n_layers, True, draft.compute, dtype)
+            for i, w in enumerate(widths)]
+
+
+def target_pass(target: ModelShape, batch: int, new_tokens: int, context: int, tp: int = 1,
+                dtype: str | None = None) -> Pass:
+    """One target pass (decode: n = 1; verify: n = k + 1, or a tree's tokens + 1) as a ``Pass``."""
+    return Pass(_forward(target, batch, new_tokens, context, tp), target.n_layers, False, target.compute, dtype)
+
+
+def _draft_seconds(draft: Draft, eng: _Engine, batch: int, k: int, context: int, target: ModelShape | None,
+                   widths=None) -> float:
+    return sum(eng.pass_seconds(p) for p in draft_passes(draft, batch, k, context, eng.tp, target, widths,
+                                                         eng.dtype))
 
 
 def draft_time(draft: Draft, accel, batch: int, k: int, context: int = 0, dtype: str | None = None,
                overhead: float = 0.0, overlap: str = "kernel", tp: int = 1, allreduce_latency: float = 0.0,
-               target: ModelShape | None = None, draft_overhead: float | None = None) -> float:
-    """Time to draft k tokens per sequence for B sequences whose draft-side KV holds ``context`` tokens.
+               target: ModelShape | None = None, draft_overhead: float | None = None,
+               layer_overhead: float = 0.0, widths=None) -> float:
+    """Time to draft k tokens per sequence for B sequences whose draft-side KV holds ``context`` tokens
+    (``draft_passes``; ``widths``: a tree's tokens per sequence at each level).
 
-    A draft model or an early exit runs k sequential one-token passes, the i-th at context L + i;
-    a single-pass drafter or Medusa heads run one pass; an n-gram drafter reads no weights and costs
-    its per-pass overhead once. The per-pass overhead is ``draft_overhead`` where given (as in a
-    calibration), else ``overhead``; an early exit needs the ``target``.
+    Each draft pass pays ``draft_overhead`` where given (as in a calibration), else ``overhead``, and
+    ``layer_overhead`` for each decoder layer it runs; an early exit needs the ``target``.
     """
     batch, _, context, tp = _check_pass(batch, 1, context, tp)
     k = validate.integer("k", k, low=0)
-    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency)
-    return _draft_seconds(draft, eng, batch, k, context, target)
+    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency, layer_overhead)
+    return _draft_seconds(draft, eng, batch, k, context, target, widths)
 
 
 def iteration_time(target: ModelShape, draft: Draft, accel, batch: int, k: int, context: int = 0,
                    dtype: str | None = None, overhead: float = 0.0, draft_overhead: float | None = None,
                    overlap: str = "kernel", draft_context: int | None = None, tp: int = 1,
-                   allreduce_latency: float = 0.0) -> float:
+                   allreduce_latency: float = 0.0, layer_overhead: float = 0.0, widths=None) -> float:
     """T_iter = T_draft(k tokens) + T_target(B, k + 1 tokens).
 
     ``draft_overhead`` (per draft pass) defaults to ``overhead``; ``draft_context``, the draft's own KV
-    length (a StreamingLLM window, say), defaults to ``context``.
+    length (a StreamingLLM window, say), defaults to ``context``; ``widths``: a tree's tokens per
+    sequence at each draft level (then k is the number of tree tokens verified).
     """
     batch, _, context, tp = _check_pass(batch, 1, context, tp)
     k = validate.integer("k", k, low=0)
     draft_ctx = context if draft_context is None else validate.integer("draft_context", draft_context, low=0)
-    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency)
-    return _iteration_seconds(target, draft, eng, batch, k, context, draft_ctx)
+    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency, layer_overhead)
+    return _iteration_seconds(target, draft, eng, batch, k, context, draft_ctx, widths)
 
 
-def _iteration_seconds(target, draft, eng: _Engine, batch, k, context, draft_context) -> float:
+def _iteration_seconds(target, draft, eng: _Engine, batch, k, context, draft_context, widths=None) -> float:
     verify = eng.seconds(target, batch, k + 1, context, eng.overhead, eng.dtype)
-    return _draft_seconds(draft, eng, batch, k, draft_context, target) + verify
+    return _draft_seconds(draft, eng, batch, k, draft_context, target, widths) + verify
 
 
 def speedup_from_times(alpha: float, k: int, t_decode: float, t_draft_step: float, t_verify: float) -> float:
@@ -562,18 +716,39 @@ def speedup_from_times(alpha: float, k: int, t_decode: float, t_draft_step: floa
 def batch_speedup(target: ModelShape, draft: Draft, accel, batch: int, k: int, alpha: float, context: int = 0,
                   dtype: str | None = None, overhead: float = 0.0, draft_overhead: float | None = None,
                   overlap: str = "kernel", draft_context: int | None = None, tp: int = 1,
-                  allreduce_latency: float = 0.0) -> float:
+                  allreduce_latency: float = 0.0, layer_overhead: float = 0.0) -> float:
     """S(B) = E[N]·T_target(B, 1) / (T_draft(B, k) + T_target(B, k + 1)). k = 0 gives 1.
 
     ``overhead``: seconds added to every target pass; ``draft_overhead`` to every draft pass (default:
-    ``overhead``); ``overlap``: "kernel" | "pass" | "none"; ``draft_context``: the draft's KV length
-    (default: ``context``); ``tp``: tensor-parallel devices; ``allreduce_latency``: seconds per all-reduce.
+    ``overhead``); ``layer_overhead``: seconds per decoder layer of every pass; ``overlap``: "kernel" |
+    "pass" | "none"; ``draft_context``: the draft's KV length (default: ``context``); ``tp``:
+    tensor-parallel devices; ``allreduce_latency``: seconds per all-reduce.
     """
     batch, _, context, tp = _check_pass(batch, 1, context, tp)
     en = expected_tokens(alpha, k)
     draft_ctx = context if draft_context is None else validate.integer("draft_context", draft_context, low=0)
-    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency)
+    eng = _engine(accel, dtype, overhead, draft_overhead, overlap, tp, allreduce_latency, layer_overhead)
     return _speedup(target, draft, eng, batch, k, en, context, draft_ctx)
+
+
+def tree_speedup(target: ModelShape, draft: Draft, accel, batch: int, widths, verified: int, tokens: float,
+                 context: int = 0, dtype: str | None = None, draft_context: int | None = None, **knobs) -> float:
+    """S of tree (or chain) speculation with a published mean: the draft's levels (``widths``: tokens per
+    sequence at each level, the first usually 1), one target pass over the ``verified`` tree tokens plus the
+    bonus position, ``tokens`` per iteration on average (no i.i.d. α for a tree).
+
+    S = tokens · T_target(B, 1) / (Σ_levels T_draft + T_target(B, verified + 1)). A chain of k is
+    ``widths=(1,)*k, verified=k``: then this is ``batch_speedup`` at the α whose E[N] is ``tokens``.
+    ``knobs``: the time functions' keyword arguments (overlap, overheads, tp, ...).
+    """
+    batch, _, context, _ = _check_pass(batch, 1, context)
+    widths = levels(0, widths)
+    verified = validate.integer("verified", verified, low=len(widths))
+    tokens = validate.number("tokens", tokens, low=1, high=verified + 1)
+    draft_ctx = context if draft_context is None else validate.integer("draft_context", draft_context, low=0)
+    eng = _engine(accel, dtype, **knobs)
+    plain = eng.seconds(target, batch, 1, context, eng.overhead, eng.dtype)
+    return tokens * plain / _iteration_seconds(target, draft, eng, batch, verified, context, draft_ctx, widths)
 
 
 def _speedup(target, draft, eng: _Engine, batch, k, en, context, draft_context) -> float:
@@ -685,6 +860,8 @@ def _draft_memory(draft: Draft, tp: int, k: int) -> tuple[float, float]:
         return draft.shape.params * draft.shape.weight_bytes / tp, 0.0
     if isinstance(draft, Heads):
         return max(k, 1) * draft.shape.params * draft.shape.weight_bytes / tp, 0.0
+    if isinstance(draft, EagleHead):  # it shares the target's token embedding
+        return draft.params * draft.layer.weight_bytes / tp, _kv_token_per_device(draft.layer, tp)
     return 0.0, 0.0  # an early exit shares the target's weights and KV; n-gram has none
 
 
@@ -722,8 +899,39 @@ def max_batch(target: ModelShape, draft: Draft | None, accel, context: int, *, k
     return max(0, math.floor(free / per_seq))
 
 
-def calibration(accelerator_name: str, source: str) -> dict:
-    """Engine knobs fitted to a published data set (``specnotes.calibrate.calibration``; Chapter 6)."""
-    from specnotes.calibrate import calibration as fitted  # calibrate imports cost: import on call
+# ---------------------------------------------------------------------------------------------- calibrations
 
-    return fitted(accelerator_name, source)
+
+@cache
+def _stored() -> dict:
+    path = resources.files("specnotes").joinpath("data", "calibrations.json")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def calibrations() -> dict:
+    """Every stored calibration: {accelerator: {name: record}} (``specnotes.calibrate`` writes them), each
+    record with its knobs, the engine and GPU it describes, what it was fitted to and its cross-validated
+    error. A copy."""
+    return {k: v for k, v in json.loads(json.dumps(_stored())).items() if k in ACCELERATORS}
+
+
+def calibration(accelerator_name: str, source: str) -> dict:
+    """The keyword arguments of the time functions for the engine calibrated as ``source`` on
+    ``accelerator_name`` (``calibrations()`` lists them; Chapter 6 fits them):
+
+        knobs = cost.calibration("H100-SXM", "vllm-0.10.1")
+        cost.batch_speedup(target, draft, "H100-SXM", 64, 3, 0.62, 720, **knobs)
+
+    A name is an engine and its version ("vllm-0.10.1", "sglang-0.5.9", ...) or, for the calibrations the
+    book fitted first, the published source they came from ("specdecode_bench": vLLM 0.10.1 in SpecDecode-Bench;
+    "magicdec"). Returns a new dict (overlap, overhead, draft_overhead, layer_overhead, allreduce_latency)."""
+    validate.choice("accelerator_name", accelerator_name, ACCELERATORS)
+    stored = calibrations()
+    if accelerator_name not in stored:
+        raise validate.BadArgument(f"no calibration for {accelerator_name}; calibrated: {', '.join(stored)}")
+    names = stored[accelerator_name]
+    validate.choice(f"source (calibrated on {accelerator_name})", source, names)
+    record = names[source]
+    if "alias_of" in record:
+        record = names[record["alias_of"]]
+    return dict(record["knobs"])
