@@ -73,7 +73,7 @@ def test_calibrated_rows_are_the_stored_calibration_and_differ_from_the_idealize
                                                     ("H100-SXM", "specdecode_bench")]  # no calibration on the L4
     ideal, _, cal = rows
     knobs = cost.calibration("H100-SXM", "specdecode_bench")
-    assert knobs["overhead"] > 0 and knobs["draft_overhead"] > 0  # the fitted per-pass overheads
+    assert knobs["layer_overhead"] > 0 and knobs["draft_overhead"] > 0  # the fitted per-layer and per-draft costs
     assert cal["S"] == pytest.approx(expected_row(cal, **knobs)["S"], abs=5e-3)
     assert cal["bstar"] == expected_row(cal, **knobs)["bstar"] != ideal["bstar"]
     # Chapter 4: the calibrated curve falls earlier (B = 64) but crosses 1 later than the idealized one
