@@ -379,6 +379,8 @@ def _series_cases(source, s) -> list[Case]:
         raise validate.BadArgument("the number of drafted tokens (or the tree's shape) is not published")
     if isinstance(setup.get("context"), list) or "context" in s.columns:
         context = None
+    elif re.search(r">\s*\d+\s*k", s.missing.get("context", "")):
+        raise validate.BadArgument(f"its context is only bounded below ({s.missing['context']}): the KV reads need it")
     else:
         context = _dataset_contexts(source).get(setup.get("dataset"), DEFAULT_CONTEXT)
     alpha = magicdec_alpha if (source.name == "magicdec" and setup.get("target") == "Llama-3.1-8B") else None
