@@ -39,63 +39,68 @@ def done_when_calibrated():
     return advise.run(DONE_WHEN + ["--calibration", "specdecode_bench"])
 
 
+def _pooled():
+    from specnotes import calibrate
+
+    return calibrate.stored()["pooled"]["knobs"]
+
+
 def test_done_when_json_equals_the_books_functions(done_when_json):
-    # the H100's one stored calibration was fitted to vLLM with an EAGLE-3 head: "auto" does not apply it to a
-    # separate draft model, and the report is the idealized model's, saying so
+    # no --engine: the knobs pooled over every engine of the published record, said in the note and listed as an
+    # extrapolation (they are no engine's own); the numbers are cost's with those knobs
     r = done_when_json
     args = (LLAMA_3_8B, LLAMA_3_2_1B, H100)
-    assert r["schema"] == "specnotes.advise/1"
-    assert r["deployment"]["calibration"] is None and r["deployment"]["model"] == {"tp": 1}
-    note = r["deployment"]["calibration_note"]
-    assert note.startswith("auto: H100-SXM's calibration 'specdecode_bench' was fitted to another setup")
-    assert "drafter 'model' here, 'eagle3-head' in the fit" in note and "idealized roofline" in note
+    knobs = _pooled()
+    assert r["schema"] == "specnotes.advise/2"
+    assert r["deployment"]["calibration"] == "pooled"
+    assert r["deployment"]["calibration_note"].startswith("auto: the engine is not given (`--engine`)")
+    assert r["deployment"]["extrapolations"][0] == "the engine: the pooled knobs are no engine's own"
+    assert r["deployment"]["k"] == 4 and r["deployment"]["k_from"] == "k = 4: the default (--k not given)"
     assert r["warnings"] == []
     assert r["max_batch"] == cost.max_batch(*args, 2048, k=4)
-    assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048)]
-    assert r["idealized_paying_batches"] == r["paying_batches"]
-    assert r["deployment"]["expected_tokens"] == cost.expected_tokens(0.7, 4)
-    batches = [row["batch"] for row in r["rows"]]
-    assert {1, 2, 4, 8, 16, 32, 64, 128, 256, 512} <= set(batches) and r["max_batch"] in batches
-    for row in r["rows"]:
-        b = row["batch"]
-        assert row["speedup"] == row["idealized_speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048)
-        assert row["best_k"] == cost.best_k(*args, b, 0.7, 2048)
-        assert row["best_speedup"] == cost.batch_speedup(*args, b, row["best_k"], 0.7, 2048)
-        assert row["iteration_ms"] == pytest.approx(1e3 * cost.iteration_time(*args, b, 4, 2048), rel=1e-12)
-        assert row["plain_ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, b, 1, 2048), rel=1e-12)
-        assert row["fits"] == (b <= r["max_batch"])
-    for b, s in r["curve"]:
-        assert s == cost.batch_speedup(*args, b, 4, 0.7, 2048)
-    assert r["curve"][-1][0] == r["max_batch"]  # the curve stops at the memory limit
-    assert r["recommendation"].startswith(f"Turn it on at every batch that fits (1–{r['max_batch']})")
-
-
-def test_done_when_with_the_calibration_named_equals_the_books_functions(done_when_calibrated):
-    # named, the calibration applies whatever the setup, with a warning that it was fitted to another one
-    r = done_when_calibrated
-    args = (LLAMA_3_8B, LLAMA_3_2_1B, H100)
-    knobs = cost.calibration(H100, "specdecode_bench")
-    assert r["deployment"]["calibration"] == "specdecode_bench" and r["deployment"]["model"] == {**knobs, "tp": 1}
-    assert r["warnings"] == ["`--calibration specdecode_bench` was fitted to another setup (drafter 'model' here, "
-                             "'eagle3-head' in the fit): its overheads may not hold for this one (auto would not "
-                             "apply it)"]
-    assert r["warnings"][0] in advise.render(r)
     assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048, **knobs)]
     assert r["idealized_paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048)]
+    assert r["deployment"]["expected_tokens"] == cost.expected_tokens(0.7, 4)
+    low, high = r["deployment"]["interval"]
+    batches = [row["batch"] for row in r["rows"]]
+    assert {1, 2, 4, 8, 16, 32, 64, 128} <= set(batches) and r["max_batch"] in batches
     for row in r["rows"]:
         b = row["batch"]
         assert row["speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048, **knobs)
         assert row["idealized_speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048)
+        assert row["interval"] == pytest.approx([row["speedup"] * low, row["speedup"] * high])
         assert row["best_k"] == cost.best_k(*args, b, 0.7, 2048, **knobs)
         assert row["iteration_ms"] == pytest.approx(1e3 * cost.iteration_time(*args, b, 4, 2048, **knobs), rel=1e-12)
-        assert row["plain_ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, b, 1, 2048, overlap="none",
-                                                                     overhead=knobs["overhead"]), rel=1e-12)
+        assert row["plain_ms"] == pytest.approx(1e3 * cost.pass_time(LLAMA_3_8B, H100, b, 1, 2048, **knobs),
+                                                rel=1e-12)
+        assert row["fits"] == (b <= r["max_batch"])
+    for b, s in r["curve"]:
+        assert s == cost.batch_speedup(*args, b, 4, 0.7, 2048, **knobs)
+    assert r["curve"][-1][0] == r["max_batch"]  # the curve stops at the memory limit
+
+
+def test_done_when_with_the_calibration_named_equals_the_books_functions(done_when_calibrated):
+    # named, the calibration applies whatever the setup, with a warning naming what it was not fitted on
+    r = done_when_calibrated
+    args = (LLAMA_3_8B, LLAMA_3_2_1B, H100)
+    knobs = cost.calibration(H100, "specdecode_bench")
+    assert r["deployment"]["calibration"] == "specdecode_bench"
+    assert r["deployment"]["engine_knobs"] == advise.engine_knobs(knobs)
+    assert r["warnings"][0].startswith("`--calibration specdecode_bench` (vLLM 0.10.1 on H100-SXM) applied past what "
+                                       "it was fitted on")
+    assert "drafter 'model': it was fitted on eagle, eagle3" in r["warnings"][0]
+    assert r["warnings"][0] in advise.render(r)
+    assert r["paying_batches"] == [list(x) for x in cost.paying_batches(*args, 4, 0.7, 2048, **knobs)]
+    for row in r["rows"]:
+        b = row["batch"]
+        assert row["speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048, **knobs)
+        assert row["idealized_speedup"] == cost.batch_speedup(*args, b, 4, 0.7, 2048)
 
 
 def test_done_when_numbers_by_hand(done_when_json, done_when_calibrated):
     # memory: 80 GB − weights (8B untied: P + embedding; 1B tied: P) over (128 KiB + 32 KiB)·(L + k + 1) a sequence
     weights = 2 * (LLAMA_3_8B.params + 4096 * 128256) + 2 * LLAMA_3_2_1B.params
-    assert done_when_json["weights_per_gpu"] == weights
+    assert done_when_json["weights_per_gpu_GB"] == weights / 1e9
     assert done_when_json["max_batch"] == math.floor((80e9 - weights) / ((131072 + 32768) * (2048 + 5)))
     # B = 1, idealized: every kernel memory-bound, so each pass is its bytes over the bandwidth
     kv_t, kv_d, L = 131072, 32768, 2048
@@ -104,28 +109,25 @@ def test_done_when_numbers_by_hand(done_when_json, done_when_calibrated):
     verify = 2 * LLAMA_3_8B.params + kv_t * (L + 5)
     en = 1 + 0.7 + 0.7**2 + 0.7**3 + 0.7**4
     first = done_when_json["rows"][0]
-    assert first["speedup"] == pytest.approx(en * decode / (sum(drafts) + verify), rel=1e-9)
-    assert done_when_calibrated["rows"][0]["idealized_speedup"] == pytest.approx(first["speedup"], rel=1e-12)
-    # calibrated (overlap "none": memory time + compute time, plus t0 per target pass and t0' per draft pass);
-    # attention FLOPs 4·d_head·n_heads·n_layers per (query, key) pair; a new token also sees itself
-    t0, t0d = cost.calibration(H100, "specdecode_bench")["overhead"], cost.calibration(H100, "specdecode_bench")[
-        "draft_overhead"]
+    assert first["idealized_speedup"] == pytest.approx(en * decode / (sum(drafts) + verify), rel=1e-9)
+    # calibrated (overlap "none": memory time + compute time, plus t_layer per decoder layer of every pass and
+    # t_draft per draft pass); attention FLOPs 4·d_head·n_heads·n_layers per (query, key) pair
+    knobs = cost.calibration(H100, "specdecode_bench")
+    tl, td, lat = knobs["layer_overhead"], knobs["draft_overhead"], knobs["overhead"]
     g_t, g_d = 4 * 128 * 32 * 32, 4 * 64 * 32 * 16
     flops_decode = 2 * LLAMA_3_8B.params + g_t * (L + 1)
     flops_verify = 2 * LLAMA_3_8B.params * 5 + g_t * (5 * L + 15)
     flops_drafts = [2 * LLAMA_3_2_1B.params + g_d * (L + i + 1) for i in range(4)]
     t = lambda nbytes, flops: nbytes / BW + flops / PEAK
-    plain = t(decode, flops_decode) + t0
-    iteration = sum(t(b, f) + t0d for b, f in zip(drafts, flops_drafts, strict=True)) + t(verify, flops_verify) + t0
+    plain = t(decode, flops_decode) + 32 * tl + lat
+    iteration = (sum(t(b, f) + td + 16 * tl for b, f in zip(drafts, flops_drafts, strict=True))
+                 + t(verify, flops_verify) + 32 * tl + lat)
     assert done_when_calibrated["rows"][0]["speedup"] == pytest.approx(en * plain / iteration, rel=1e-9)
     assert first["roofs"] == {p: {"matmul": "memory", "attention": "memory"} for p in ("decode", "verify", "draft")}
     # B = 64: the verify matmuls have 64·5 = 320 tokens per weight read > ridge 295: compute-bound; decode not
     row64 = next(r for r in done_when_json["rows"] if r["batch"] == 64)
     assert row64["roofs"]["verify"]["matmul"] == "compute" and row64["roofs"]["decode"]["matmul"] == "memory"
-    # B = 512 > 295: decode matmuls compute-bound too; attention AI ≈ n_heads/n_kv = 4 stays memory-bound
-    row512 = next(r for r in done_when_json["rows"] if r["batch"] == 512)
-    assert row512["roofs"]["decode"] == {"matmul": "compute", "attention": "memory"}
-    assert PEAK / BW == pytest.approx(done_when_json["deployment"]["gpu"]["ridge"])
+    assert PEAK / BW == pytest.approx(done_when_json["deployment"]["gpu"]["ridge_FLOP_per_byte"])
 
 
 def _cells(text, header_start="| B "):
@@ -135,27 +137,29 @@ def _cells(text, header_start="| B "):
                                                .strip("|").split("|")], strict=True))
 
 
-def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_json, done_when_calibrated):
+def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_json):
     text, r = done_when_text, done_when_json
     header, cells_at = _cells(text)
-    assert header[:4] == ["B", "S (k = 4)", "best k", "S (best k)"] and header[-1] == "fits"  # idealized: one S
+    assert header[:7] == ["B", "S (k = 4)", "interval", "verdict", "S idealized", "best k", "S (best k)"]
+    assert header[-1] == "fits"
     for row in r["rows"]:
         cells = cells_at(row["batch"])
         assert cells["S (k = 4)"] == f"{row['speedup']:.2f}"
+        assert cells["interval"] == f"{row['interval'][0]:.2f}–{row['interval'][1]:.2f}"
+        assert cells["verdict"] == row["verdict"]
+        assert cells["S idealized"] == f"{row['idealized_speedup']:.2f}"
         assert cells["best k"] == (str(row["best_k"]) if row["best_k"] else "0 (off)")
-        assert cells["S (best k)"] == f"{row['best_speedup']:.2f}" and cells["fits"] == ("yes" if row["fits"] else "no")
+        assert cells["fits"] == ("yes" if row["fits"] else "no")
     assert f"at most B = {r['max_batch']} sequences fit" in text
     assert r["recommendation"] in text and r["quote"] in text and r["deployment"]["calibration_note"] in text
     for item, value in r["checklist"]:
         assert item in text and value in text
-    assert "How to quote this speedup" in text
-    # calibrated, the table has the idealized S beside the calibrated one
-    header, cells_at = _cells(advise.render(done_when_calibrated))
-    assert header[:5] == ["B", "S (k = 4)", "S idealized", "best k", "S (best k)"]
-    for row in done_when_calibrated["rows"]:
-        cells = cells_at(row["batch"])
-        assert cells["S (k = 4)"] == f"{row['speedup']:.2f}"
-        assert cells["S idealized"] == f"{row['idealized_speedup']:.2f}"
+    assert "**Extrapolates past its fit**: the engine: the pooled knobs are no engine's own" in text
+    # the idealized model: no S idealized column, its own (wider) interval
+    ideal = advise.run(DONE_WHEN + ["--calibration", "none"])
+    header, _ = _cells(advise.render(ideal))
+    assert header[:6] == ["B", "S (k = 4)", "interval", "verdict", "best k", "S (best k)"]
+    assert ideal["deployment"]["interval"][1] > r["deployment"]["interval"][1]
 
 
 def test_report_matches_direct_calls_with_best_k_tp_and_calibration():
@@ -166,10 +170,11 @@ def test_report_matches_direct_calls_with_best_k_tp_and_calibration():
                    calibration_lookup=calib)
     model = {"overhead": 2e-3, "draft_overhead": 5e-4, "overlap": "none", "tp": 4}
     args = (LLAMA_3_70B, LLAMA_3_2_1B, H100)
-    assert r["deployment"]["model"] == model and r["deployment"]["calibration"] == "hand-made"
+    assert r["deployment"]["calibration"] == "hand-made" and r["deployment"]["interval"] is None  # not cross-validated
+    assert r["deployment"]["engine_knobs"]["overhead_ms"] == pytest.approx(2.0)
     for row in r["rows"]:
         k = cost.best_k(*args, row["batch"], 0.8, 1024, **model)
-        assert row["k"] == row["best_k"] == k
+        assert row["k"] == row["best_k"] == k and row["verdict"] is None
         assert row["speedup"] == cost.batch_speedup(*args, row["batch"], k, 0.8, 1024, **model)
     # "best": S > 1 somewhere in k = 1..16 — by a full scan up to the memory limit (k = 16's reservation)
     limit = cost.max_batch(*args, 1024, k=16, tp=4)
@@ -178,71 +183,109 @@ def test_report_matches_direct_calls_with_best_k_tp_and_calibration():
             if max(cost.batch_speedup(*args, b, k, 0.8, 1024, **model) for k in range(1, 17)) > 1]
     inside = lambda b: any(lo <= b <= hi for lo, hi in r["paying_batches"])
     assert all(inside(b) for b in scan) and not any(inside(b) for b in range(1, limit + 1, 7) if b not in scan)
-    # an explicit flag wins over the calibration
-    r2 = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
-                     "--calibration", "hand-made", "--overhead", "1"], calibration_lookup=calib)
-    assert r2["deployment"]["model"]["overhead"] == 1e-3 and r2["deployment"]["model"]["overlap"] == "none"
 
 
-def test_calibrations_auto_none_named_and_listed(capsys):
+def test_units_are_in_every_knobs_name():
+    # --overhead-ms (alias --overhead) is in ms, --layer-overhead-us in µs; the JSON says which in each key
+    r = advise.run(DONE_WHEN + ["--overhead-ms", "1", "--draft-overhead", "0.5", "--layer-overhead-us", "20"])
+    knobs = r["deployment"]["engine_knobs"]
+    assert knobs["overhead_ms"] == pytest.approx(1) and knobs["draft_overhead_ms"] == pytest.approx(0.5)
+    assert knobs["layer_overhead_us"] == pytest.approx(20)
+    assert r["rows"][0]["plain_ms"] == pytest.approx(1e3 * cost.pass_time(
+        LLAMA_3_8B, H100, 1, 1, 2048, overhead=1e-3, layer_overhead=20e-6, overlap=_pooled()["overlap"],
+        allreduce_latency=_pooled()["allreduce_latency"]), rel=1e-12)
+    assert r["deployment"]["interval"] is None  # knobs by hand: no cross-validated error
+    gpu_ = r["deployment"]["gpu"]
+    assert set(gpu_) == {"name", "bandwidth_GB_per_s", "peak_TFLOP_per_s", "memory_GB", "ridge_FLOP_per_byte",
+                         "source"}
+    assert gpu_["bandwidth_GB_per_s"] == 3350 and gpu_["peak_TFLOP_per_s"] == 989 and gpu_["memory_GB"] == 80
+    assert "--overhead-ms" in advise.parser().format_help() and "ms added to every target pass" in \
+        advise.parser().format_help()
+
+
+def test_calibrations_auto_none_pooled_named_and_listed(capsys):
     assert advise.main(["--calibration", "list"]) == 0
     listed = capsys.readouterr().out
-    assert "H100-SXM" in listed and "specdecode_bench" in listed and "Fig. 1(c)" in listed
+    assert "H100-SXM" in listed and "vllm-0.10.1" in listed and "sglang-0.5.9" in listed and "pooled" in listed
     assert advise.main(["--calibration", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["calibrations"]
-    h100 = next(c for c in listed if c["gpu"] == H100)
-    assert h100["name"] == "specdecode_bench" and h100["knobs"] == cost.calibration(H100, "specdecode_bench")
-    assert h100["fitted_setup"]["drafter"] == "eagle3-head" and h100["fitted_setup"]["tp"] == 1
+    vllm = next(c for c in listed if c["gpu"] == H100 and c["name"] == "vllm-0.10.1")
+    assert vllm["engine"] == "vLLM" and vllm["version"] == "0.10.1" and vllm["knobs"] == cost.calibration(H100,
+                                                                                                       "vllm-0.10.1")
+    assert vllm["fitted_to"]["batch"] == [1, 128] and "eagle3-head" in vllm["fitted_to"]["drafters"]
     none = advise.run(DONE_WHEN + ["--calibration", "none"])
-    assert none["deployment"]["calibration"] is None and none["deployment"]["model"] == {"tp": 1}
-    assert none["rows"] == advise.run(DONE_WHEN)["rows"]  # auto: the H100's calibration does not fit a draft model
+    assert none["deployment"]["calibration"] is None and none["deployment"]["engine_knobs"]["layer_overhead_us"] == 0
+    pooled = advise.run(DONE_WHEN + ["--calibration", "pooled"])
+    assert pooled["rows"] == advise.run(DONE_WHEN)["rows"]  # auto without --engine: the pooled knobs
     b_star = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
-                         "--calibration", "specdecode_bench"])
-    assert b_star["recommendation"].startswith(f"Turn it on below B = {b_star['crossover_batch']}, off above")
-    assert "Calibrated with 'specdecode_bench' (below); the idealized roofline would have S > 1 for B in 1–159." \
-        in b_star["recommendation"]  # Chapter 4's B* = 160
-    t4 = advise.run(["--target", "Llama-3.2-1B", "--drafter", "ngram", "--gpu", "T4", "--alpha", "0.5"])
-    assert t4["deployment"]["calibration"] is None  # no calibration for a T4: the idealized model
-    assert t4["deployment"]["calibration_note"] == "auto: no stored calibration for T4: the idealized roofline"
+                         "--calibration", "none"])
+    assert b_star["recommendation"].startswith("Turn it on below B = 160, off above")  # Chapter 4's B* = 160
     with pytest.raises(SystemExit) as exit_:
         advise.main(DONE_WHEN + ["--calibration", "specdecode-bench"])
     assert exit_.value.code == 2
-    assert ("--calibration 'specdecode-bench' does not exist for H100-SXM; calibrated: H100-SXM: specdecode_bench"
-            in capsys.readouterr().err)
+    assert "--calibration 'specdecode-bench' is not stored for H100-SXM (it has " in capsys.readouterr().err
 
 
-def test_auto_applies_a_calibration_only_to_the_setup_it_was_fitted_to():
-    # the audit's case: on an A100 the one calibration is MagicDec's 8-GPU self-speculation; a 1B draft on one
-    # GPU gets the idealized model (B* = 83), as with --calibration none, not "leave it off"
-    a100 = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", "A100-80GB", "--alpha", "0.8"]
-    auto, none = advise.run(a100), advise.run(a100 + ["--calibration", "none"])
-    assert auto["deployment"]["calibration"] is None and auto["rows"] == none["rows"]
-    assert auto["recommendation"].startswith("Turn it on below B = 83, off above")
-    assert cost.crossover_batch(LLAMA_3_8B, LLAMA_3_2_1B, "A100-80GB", 4, 0.8) == 83
-    assert ("drafter 'model' here, 'self-speculation' in the fit; tp 1 here, 8 in the fit"
-            in auto["deployment"]["calibration_note"])
-    forced = advise.run(a100 + ["--calibration", "magicdec"])
-    assert forced["recommendation"].startswith("Leave k = 4 off") and "tp 1 here, 8 in the fit" in forced["warnings"][0]
-    # MagicDec's own setup (the target drafting itself with a 512-token window, tp = 8) gets it
-    own = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3-8B", "--draft-context", "512", "--gpu",
-                      "A100-80GB", "--tp", "8", "--context", "32000", "--alpha", "0.8", "--k", "3", "--batch", "64"])
-    assert own["deployment"]["calibration"] == "magicdec" and own["warnings"] == []
-    assert own["deployment"]["model"] == {**cost.calibration("A100-80GB", "magicdec"), "tp": 8, "draft_context": 512}
-    # and SpecDecode-Bench's (an EAGLE head for an 8B Llama on one H100) gets the H100's, whose numbers it uses
-    eagle = advise.run(["--target", "Llama-3-8B", "--drafter", "eagle", "--gpu", H100, "--context", "720", "--alpha",
-                        "0.6", "--k", "3", "--batch", "1-128"])
-    knobs = cost.calibration(H100, "specdecode_bench")
-    assert eagle["deployment"]["calibration"] == "specdecode_bench"
-    assert eagle["deployment"]["calibration_note"].startswith("auto: H100-SXM's calibration 'specdecode_bench', "
-                                                              "fitted to this setup")
-    head = advise.drafter("eagle", LLAMA_3_8B, None, None)[0]
-    assert eagle["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, head, H100, 1, 3, 0.6, 720, **knobs)
-    # a change of tp, target or GPU values is another setup
-    for extra in (["--tp", "2"], ["--bandwidth", "3000"]):
-        other = advise.run(["--target", "Llama-3-8B", "--drafter", "eagle", "--gpu", H100, "--alpha", "0.6"] + extra)
-        assert other["deployment"]["calibration"] is None, extra
-    big = advise.run(["--target", "Llama-3-70B", "--drafter", "eagle", "--gpu", H100, "--tp", "4", "--alpha", "0.6"])
-    assert "target 'Llama-3-70B' here, 'Llama-3.1-8B' in the fit" in big["deployment"]["calibration_note"]
+def test_an_sglang_deployment_never_gets_a_vllm_calibration_silently():
+    base = ["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "700", "--alpha", "0.6",
+            "--k", "3", "--batch", "1-128"]
+    vllm = advise.run(base + ["--engine", "vllm", "--engine-version", "0.10.1"])
+    assert vllm["deployment"]["calibration"] == "vllm-0.10.1"
+    assert vllm["deployment"]["calibration_note"] == ("auto: fitted to vLLM 0.10.1 on H100-SXM; this setup is inside "
+                                                      "what it was fitted on")
+    assert vllm["deployment"]["extrapolations"] == []
+    head = cost.eagle3_head(cost.LLAMA_3_1_8B)
+    assert vllm["rows"][0]["speedup"] == cost.batch_speedup(cost.LLAMA_3_1_8B, head, H100, 1, 3, 0.6, 700,
+                                                            **cost.calibration(H100, "vllm-0.10.1"))
+    sglang = advise.run(base + ["--engine", "sglang", "--engine-version", "0.5.9"])
+    assert sglang["deployment"]["calibration"] == "sglang-0.5.9"
+    assert sglang["rows"][0]["speedup"] != vllm["rows"][0]["speedup"]
+    other = advise.run(base + ["--engine", "SGLang", "--engine-version", "0.5.3.post3"])
+    assert other["deployment"]["calibration"] == "sglang-0.5.9" and "vllm" not in other["deployment"]["calibration"]
+    assert other["deployment"]["extrapolations"][0] == ("the engine: fitted to SGLang 0.5.9 on H100-SXM, not to "
+                                                        "SGLang 0.5.3.post3")
+    # SGLang on a GPU where the record has no SGLang: its knobs from other GPUs, said so; never vLLM's
+    l40s = advise.run(base[:4] + ["--gpu", "L40S"] + base[6:] + ["--engine", "sglang"])
+    assert l40s["deployment"]["calibration"] == "sglang (fitted on other GPUs)"
+    assert "SGLang was fitted on H100-SXM" in l40s["deployment"]["calibration_note"]
+    # no engine at all: the pooled knobs, and the note says the engine is missing
+    anon = advise.run(base)
+    assert anon["deployment"]["calibration"] == "pooled" and "not given" in anon["deployment"]["calibration_note"]
+    # an engine the record never saw: pooled, said so
+    trt = advise.run(base + ["--engine", "tensorrt-llm"])
+    assert trt["deployment"]["calibration"] == "pooled" and "has no tensorrt-llm" in trt["deployment"][
+        "calibration_note"]
+    # fp8 or 4-bit weights: never "inside what it was fitted on"
+    for extra, says in ((["--dtype", "fp8"], "8-bit weights"), (["--weight-bits", "4"], "4-bit weights")):
+        q = advise.run(base + ["--engine", "vllm", "--engine-version", "0.10.1"] + extra)
+        assert any(line.startswith(says) for line in q["deployment"]["extrapolations"]), extra
+        assert "inside what it was fitted on" not in q["deployment"]["calibration_note"]
+    # and named explicitly for another engine, the warning says so
+    forced = advise.run(base + ["--engine", "sglang", "--calibration", "vllm-0.10.1"])
+    assert forced["warnings"] and "the engine: `--calibration vllm-0.10.1` is vLLM 0.10.1 on H100-SXM, asked for " \
+        "sglang" in forced["warnings"][0]
+
+
+def test_extrapolations_name_the_batches_past_the_fit():
+    r = advise.run(["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "700", "--alpha",
+                    "0.6", "--k", "3", "--batch", "1-512", "--engine", "vllm", "--engine-version", "0.10.1"])
+    assert r["deployment"]["extrapolations"] == ["batches above B = 128: it was fitted on B = 1–128"]
+    assert "Past B = 128 this is an extrapolation" in r["recommendation"]
+
+
+def test_a_custom_gpu_says_why_it_has_no_calibration():
+    # the bug: "calibration 'specdecode_bench' does not exist for None"
+    argv = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989", "--alpha",
+            "0.7", "--calibration", "specdecode_bench"]
+    with pytest.raises(validate.BadArgument) as err:
+        advise.run(argv)
+    assert "None" not in str(err.value)
+    assert ("--calibration 'specdecode_bench': a calibration belongs to a GPU of the table, and this one is given by "
+            "--bandwidth/--peak; use --gpu, or --calibration auto, pooled or none") == str(err.value)
+    auto = advise.run(argv[:-2])
+    assert auto["deployment"]["calibration"] == "pooled"
+    assert "auto: the GPU is not in the table" in auto["deployment"]["calibration_note"]
+    assert any(x.startswith("a GPU not in the table") for x in auto["deployment"]["extrapolations"])
 
 
 def test_best_k_mode_turns_speculation_off_where_no_k_pays():
@@ -285,23 +328,44 @@ def test_unknown_calibration_is_named():
 def test_drafter_kinds_map_to_the_cost_models():
     base = ["--target", "Llama-3-8B", "--gpu", H100, "--batch", "8", "--alpha", "0.6", "--calibration", "none"]
     eagle = advise.from_args(advise.parser().parse_args(base + ["--drafter", "eagle"]))
-    head = eagle.draft
-    assert (head.n_layers, head.d_model, head.n_kv_heads, head.d_ff, head.vocab) == (1, 4096, 8, 14336, 128256)
-    assert head.params == LLAMA_3_8B.layer_params + 4096 * 128256  # one layer and the LM head, read each pass
+    head = eagle.draft  # EAGLE-1: fc from 2·d, one layer of the target's width, the target's full LM head
+    assert isinstance(head, cost.EagleHead) and (head.fc_inputs, head.wide_qkv) == (2, False)
+    assert (head.layer.n_layers, head.layer.d_model, head.layer.n_kv_heads, head.layer.d_ff, head.layer.vocab) == (
+        1, 4096, 8, 14336, 128256)
+    assert head.params == 2 * 4096 * 4096 + LLAMA_3_8B.layer_params + 4096 * 128256
+    # EAGLE-3: fc from the three fused features, QKV over [embedding; feature], a 32k draft LM head
+    e3 = advise.from_args(advise.parser().parse_args(base + ["--drafter", "eagle3"])).draft
+    assert (e3.fc_inputs, e3.wide_qkv, e3.layer.vocab) == (3, True, 32000)
+    assert e3.params == 3 * 4096 * 4096 + LLAMA_3_8B.layer_params + 4096 * (32 + 16) * 128 + 4096 * 32000
+    small = advise.from_args(advise.parser().parse_args(base + ["--drafter", "eagle3", "--draft-vocab", "16000"]))
+    assert small.draft.layer.vocab == 16000 and small.draft.params == e3.params - 4096 * 16000
+    r3 = advise.advise(small)
+    assert r3["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, small.draft, H100, 8, 4, 0.6)
+    with pytest.raises(validate.BadArgument, match="--draft-vocab goes with drafter 'eagle3'"):
+        advise.run(base + ["--drafter", "eagle", "--draft-vocab", "16000"])
     early = advise.from_args(advise.parser().parse_args(base + ["--drafter", "early-exit", "--exit-layer", "8"]))
     assert early.draft == cost.EarlyExit(8)
     r = advise.advise(early)
     assert r["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, cost.EarlyExit(8), H100, 8, 4, 0.6)
-    ngram = advise.run(base + ["--drafter", "ngram", "--draft-overhead", "0.05"])
+    ngram = advise.run(base + ["--drafter", "ngram", "--draft-overhead-ms", "0.05"])
     assert ngram["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, cost.NGRAM, H100, 8, 4, 0.6,
                                                              draft_overhead=5e-5)
     assert ngram["rows"][0]["roofs"]["draft"] == {}
     assert ngram["max_batch"] == cost.max_batch(LLAMA_3_8B, cost.NGRAM, H100, 0, k=4)
 
 
-def test_mean_accepted_length_is_converted_by_the_inverse():
-    r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--mean-accepted", "2.28"])
-    assert cost.expected_tokens(r["deployment"]["alpha"], 4) == pytest.approx(2.28, rel=1e-12)
+def test_mean_accepted_length_is_converted_at_the_k_it_was_measured_at():
+    # the bug: --mean-accepted without --k was silently converted at the default k = 4
+    base = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--mean-accepted", "2.28"]
+    with pytest.raises(validate.BadArgument, match="--mean-accepted needs the k it was measured at: give --k K"):
+        advise.run(base)
+    r = advise.run(base + ["--k", "3"])
+    assert cost.expected_tokens(r["deployment"]["alpha"], 3) == pytest.approx(2.28, rel=1e-12)
+    assert r["deployment"]["alpha_from"].endswith("at k = 3 (inverse of E[N])")
+    at = advise.run(base[:-1] + ["2.28@3"])  # M@K says it, and the report then runs the default k = 4
+    assert at["deployment"]["alpha"] == r["deployment"]["alpha"] and at["deployment"]["k"] == 4
+    assert at["deployment"]["k_from"] == "k = 4: the default (--k not given)"
+    assert "(k = 4: the default (--k not given))" in advise.render(at)
     best = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--k", "best",
                        "--mean-accepted", "3@2"])
     assert best["deployment"]["alpha"] == pytest.approx(1.0, abs=1e-12)  # 3 tokens at k = 2: every draft accepted
@@ -354,7 +418,7 @@ def test_a_gpu_not_in_the_table():
     r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989",
                     "--memory", "80", "--alpha", "0.8", "--batch", "1-64"])
     same = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
-                       "--batch", "1-64", "--calibration", "none"])
+                       "--batch", "1-64", "--calibration", "pooled"])
     assert [x["speedup"] for x in r["rows"]] == [x["speedup"] for x in same["rows"]]
     assert r["max_batch"] == same["max_batch"] and r["deployment"]["gpu"]["name"] == "custom GPU"
     nomem = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989",
@@ -370,7 +434,7 @@ def test_a_gpu_not_in_the_table():
     (["--batch", "64-8"], "--batch must be an integer >= 64, got 8"),
     (["--batch", "lots"], "--batch must be a positive integer or a range LO-HI"),
     (["--k", "many"], "--k must be an integer in [1, 64] or 'best'"),
-    (["--drafter", "medusa"], "--drafter must be one of 'model', 'early-exit', 'ngram', 'eagle'"),
+    (["--drafter", "medusa"], "--drafter must be one of 'model', 'early-exit', 'ngram', 'eagle', 'eagle3'"),
     (["--dtype", "fp8", "--gpu", "A100-80GB"], "--dtype must be one of 'bf16', 'fp16', 'tf32', 'fp32' on A100-80GB"),
     (["--tp", "2", "--gpu", "A10G"], "--tp > 1 needs the GPU's link bandwidth"),
     (["--tp", "0"], "argument --tp: must be an integer >= 1, got 0"),
@@ -386,14 +450,20 @@ def test_a_gpu_not_in_the_table():
     (["--plot", "x.xyz"], "--plot must end in one of .eps,"),
     (["--plot", "x"], "--plot must end in one of .eps,"),
     (["--context", "-1"], "argument --context: must be an integer >= 0, got -1"),
-    (["--mean-accepted", "9"], "--mean-accepted must be in [1, 5]"),
+    (["--mean-accepted", "9", "--k", "4"], "--mean-accepted must be in [1, 5]"),
+    (["--tree", "1,0,4", "--mean-accepted", "2"], "--tree must be the tokens per sequence at each draft level"),
+    (["--tree", "1,4", "--mean-accepted", "2", "--k", "3"], "--k does not apply to a tree"),
+    (["--tree", "1,4"], "a tree has no i.i.d. acceptance rate"),
+    (["--tree", "1,4", "--mean-accepted", "2", "--verified", "1"], "--verified must be an integer >= 2"),
+    (["--verified", "5"], "--verified goes with --tree"),
     (["--overlap", "some"], "--overlap must be one of 'kernel', 'pass', 'none'"),
-    (["--overhead", "-1"], "argument --overhead: must be a number >= 0, got -1"),
+    (["--overhead", "-1"], "argument --overhead-ms/--overhead: must be a number >= 0, got -1"),
+    (["--layer-overhead-us", "-1"], "argument --layer-overhead-us: must be a number >= 0, got -1"),
     (["--target-shape", "32,4096,32,8,14336,128256"], "--target and --target-shape exclude each other"),
 ])
 def test_bad_input_names_the_flag_and_exits_2(argv, says, capsys):
     base = {"--target": "Llama-3-8B", "--draft": "Llama-3.2-1B", "--gpu": H100, "--alpha": "0.7"}
-    if "--mean-accepted" in argv:
+    if "--mean-accepted" in argv or "--tree" in argv:
         base.pop("--alpha")
     for flag in argv[::2]:
         base.pop(flag, None)
@@ -418,7 +488,10 @@ def test_bad_input_names_the_flag_and_exits_2(argv, says, capsys):
     (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--k", "best", "--mean-accepted", "2"],
      "--mean-accepted needs the k it was measured at"),
     (["--target", "GPT-5", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"],
-     "--target must be one of 'Llama-3-8B', 'Llama-3-70B', 'Llama-3.2-1B' or the path of a Hugging Face config.json"),
+     "--target must be one of 'Llama-3-8B', 'Llama-3-70B', 'Llama-3.2-1B', 'Llama-3.1-8B', 'Llama-3.1-70B', "
+     "'Qwen3-8B', 'Qwen3-32B', 'Qwen3-0.6B', 'Qwen3-1.7B' or the path of a Hugging Face config.json"),
+    (["--target", "Qwen3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"],
+     "--draft: its vocabulary (128256) must be the target's (151936)"),
     (["--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"], "--target is required"),
 ])
 def test_missing_or_inconsistent_input_is_named(argv, says, capsys):
@@ -471,7 +544,7 @@ def test_memory_sentences_tell_weights_from_one_sequences_cache():
     # L = 1,000,000: the weights fit (18.5 GB), one sequence's caches (~164 GB) do not
     long = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7",
                        "--context", "1000000", "--calibration", "none"])
-    assert long["max_batch"] == 0 and long["weights_per_gpu"] < 80e9
+    assert long["max_batch"] == 0 and long["weights_per_gpu_GB"] < 80
     text = advise.render(long)
     assert long["recommendation"].startswith("It does not fit: the weights fit (18.5 GB of 80 GB per GPU with tp = 1), "
                                              "but not one sequence's KV caches at L = 1000000 beside them.")
@@ -479,7 +552,7 @@ def test_memory_sentences_tell_weights_from_one_sequences_cache():
     assert "weights alone" not in text and "(1–0)" not in text
     assert "**Where it pays**: nowhere: not one sequence fits in memory." in text
     big = advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"])
-    assert big["weights_per_gpu"] == LLAMA_3_70B.memory_bytes + LLAMA_3_2_1B.memory_bytes > 80e9
+    assert big["weights_per_gpu_GB"] == (LLAMA_3_70B.memory_bytes + LLAMA_3_2_1B.memory_bytes) / 1e9 > 80
     assert big["recommendation"].startswith("It does not fit: the weights alone (144 GB per GPU) exceed the H100-SXM's "
                                             "memory (80 GB) with tp = 1.")
     assert "the weights alone (144 GB per GPU) exceed its 80 GB" in advise.render(big)
@@ -520,13 +593,14 @@ def test_progress_bar_goes_to_stderr(capsys):
 
 def test_json_schema_keys_are_the_documented_ones(done_when_json):
     r = done_when_json
-    assert set(r) == {"schema", "deployment", "max_batch", "limit", "weights_per_gpu", "rows", "paying_batches",
-                      "best_k_paying_batches", "idealized_paying_batches", "crossover_batch", "curve", "warnings",
-                      "recommendation", "checklist", "quote"}
+    assert set(r) == {"schema", "deployment", "max_batch", "limit", "weights_per_gpu_GB", "rows", "paying_batches",
+                      "verdict_batches", "best_k_paying_batches", "idealized_paying_batches", "crossover_batch",
+                      "curve", "warnings", "recommendation", "checklist", "quote"}
     for key in r:
         assert f'"{key}"' in advise.__doc__, key
-    assert set(r["rows"][0]) == {"batch", "fits", "k", "speedup", "best_k", "best_speedup", "idealized_speedup", "c",
-                                 "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s", "roofs"}
+    assert set(r["rows"][0]) == {"batch", "fits", "k", "speedup", "interval", "verdict", "best_k", "best_speedup",
+                                 "idealized_speedup", "c", "plain_ms", "iteration_ms", "plain_tokens_per_s",
+                                 "spec_tokens_per_s", "roofs"}
     for key in r["deployment"]:
         assert f'"{key}"' in advise.__doc__, key  # every key is in the documented schema
     assert [item for item, _ in r["checklist"]][:3] == ["k", "α, and how it was measured", "B"]
@@ -548,9 +622,12 @@ def test_form_runs_the_same_command_line():
     matplotlib.use("Agg")
     box = advise.form()
     assert box.last == advise.run(advise.form_argv({n: c.value for n, c in box.controls.items()}))
-    # "auto": the H100's calibration was fitted to an EAGLE head, not a draft model: the idealized model
-    assert box.last["deployment"]["calibration"] is None
-    assert box.last["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7, 2048)
+    # "auto" with no engine: the pooled knobs
+    assert box.last["deployment"]["calibration"] == "pooled"
+    assert box.last["rows"][0]["speedup"] == cost.batch_speedup(cost.LLAMA_3_1_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7,
+                                                                2048, **_pooled())
+    box.controls["engine"].value = "sglang"
+    assert box.last["deployment"]["calibration"] == "sglang-0.5.9"
     before = box.last["rows"][0]["speedup"]
     box.controls["alpha"].value = 0.5
     assert box.last["rows"][0]["speedup"] < before
@@ -585,3 +662,83 @@ def test_advisor_page_is_colab_ready_and_in_the_toc():
     # the page shows both: reports the calibration does not fit (the idealized model) and one it was fitted to
     calibrations = [re.search(r"calibration'\] (?:is None|== '(\w+)')", "".join(c["source"])) for c in reports]
     assert all(calibrations) and {m.group(1) for m in calibrations} == {None, "specdecode_bench"}
+
+
+@pytest.mark.parametrize("target,draft,gpu_,tp", [
+    ("Llama-3.1-8B", "Llama-3.2-1B", "RTX-4090", 1),
+    ("Llama-3.1-70B", "Llama-3.2-1B", "H100-SXM", 4),
+    ("Qwen3-8B", "Qwen3-0.6B", "L40S", 1),
+    ("Qwen3-32B", "Qwen3-1.7B", "RTX-3090", 2),
+    ("Qwen3-32B", "eagle3", "H100-SXM", 2),
+    ("Llama-3.1-70B", "eagle3", "L40S", 4),
+])
+def test_presets_for_the_models_and_gpus_people_deploy(target, draft, gpu_, tp):
+    drafter = ["--drafter", "eagle3"] if draft == "eagle3" else ["--draft", draft]
+    r = advise.run(["--target", target, *drafter, "--gpu", gpu_, "--tp", str(tp), "--alpha", "0.7", "--batch", "1-64",
+                    "--engine", "vllm"])
+    t = cost.PRESETS[target]
+    d = cost.eagle3_head(t) if draft == "eagle3" else cost.PRESETS[draft]
+    assert r["deployment"]["gpu"]["name"] == gpu_ and r["deployment"]["target"]["params"] == t.params
+    knobs = advise.from_args(advise.parser().parse_args(
+        ["--target", target, *drafter, "--gpu", gpu_, "--tp", str(tp), "--alpha", "0.7", "--engine", "vllm"])).model
+    assert r["rows"][0]["speedup"] == cost.batch_speedup(t, d, gpu_, 1, 4, 0.7, tp=tp, **knobs)
+    # every row names its datasheet
+    assert r["deployment"]["gpu"]["source"].startswith("http")
+
+
+def test_tree_drafters_by_level_widths():
+    argv = ["--target", "Qwen3-8B", "--drafter", "eagle3", "--gpu", H100, "--tree", "1,4,4", "--verified", "21",
+            "--mean-accepted", "2.92", "--batch", "1-128", "--context", "300", "--engine", "sglang",
+            "--engine-version", "0.5.9"]
+    r = advise.run(argv)
+    knobs = cost.calibration(H100, "sglang-0.5.9")
+    head = cost.eagle3_head(cost.QWEN3_8B)
+    assert r["deployment"]["tree"] == [1, 4, 4] and r["deployment"]["verified"] == 21
+    assert r["deployment"]["alpha"] is None and r["deployment"]["expected_tokens"] == 2.92
+    for row in r["rows"]:
+        assert row["k"] == 21
+        assert row["speedup"] == cost.tree_speedup(cost.QWEN3_8B, head, H100, row["batch"], (1, 4, 4), 21, 2.92, 300,
+                                                   **knobs)
+    # SpecDecode-Bench Fig. 2(a): the 21-token tree loses by B = 64; the report says it does not pay there
+    assert r["paying_batches"][0][0] == 1 and r["paying_batches"][-1][1] < 64
+    chain = advise.run(argv[:4] + ["--gpu", H100, "--tree", "1,1,1", "--mean-accepted", "2.92"] + argv[10:])
+    assert chain["deployment"]["verified"] == 3  # the default: the sum of the widths
+    assert chain["rows"][-1]["speedup"] > r["rows"][-1]["speedup"]
+    text = advise.render(r)
+    assert "**tree**: [1, 4, 4], 21 verified" in text and "S (tree)" in text
+
+
+def test_uncertain_where_the_interval_straddles_one():
+    r = advise.run(["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "700", "--alpha",
+                    "0.6", "--k", "3", "--batch", "1-512", "--engine", "vllm", "--engine-version", "0.10.1"])
+    low, high = r["deployment"]["interval"]
+    for row in r["rows"]:
+        s = row["speedup"]
+        assert row["verdict"] == ("pays" if s * low > 1 else "does not pay" if s * high < 1 else "uncertain")
+    v = r["verdict_batches"]
+    assert v["pays"][0][0] == 1 and v["uncertain"]  # sure at small batch, uncertain at large
+    covered = sorted(r for name in v for r in v[name])
+    assert covered[0][0] == 1 and covered[-1][1] == r["limit"]
+    assert all(a[1] + 1 == b[0] for a, b in zip(covered, covered[1:], strict=False))  # a partition
+    assert "uncertain for B in" in r["recommendation"]
+
+
+def test_the_interval_covers_held_out_points():
+    # issue 24: the advisor's interval, the cross-validated error of its model, covers the measured S of at
+    # least 80% of the record's points when each source's interval is built from the other sources only
+    from specnotes import calibrate
+
+    cover = calibrate.interval_coverage()
+    assert cover["share"] >= 0.8 and cover["published_share"] >= 0.8
+    stored = calibrate.stored()["cross_validation"]
+    r = advise.run(DONE_WHEN)
+    assert r["deployment"]["interval"] == stored["intervals"][calibrate.CHOSEN]
+    assert tuple(r["deployment"]["interval"]) == pytest.approx(calibrate.interval(), abs=1e-4)
+    # and on the published points the advisor can be asked about (the record's chains with a published
+    # acceptance), its own held-out interval covers them as often
+    cv = calibrate.cross_validate()
+    low, high = r["deployment"]["interval"]
+    pred = cv.predicted["source"][calibrate.CHOSEN]
+    keep = [i for i, c in enumerate(cv.record.cases) if cv.record.scored[i] and not c.anchored]
+    inside = [pred[i] * low <= cv.record.cases[i].measured <= pred[i] * high for i in keep]
+    assert len(keep) >= 40 and sum(inside) / len(inside) >= 0.8

@@ -286,7 +286,7 @@ ROWS += [
     row(cost.batch_speedup, PAIR | dict(batch=1, k=4, alpha=0.8, tp=0), ValueError,
         r"tp must be an integer >= 1, got 0", id="batch_speedup: tp 0"),
     row(cost.batch_speedup, dict(target=L8, draft="Llama-3.2-1B", accel=H100, batch=1, k=4, alpha=0.8), TypeError,
-        r"draft must be a ModelShape, EarlyExit, SinglePass, Heads or NoWeights; got str",
+        r"draft must be a ModelShape, EarlyExit, SinglePass, Heads, EagleHead or NoWeights; got str",
         id="batch_speedup: a draft given by name"),
     row(cost.draft_time, dict(draft=cost.EarlyExit(8), accel=H100, batch=1, k=4), ValueError,
         r"an EarlyExit draft needs the target shape", id="draft_time: early exit without its target"),

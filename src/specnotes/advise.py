@@ -1,69 +1,92 @@
 """``python -m specnotes.advise``: does speculative decoding pay for my deployment?
 
-    python -m specnotes.advise --target Llama-3-8B --draft Llama-3.2-1B --gpu H100-SXM \\
-        --batch 1-512 --context 2048 --alpha 0.7
+    python -m specnotes.advise --target Llama-3.1-8B --drafter eagle3 --gpu H100-SXM --engine vllm \\
+        --engine-version 0.10.1 --batch 1-256 --context 1024 --mean-accepted 2.3 --k 3
 
-prints a one-page report from the book's cost model (``specnotes.cost``): S at the given batch(es), the
-batch ranges where speculation pays (``cost.paying_batches``), the best k per batch (``cost.best_k``),
-the memory limit (``cost.max_batch``), which roof each pass's kernels sit under, a recommendation in
-plain words, and the book's "how to quote a speedup" checklist filled in. The same report is a page
-of the book (``book/advisor.ipynb``): ``advise`` computes it, ``render`` writes it (Markdown that
-reads as plain text in a terminal), ``plot`` draws S(B); the CLI and the page call the same three.
+prints a one-page report from the book's cost model (``specnotes.cost``): S at the given batch(es) with a
+prediction interval, the batch ranges where speculation pays, is uncertain, or does not pay, the best k
+per batch (``cost.best_k``), the memory limit (``cost.max_batch``), which roof each pass's kernels sit
+under, what the calibration extrapolates past, a recommendation in plain words, and the book's "how to
+quote a speedup" checklist filled in. The same report is a page of the book (``book/advisor.ipynb``):
+``advise`` computes it, ``render`` writes it (Markdown that reads as plain text in a terminal), ``plot``
+draws S(B); the CLI and the page call the same three.
 
-Models: ``--target``/``--draft`` take a preset (``cost.PRESETS``) or the path of a Hugging Face
-``config.json`` (read offline); ``--target-shape``/``--draft-shape`` take
-``n_layers,d_model,n_heads,n_kv_heads,d_ff,vocab``. The drafter kind (``--drafter``) maps to a drafter
-of the cost model:
+Models: ``--target``/``--draft`` take a preset (``cost.PRESETS``: Llama-3(.1)-8B/70B, Llama-3.2-1B,
+Qwen3-8B/32B/0.6B/1.7B) or the path of a Hugging Face ``config.json`` (read offline);
+``--target-shape``/``--draft-shape`` take ``n_layers,d_model,n_heads,n_kv_heads,d_ff,vocab``. The drafter
+kind (``--drafter``) maps to a drafter of the cost model:
 
 - ``model``: a separate draft model, ``--draft``: a ``ModelShape``, k sequential one-token passes.
 - ``early-exit``: the target's first ``--exit-layer`` layers and its LM head: ``cost.EarlyExit``.
-- ``ngram``: prompt lookup, no weights: ``cost.NGRAM``; it costs only ``--draft-overhead`` per lookup.
-- ``eagle``: an EAGLE-like head, one decoder layer of the target's width that reads the target's
-  features and the LM head: a one-layer ``ModelShape`` draft of the target's shape, run k times (each
-  pass reads the layer *and* the d_model × vocab LM head). Its memory counts an LM head of its own,
-  a slight overestimate where the head shares the target's.
+- ``ngram``: prompt lookup, no weights: ``cost.NGRAM``; it costs only the draft overhead per lookup.
+- ``eagle``: an EAGLE(-1) head, ``cost.eagle_head``: an fc from 2·d_model and one decoder layer of the
+  target's width, drafting with the target's full LM head.
+- ``eagle3``: an EAGLE-3 head, ``cost.eagle3_head``: an fc from the three fused target features, one decoder
+  layer whose QKV reads [embedding; feature], and its own LM head over ``--draft-vocab`` tokens (32,000 for
+  the published heads).
 
-GPU: ``--gpu`` (a row of ``hardware.ACCELERATORS``), or ``--bandwidth GB/s --peak TFLOP/s
-[--memory GB] [--link GB/s]`` for one that is not in the table (these also override a row's values).
-Acceptance: ``--alpha``, or ``--mean-accepted M`` (tokens per iteration including the bonus token, as
-Spec-Bench reports it) measured at ``--k``, or ``M@K`` when ``--k best``; converted by
-``cost.implied_alpha``. A calibration is one more set of keyword arguments for the time functions,
-``cost.calibration(gpu, NAME)``, fitted to published measurements (Chapter 6): ``--calibration auto``
-(the default) uses the GPU's stored calibration only where the setup it was fitted to (its
-``fitted_to`` series in the published record: GPU, drafter kind, target shape, tp, and dtype where
-recorded) matches the request, and the idealized roofline otherwise; the report says which, and why
-(``calibration_note``). ``none`` asks for the idealized roofline; a NAME applies that calibration
-whatever the setup, with a warning where it was fitted to another one; ``list`` lists them (``--json``:
-as JSON). With a calibration the report also shows the idealized model beside it. ``--overhead``,
-``--draft-overhead`` (ms per pass) and ``--overlap`` set or override its values.
+A head's first draft pass runs over the k + 1 tokens the verify pass scored, as vLLM and SGLang run it.
+``--tree W1,W2,...`` drafts a tree instead of a chain: level i runs Wi tokens per sequence (the first
+usually 1), and one verify pass scores ``--verified`` tree tokens (default: the sum of the widths); a tree
+has no i.i.d. α, so it takes ``--mean-accepted M`` (tokens per iteration, bonus included) and no ``--k``.
 
-``--json`` prints the report as JSON (schema ``specnotes.advise/1``)::
+GPU: ``--gpu`` (a row of ``hardware.ACCELERATORS``), or ``--bandwidth GB/s --peak TFLOP/s [--memory GB]
+[--link GB/s]`` for one that is not in the table (these also override a row's values). Acceptance:
+``--alpha``, or ``--mean-accepted M`` (tokens per iteration including the bonus token, as Spec-Bench reports
+it) measured at ``--k K``, or ``M@K``; converted by ``cost.implied_alpha``. Without ``--k`` a chain drafts
+k = 4 and the report says so; ``--mean-accepted`` without the k it was measured at is refused.
 
-    {"schema": "specnotes.advise/1",
+The engine: a calibration is the cost model's engine knobs (a time per decoder layer of every pass, per
+draft pass, ...) fitted to the published record for one engine (name and version) on one GPU and
+cross-validated (``specnotes.calibrate``, Chapter 6). ``--calibration auto`` (the default) takes the
+calibration of ``--engine`` (and ``--engine-version``) on the GPU; where the record has that engine only at
+another version, on another GPU, or not at all, it says so and uses the nearest (the engine's other
+version, its knobs from other GPUs, or the knobs pooled over every engine); without ``--engine`` it uses
+the pooled knobs and says so. ``none`` asks for the idealized roofline, ``pooled`` for the pooled knobs, a
+NAME for one stored calibration of the GPU; ``list`` lists them (``--json``: as JSON). The report names
+everything the request extrapolates past: batches, context, GPU, engine, drafter, target, tp and weight
+dtype the calibration was not fitted on. ``--overhead-ms``, ``--draft-overhead-ms``,
+``--layer-overhead-us`` and ``--overlap`` set or override knobs (then the model has no cross-validated
+interval).
+
+The interval: the cross-validated error of the model in use (leave one source out over the published
+record): the measured S lay within predicted × [low, high] for the central 95% of held-out points, and an
+interval built without a source covered 83% of that source's points (``calibrate.interval_coverage``).
+Where the interval straddles S = 1 the report says "uncertain".
+
+``--json`` prints the report as JSON (schema ``specnotes.advise/2``; every quantity with a unit says it)::
+
+    {"schema": "specnotes.advise/2",
      "deployment": {"target": {"name", "params", "shape": [6 ints], "weight_bytes", "kv_bytes", "compute"},
-                    "draft": {"kind": "model"|"early-exit"|"ngram"|"eagle", "name", "maps_to", "params"},
-                    "gpu": {"name", "bandwidth" (B/s), "peak" (FLOP/s), "memory" (B), "ridge", "source"},
-                    "dtype", "math_dtype", "weight_bits", "tp", "batch": [lo, hi], "context", "draft_context",
-                    "alpha", "alpha_from", "k": int | "best", "expected_tokens" (at k, or null),
-                    "calibration": name | null, "calibration_about": what it was fitted to | null,
-                    "calibration_note": which model the report uses, and why,
-                    "model": {keyword arguments of the time functions}},
+                    "draft": {"kind": "model"|"early-exit"|"ngram"|"eagle"|"eagle3", "name", "maps_to",
+                              "params"},
+                    "gpu": {"name", "bandwidth_GB_per_s", "peak_TFLOP_per_s", "memory_GB", "ridge_FLOP_per_byte",
+                            "source"},
+                    "dtype", "math_dtype", "weight_bits", "tp", "batch": [lo, hi], "context_tokens",
+                    "draft_context_tokens", "alpha", "alpha_from", "k": int | "best", "k_from",
+                    "tree": [widths] | null, "verified": int | null, "expected_tokens" (at k, or null),
+                    "engine", "engine_version", "calibration": name | null, "calibration_about": what it was
+                    fitted to | null, "calibration_note": which model the report uses, and why,
+                    "engine_knobs": {"overlap", "overhead_ms", "draft_overhead_ms", "layer_overhead_us",
+                                     "allreduce_latency_us"},
+                    "interval": [low, high] factors | null, "extrapolations": [str, ...]},
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
-     "weights_per_gpu": bytes,         # target + draft weights on each GPU (> memory: nothing fits)
-     "rows": [{"batch", "fits", "k", "speedup", "best_k", "best_speedup", "idealized_speedup", "c",
-               "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
-               "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads": "memory"|"compute"}}}],
-     "paying_batches": [[first, last], ...],   # cost.paying_batches (union over k = 1..16 for "best")
+     "weights_per_gpu_GB": float,      # target + draft weights on each GPU (> memory: nothing fits)
+     "rows": [{"batch", "fits", "k", "speedup", "interval": [lo, hi] | null, "verdict", "best_k", "best_speedup",
+               "idealized_speedup", "c", "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
+               "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads"|"lm head": "memory"|"compute"}}}],
+     "paying_batches": [[first, last], ...],   # S > 1 (for "best": the union over k = 1..16)
+     "verdict_batches": {"pays": [[first, last], ...], "uncertain": [...], "does not pay": [...]} | null,
      "best_k_paying_batches": [[first, last], ...],  # the same for "best" k (the union over k = 1..16)
      "idealized_paying_batches": [[first, last], ...],  # the same without the calibration
      "crossover_batch": int | null,    # first B past the last paying range; null: pays up to the limit
      "curve": [[B, S], ...],           # S(B) up to the memory limit, for the plot
-     "warnings": [str, ...],           # a named calibration fitted to another setup; no batch asked for fits
+     "warnings": [str, ...],           # a calibration applied past its fit; no batch asked for fits
      "recommendation": str, "checklist": [[item, value], ...], "quote": str}
 
-``--calibration list --json`` prints ``{"schema": "specnotes.advise/1/calibrations", "calibrations":
-[{"gpu", "name", "about", "fitted_setup", "knobs"}, ...]}``.
+``--calibration list --json`` prints ``{"schema": "specnotes.advise/2/calibrations", "calibrations":
+[{"gpu", "name", "engine", "version", "fitted_to", "knobs"}, ...]}``.
 
 ``--plot FILE.png`` draws S(B) with the paying range shaded (``specnotes.plots``); the file's folder must
 exist and its suffix be a format matplotlib writes (checked before anything is computed). ``--tp``
@@ -87,16 +110,19 @@ from pathlib import Path
 from specnotes import cost, hardware, validate
 from specnotes.cost import ModelShape
 
-SCHEMA = "specnotes.advise/1"
-DRAFTERS = ("model", "early-exit", "ngram", "eagle")
+SCHEMA = "specnotes.advise/2"
+DRAFTERS = ("model", "early-exit", "ngram", "eagle", "eagle3")
 K_MAX = 16  # "best" searches k = 1..K_MAX (cost.best_k's default)
+K_DEFAULT = 4  # a chain's k when --k is not given (the report says so)
 NO_MEMORY_LIMIT = 1 << 16
 OVERLAPS = cost.OVERLAPS
+ENGINES = ("vllm", "sglang", "magicdec")  # engines of the published record (any other name gets pooled knobs)
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """Everything the report depends on, checked. ``model``: keyword arguments of the time functions."""
+    """Everything the report depends on, checked. ``model``: keyword arguments of the time functions
+    (seconds); ``interval``: (low, high) factors on S from the model's cross-validated error, or None."""
 
     target: ModelShape
     draft: cost.Draft
@@ -109,7 +135,7 @@ class Deployment:
     context: int
     alpha: float
     alpha_from: str
-    k: int | None  # None: the best k at each batch
+    k: int | None  # None: the best k at each batch (a tree: the tree tokens verified)
     weight_bits: int | None = None
     tp: int = 1
     draft_context: int | None = None
@@ -118,6 +144,13 @@ class Deployment:
     model: dict = field(default_factory=dict)
     calibration_note: str = ""  # which model the report uses, and why
     warnings: tuple[str, ...] = ()
+    k_from: str = "given"
+    tree: tuple[int, ...] | None = None
+    tokens: float | None = None  # a tree's mean tokens per iteration
+    engine: str | None = None
+    engine_version: str | None = None
+    interval: tuple[float, float] | None = None
+    extrapolations: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -187,7 +220,6 @@ def batch_range(text) -> tuple[int, int]:
     hi = validate.integer("batch", int(hi), low=lo) if sep else lo
     return lo, hi
 
-
 def k_value(text) -> int | None:
     """``"best"`` → None (the best k at each batch), else an integer in 1..64."""
     if str(text).strip().lower() == "best":
@@ -197,16 +229,20 @@ def k_value(text) -> int | None:
     return validate.integer("k", int(text), low=1, high=64)
 
 
-def alpha_value(alpha, mean_accepted, k: int | None) -> tuple[float, str]:
-    """(α, how it was obtained) from ``alpha``, or from ``mean_accepted`` ("M" at k, or "M@K")."""
+def alpha_value(alpha, mean_accepted, k: int | None, k_given: bool = True) -> tuple[float, str]:
+    """(α, how it was obtained) from ``alpha``, or from ``mean_accepted`` ("M" measured at k, or "M@K").
+
+    A mean accepted length depends on the k it was measured at: "M" needs ``k`` given (``k_given``), and
+    with ``--k best`` only "M@K" says it."""
     if (alpha is None) == (mean_accepted is None):
         raise validate.BadArgument("alpha or mean_accepted: give one of them (not both)")
     if alpha is not None:
         return validate.probability("alpha", alpha), "given"
     text, _, at = str(mean_accepted).partition("@")
     measured_k = k if not at else validate.integer("mean_accepted", int(at) if at.strip().isdigit() else at, low=1)
-    if measured_k is None:
-        raise validate.BadArgument("mean_accepted needs the k it was measured at: give --k K, or M@K with --k best")
+    if measured_k is None or not (at or k_given):
+        raise validate.BadArgument("mean_accepted needs the k it was measured at: give --k K, or M@K (a mean "
+                                   "accepted length of 2.3 tokens means α = 0.61 at k = 2 but 0.44 at k = 4)")
     try:
         mean = float(text)
     except ValueError:
@@ -216,6 +252,18 @@ def alpha_value(alpha, mean_accepted, k: int | None) -> tuple[float, str]:
                                    f"the bonus token, at k = {measured_k}); got {mean:g}")
     alpha = cost.implied_alpha(mean, measured_k)
     return alpha, f"from a mean accepted length of {mean:g} tokens at k = {measured_k} (inverse of E[N])"
+
+
+def tree_value(text, verified=None) -> tuple[tuple[int, ...], int]:
+    """``"1,4,4"`` → the tree's tokens per sequence at each draft level, and the tree tokens verified per
+    sequence (``verified``, default the sum of the widths)."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise validate.BadArgument(f"tree must be the tokens per sequence at each draft level, positive integers "
+                                   f"such as 1,4,4; got {text!r}")
+    widths = tuple(int(p) for p in parts)
+    verified = sum(widths) if verified is None else validate.integer("verified", verified, low=len(widths))
+    return widths, verified
 
 
 def gpu(name=None, bandwidth=None, peak=None, memory=None, link=None, dtype: str = "bf16") -> hardware.Accelerator:
@@ -242,14 +290,16 @@ def gpu(name=None, bandwidth=None, peak=None, memory=None, link=None, dtype: str
                    link_bandwidth=link * 1e9 if link is not None else base.link_bandwidth,
                    source=f"{base.source + '; ' if base.source else ''}given on the command line: {said}")
 
-
-def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer) -> tuple[cost.Draft, str]:
+def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer,
+            draft_vocab: int | None = None) -> tuple[cost.Draft, str]:
     """(the cost model's drafter, its name) for a drafter kind."""
     validate.choice("drafter", kind, DRAFTERS)
     if kind != "model" and draft is not None:
         raise validate.BadArgument(f"draft: a separate draft model goes with drafter 'model', not {kind!r}")
     if kind != "early-exit" and exit_layer is not None:
         raise validate.BadArgument(f"exit_layer goes with drafter 'early-exit', not {kind!r}")
+    if kind != "eagle3" and draft_vocab is not None:
+        raise validate.BadArgument(f"draft_vocab goes with drafter 'eagle3' (its reduced vocabulary), not {kind!r}")
     if kind == "model":
         if draft is None:
             raise validate.BadArgument("draft is required with drafter 'model' (a preset, a config.json or a shape)")
@@ -263,120 +313,168 @@ def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer)
         return cost.EarlyExit(layers), f"early exit after layer {layers} of {target.n_layers} ({target.name})"
     if kind == "ngram":
         return cost.NGRAM, "n-gram / prompt lookup (no weights)"
-    head = replace(target, n_layers=1, tied_embeddings=True, name=f"EAGLE-like head (1 layer of {target.name})")
+    if kind == "eagle":
+        head = cost.eagle_head(target)
+        return head, head.name
+    vocab = validate.integer("draft_vocab", 32000 if draft_vocab is None else draft_vocab, low=1, high=target.vocab)
+    head = cost.eagle3_head(target, vocab, name=f"EAGLE-3 head ({target.name}, {vocab:,}-token draft vocabulary)")
     return head, head.name
 
 
-def known_calibrations() -> dict[str, dict[str, str]]:
-    """{accelerator: {source: what it was fitted to}} for every stored calibration (``specnotes.calibrate``)."""
-    from specnotes import calibrate
-
-    return {accel: {source: f"{record['fitted_to']['why']}; rms error of log S {record['rms_log']:.3g}"
-                    for source, record in sources.items()}
-            for accel, sources in calibrate.calibrations().items()}
+# ---------------------------------------------------------------------------------------------- the engine
 
 
-def _listing(known: dict) -> str:
-    return "; ".join(f"{accel}: {', '.join(sources)}" for accel, sources in known.items()) or "none"
+def _calibrate():
+    from specnotes import calibrate  # numpy and the published record: only when a report needs them
+
+    return calibrate
 
 
-# A published setup's drafter → the advisor's kind; "self-speculation" is a draft model that is the target
-# itself (``--draft`` the same shape as ``--target``, usually with ``--draft-context``).
+# The published record's drafter names → the advisor's kinds; "self-speculation" is a draft model that is the
+# target itself (``--draft`` the same shape as ``--target``, usually with ``--draft-context``).
 PUBLISHED_DRAFTERS = {"draft-model": "model", "self-speculation": "self-speculation", "eagle-head": "eagle",
-                      "eagle2-head": "eagle", "eagle3-head": "eagle", "ngram": "ngram", "early-exit": "early-exit"}
+                      "eagle3-head": "eagle3", "ngram": "ngram", "early-exit": "early-exit"}
 
 
-def _dims(shape: ModelShape) -> list[int]:
-    return [shape.n_layers, shape.d_model, shape.n_heads, shape.n_kv_heads, shape.d_ff, shape.vocab]
+@dataclass(frozen=True)
+class Request:
+    """What the report is asked about, in the terms of a calibration's ``fitted_to``."""
+
+    gpu: str | None
+    engine: str | None
+    engine_version: str | None
+    kind: str
+    target: str
+    tp: int
+    weight_bytes: float
+    batch: tuple[int, int]
+    context: int
+    tree: bool
 
 
-def fitted_setup(accel_name: str | None, name: str) -> dict | None:
-    """The setup a stored calibration was fitted to (its ``fitted_to`` source and series, looked up in the
-    published record), or None for one that is not stored."""
-    from specnotes import calibrate, published
-
-    record = calibrate.calibrations().get(accel_name, {}).get(name)
-    if record is None:
-        return None
-    setup = published.load(record["fitted_to"]["source"])[record["fitted_to"]["series"]].setup
-    shape = calibrate.SHAPES.get(setup["target"])
-    return {"accelerator": setup["accelerator"], "target": setup["target"], "shape": shape and _dims(shape),
-            "drafter": setup["drafter"], "kind": PUBLISHED_DRAFTERS.get(setup["drafter"], setup["drafter"]),
-            "tp": int(setup.get("tp", 1)), "dtype": setup.get("dtype"), "engine": setup.get("engine")}
+def request_of(accel, gpu_name, engine, version, kind, target: ModelShape, draft, tp, batch, context,
+               tree) -> Request:
+    own = kind == "model" and isinstance(draft, ModelShape) and draft.n_layers == target.n_layers and \
+        draft.d_model == target.d_model
+    return Request(gpu_name, engine, version, "self-speculation" if own else kind, target.name, tp,
+                   target.weight_bytes, batch, context, tree)
 
 
-def setup_request(accel: hardware.Accelerator, kind: str, target: ModelShape, draft, tp: int, dtype: str) -> dict:
-    """The request in the terms of ``fitted_setup``: a draft model of the target's shape is self-speculation."""
-    own = kind == "model" and isinstance(draft, ModelShape) and _dims(draft) == _dims(target)
-    return {"accelerator": accel.name, "kind": "self-speculation" if own else kind, "target": target.name,
-            "shape": _dims(target), "tp": tp, "dtype": dtype}
+def extrapolations(fitted: dict, req: Request, gpus: list[str]) -> list[str]:
+    """What the request asks beyond what the calibration was fitted on (``fitted``: its ``fitted_to``)."""
+    out = []
+    lo, hi = fitted["batch"]
+    if req.batch[1] > hi:
+        out.append(f"batches above B = {hi}: it was fitted on B = {lo}–{hi}")
+    c_lo, c_hi = fitted["context"]
+    if not c_lo <= req.context <= c_hi:
+        out.append(f"context L = {req.context}: it was fitted on L = {c_lo}–{c_hi}")
+    if req.gpu is None:
+        out.append(f"a GPU not in the table: it was fitted on {', '.join(gpus)}")
+    elif req.gpu not in gpus:
+        out.append(f"the {req.gpu}: it was fitted on {', '.join(gpus)}")
+    kinds = {PUBLISHED_DRAFTERS.get(d, d) for d in fitted["drafters"]}
+    if req.kind not in kinds:
+        out.append(f"drafter {req.kind!r}: it was fitted on {', '.join(sorted(kinds))}")
+    if req.target not in fitted["targets"]:
+        out.append(f"target {req.target}: it was fitted on {', '.join(fitted['targets'])}")
+    if req.tp not in fitted["tp"]:
+        out.append(f"tp = {req.tp}: it was fitted on tp = {', '.join(map(str, fitted['tp']))}")
+    if req.weight_bytes not in fitted["weight_bytes"]:
+        bits = ", ".join(f"{8 * w:g}-bit" for w in fitted["weight_bytes"])
+        out.append(f"{8 * req.weight_bytes:g}-bit weights: it was fitted on {bits} weights (the weight reads move)")
+    if req.tree and not fitted["trees"]:
+        out.append("a draft tree: it was fitted on chains only")
+    return out
 
 
-def setup_differences(fitted: dict, request: dict) -> list[str]:
-    """What differs between a calibration's fitted setup and the request: the GPU, the drafter kind, the
-    target's shape and tp, and the dtype where the fit records one."""
-    out = [f"GPU {request['accelerator']!r} here, {fitted['accelerator']!r} in the fit"
-           if request["accelerator"] != fitted["accelerator"] else "",
-           f"drafter {request['kind']!r} here, {fitted['drafter']!r} in the fit"
-           if request["kind"] != fitted["kind"] else "",
-           f"target {request['target']!r} here, {fitted['target']!r} in the fit"
-           if request["shape"] != fitted["shape"] else "",
-           f"tp {request['tp']} here, {fitted['tp']} in the fit" if request["tp"] != fitted["tp"] else "",
-           f"dtype {request['dtype']!r} here, {fitted['dtype']!r} in the fit"
-           if fitted["dtype"] is not None and request["dtype"] != fitted["dtype"] else ""]
-    return [line for line in out if line]
+@dataclass(frozen=True)
+class Resolved:
+    """A calibration resolved for a request: its name (None: the idealized model), the time functions'
+    keyword arguments, what it was fitted to, the sentence saying which and why, warnings, what the request
+    extrapolates past, and the interval factors of its cross-validated error."""
+
+    name: str | None
+    knobs: dict
+    about: str | None
+    note: str
+    warnings: tuple[str, ...]
+    extrapolations: tuple[str, ...]
+    interval: tuple[float, float] | None
 
 
-def _compared(fitted: dict) -> str:
-    return "GPU, drafter, target, tp" + (" and dtype agree" if fitted["dtype"] else " agree; the fit records no dtype")
+def _gpus_of(stored: dict, engine: str | None) -> list[str]:
+    """The GPUs the record has calibrations of ``engine`` on (None: any engine)."""
+    return sorted({a for a, names in stored.items() if a in hardware.ACCELERATORS for n, r in names.items()
+                   if "alias_of" not in r and (engine is None or n == engine or n.startswith(engine + "-"))})
 
 
-def resolve_calibration(accel_name: str | None, name: str | None = "auto", lookup=None,
-                        request: dict | None = None) -> tuple[str | None, dict, str | None, str, list[str]]:
-    """(name, keyword arguments for the time functions, what it was fitted to, which model the report uses
-    and why, warnings) for a calibration name and a request (``setup_request``).
-
-    "auto": the GPU's stored calibration whose fitted setup matches the request (``setup_differences``
-    empty), else none: the idealized model; "none": the idealized model; a name: ``lookup(accel_name,
-    name)`` (``cost.calibration`` by default; a test passes its own), applied as asked, with a warning
-    where its fitted setup differs from the request.
-    """
+def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lookup=None) -> Resolved:
+    """The calibration a report uses. ``name``: "auto" (the engine's on this GPU, else the nearest the record
+    has, saying which), "none" (the idealized roofline), "pooled" (the knobs pooled over every engine), or a
+    stored name of the GPU (``lookup(gpu, name)``: ``cost.calibration`` by default; a test passes its own)."""
     name = "auto" if name is None else name
+    stored = _calibrate().stored()
+    intervals = stored["cross_validation"]["intervals"]
+    chosen = tuple(intervals[stored["model"]["variant"]])
     if name == "none":
-        return None, {}, None, "`--calibration none`: the idealized roofline", []
-    known = known_calibrations()
-    stored = known.get(accel_name, {})
-    fitted = {source: fitted_setup(accel_name, source) for source in stored}
-    differ = {source: setup_differences(setup, request) if request else [] for source, setup in fitted.items()}
+        return Resolved(None, {}, None, "`--calibration none`: the idealized roofline (no engine costs)", (), (),
+                        tuple(intervals["idealized"]))
+    if lookup is not None and name != "auto":
+        try:
+            knobs = dict(lookup(gpu_name, name))
+        except (KeyError, ValueError):
+            raise validate.BadArgument(f"calibration {name!r} does not exist for {gpu_name}") from None
+        return Resolved(name, knobs, None, f"`--calibration {name}`: as given (not cross-validated)", (), (), None)
+    pooled = stored["pooled"]
+    if name == "pooled" or (name == "auto" and (req.engine is None or gpu_name is None)):
+        why = ("`--calibration pooled`" if name == "pooled" else
+               "auto: the GPU is not in the table, so it has no calibration of its own" if gpu_name is None else
+               "auto: the engine is not given (`--engine`)")
+        note = (f"{why}: the engine knobs pooled over every engine in the published record "
+                f"({', '.join(sorted(stored['families']))})")
+        gone = extrapolations(pooled["fitted_to"], req, _gpus_of(stored, None))
+        engine = ["the engine: the pooled knobs are no engine's own"] if name == "auto" else []
+        return Resolved("pooled", dict(pooled["knobs"]), "pooled over every engine in the record", note, (),
+                        tuple(engine + gone), chosen)
+    if gpu_name is None:
+        raise validate.BadArgument(f"calibration {name!r}: a calibration belongs to a GPU of the table, and this one "
+                                   "is given by --bandwidth/--peak; use --gpu, or --calibration auto, pooled or none")
+    here = {n: r for n, r in stored.get(gpu_name, {}).items()}
     if name == "auto":
-        if lookup is not None or not stored:
-            note = f"auto: no stored calibration for {accel_name or 'a GPU not in the table'}: the idealized roofline"
-            return None, {}, None, note, []
-        matching = [source for source, diffs in differ.items() if not diffs]
-        if len(matching) > 1:
-            raise validate.BadArgument(f"calibration: {accel_name} has several for this setup ({', '.join(matching)}): "
-                                       "choose one, or none for the idealized model")
-        if not matching:
-            why = " and ".join(f"{source!r} was fitted to another setup ({'; '.join(diffs)})"
-                               for source, diffs in differ.items())
-            return None, {}, None, (f"auto: {accel_name}'s calibration {why}, so the report uses the idealized "
-                                    f"roofline (`--calibration {' or '.join(stored)}` applies it anyway)"), []
-        name = matching[0]
-        chosen = f"auto: {accel_name}'s calibration {name!r}"
-    else:
-        chosen = f"`--calibration {name}`"
-    try:
-        kwargs = dict((lookup or cost.calibration)(accel_name, name))
-    except (KeyError, ValueError):
-        raise validate.BadArgument(f"calibration {name!r} does not exist for {accel_name}; calibrated: "
-                                   f"{_listing(known)} (or auto, none)") from None
-    if name not in fitted:
-        return name, kwargs, None, f"{chosen}: as given (no fitted setup is recorded for it)", []
-    if differ[name]:
-        warning = (f"`--calibration {name}` was fitted to another setup ({'; '.join(differ[name])}): its overheads "
-                   "may not hold for this one (auto would not apply it)")
-        return name, kwargs, stored[name], f"{chosen}: applied as asked, to a setup it was not fitted to", [warning]
-    return name, kwargs, stored[name], f"{chosen}, fitted to this setup ({_compared(fitted[name])})", []
+        found, knobs, how = _calibrate().lookup(gpu_name, req.engine, req.engine_version)
+        family = req.engine if req.engine in stored["families"] else None
+        record = here[found] if found else stored["families"][family] if family else pooled
+        gone = extrapolations(record["fitted_to"], req, [gpu_name])  # another GPU: the engine's sentence says so
+        exact = found is not None and "not to" not in how and "not given" not in how
+        engine = [] if exact else [f"the engine: {how}"]
+        label = found or (f"{family} (fitted on other GPUs)" if family else "pooled")
+        if exact and not gone:
+            note = f"auto: {how}; this setup is inside what it was fitted on"
+        else:
+            note = f"auto: {how}"
+        return Resolved(label, dict(knobs), how, note, (), tuple(engine + gone), chosen)
+    names = [n for n in here if "alias_of" not in here[n]] + [n for n in here if "alias_of" in here[n]]
+    if name not in here:
+        where = "; ".join(f"{a}: {', '.join(n)}" for a, n in
+                          ((a, list(v)) for a, v in stored.items() if a in hardware.ACCELERATORS)) or "none"
+        raise validate.BadArgument(f"calibration {name!r} is not stored for {gpu_name} (it has "
+                                   f"{', '.join(names) or 'none'}; stored: {where}); or auto, pooled, none")
+    record = here[here[name]["alias_of"]] if "alias_of" in here[name] else here[name]
+    gone = extrapolations(record["fitted_to"], req, [gpu_name])
+    label = f"{record['engine']} {record['version'] or '(version not published)'} on {gpu_name}"
+    engine = [] if req.engine and calibrate_name_matches(name, record, req) else [
+        f"the engine: `--calibration {name}` is {label}" + (f", asked for {req.engine} {req.engine_version or ''}"
+                                                            .rstrip() if req.engine else "")]
+    warnings = ((f"`--calibration {name}` ({label}) applied past what it was fitted on: {'; '.join(engine + gone)}",)
+                if engine + gone else ())
+    return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}", warnings,
+                    tuple(engine + gone), chosen)
+
+
+def calibrate_name_matches(name: str, record: dict, req: Request) -> bool:
+    engine = str(req.engine or "").lower()
+    return record["engine"].lower().startswith(engine) and (req.engine_version in (None, record["version"]))
 
 
 def tp_choices(shape: ModelShape) -> list[int]:
@@ -402,10 +500,12 @@ def tp_check(tp: int, shapes: list[ModelShape]) -> int:
 def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, drafter_kind: str = "model",
                exit_layer=None, gpu_name=None, bandwidth=None, peak=None, memory=None, link=None,
                dtype: str = "bf16", weight_bits=None, tp=1, batch="1", context=0, draft_context=None,
-               alpha=None, mean_accepted=None, k="4", calibration="auto", overhead=None, draft_overhead=None,
-               overlap=None, calibration_lookup=None) -> Deployment:
+               alpha=None, mean_accepted=None, k=None, calibration="auto", overhead=None, draft_overhead=None,
+               overlap=None, calibration_lookup=None, engine=None, engine_version=None, layer_overhead=None,
+               tree=None, verified=None, draft_vocab=None) -> Deployment:
     """Check every input once and build the Deployment. Errors name the argument (the CLI's flag with
-    dashes for underscores): a ``validate.BadArgument``."""
+    dashes for underscores): a ``validate.BadArgument``. ``overhead``, ``draft_overhead``: ms;
+    ``layer_overhead``: µs; ``k`` None: k = 4 for a chain (the report says it was not given)."""
     target_shape_ = model_shape("target", target, target_shape)
     draft_shape_ = None if draft is None and draft_shape is None else model_shape("draft", draft, draft_shape)
     validate.choice("dtype", dtype, hardware.DTYPE_BYTES)
@@ -425,29 +525,68 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
         weight_bits = validate.integer("weight_bits", weight_bits, low=1, high=16)
         target_shape_ = target_shape_.weight_only(weight_bits)
         draft_shape_ = draft_shape_.weight_only(weight_bits) if draft_shape_ is not None else None
-    the_draft, draft_name = drafter(drafter_kind, target_shape_, draft_shape_, exit_layer)
-    tp_check(tp, [target_shape_] + ([the_draft] if isinstance(the_draft, ModelShape) else []))
+    the_draft, draft_name = drafter(drafter_kind, target_shape_, draft_shape_, exit_layer, draft_vocab)
+    shapes = [target_shape_] + ([the_draft] if isinstance(the_draft, ModelShape) else
+                                [the_draft.layer] if isinstance(the_draft, cost.EagleHead) else [])
+    tp_check(tp, shapes)
     lo_hi = batch_range(batch)
     context = validate.integer("context", context, low=0)
     if draft_context is not None:
         draft_context = validate.integer("draft_context", draft_context, low=0)
-    k = k_value(k)
-    alpha, alpha_from = alpha_value(alpha, mean_accepted, k)
-    request = setup_request(accel, drafter_kind, target_shape_, draft_shape_, tp, math_dtype)
-    calibration, model, about, note, warnings = resolve_calibration(gpu_name, calibration, calibration_lookup,
-                                                                    request)
-    if overhead is not None:
-        model["overhead"] = validate.number("overhead", overhead, low=0) / 1e3
-    if draft_overhead is not None:
-        model["draft_overhead"] = validate.number("draft_overhead", draft_overhead, low=0) / 1e3
+    widths, tokens = None, None
+    if tree is not None:
+        if k is not None:
+            raise validate.BadArgument("k does not apply to a tree: its depth is the number of --tree widths and "
+                                       "--verified its tokens scored")
+        if alpha is not None or mean_accepted is None or "@" in str(mean_accepted):
+            raise validate.BadArgument("a tree has no i.i.d. acceptance rate: give its mean_accepted M (tokens per "
+                                       "iteration, bonus included), not alpha or M@K")
+        widths, k_ = tree_value(tree, verified)
+        tokens = validate.number("mean_accepted", float(mean_accepted) if _is_float(mean_accepted) else
+                                 mean_accepted, low=1, high=len(widths) + 1)
+        alpha, alpha_from, k_from = 0.0, f"a mean accepted length of {tokens:g} tokens per iteration (a tree)", \
+            "the tree"
+    else:
+        if verified is not None:
+            raise validate.BadArgument("verified goes with --tree")
+        k_given = k is not None
+        k_ = K_DEFAULT if k is None else k_value(k)
+        alpha, alpha_from = alpha_value(alpha, mean_accepted, k_, k_given)
+        k_from = "given" if k_given else f"k = {K_DEFAULT}: the default (--k not given)"
+    engine = None if engine is None else str(engine).strip().lower() or None
+    req = request_of(accel, gpu_name if accel is hardware.ACCELERATORS.get(gpu_name) else None, engine,
+                     engine_version, drafter_kind, target_shape_, draft_shape_, tp, lo_hi, context, widths is not None)
+    res = resolve_calibration(req.gpu, calibration, req, calibration_lookup)
+    model = dict(res.knobs)
+    interval = res.interval
+    for value, key, scale in ((overhead, "overhead", 1e-3), (draft_overhead, "draft_overhead", 1e-3),
+                              (layer_overhead, "layer_overhead", 1e-6)):
+        if value is not None:
+            model[key] = validate.number(key, value, low=0) * scale
+            interval = None
     if overlap is not None:
         model["overlap"] = validate.choice("overlap", overlap, OVERLAPS)
+        interval = None
     return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
-                      alpha, alpha_from, k, weight_bits, tp, draft_context, calibration, about, model, note,
-                      tuple(warnings))
+                      alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
+                      res.warnings, k_from, widths, tokens, engine, engine_version, interval, res.extrapolations)
+
+
+def _is_float(text) -> bool:
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------- the model
+
+
+def _accepted(fn, model: dict) -> dict:
+    """The part of ``model`` that ``fn`` takes."""
+    names = inspect.signature(fn).parameters
+    return {key: value for key, value in model.items() if key in names}
 
 
 def _model(dep: Deployment) -> dict:
@@ -459,17 +598,16 @@ def _model(dep: Deployment) -> dict:
     return model
 
 
-def _accepted(fn, model: dict) -> dict:
-    """The part of ``model`` that ``fn`` takes."""
-    names = inspect.signature(fn).parameters
-    return {key: value for key, value in model.items() if key in names}
-
-
 def speedup(dep: Deployment, batch: int, k: int) -> float:
+    if dep.tree:
+        return cost.tree_speedup(dep.target, dep.draft, dep.accel, batch, dep.tree, dep.k, dep.tokens, dep.context,
+                                 **_model(dep))
     return cost.batch_speedup(dep.target, dep.draft, dep.accel, batch, k, dep.alpha, dep.context, **_model(dep))
 
 
 def best_k(dep: Deployment, batch: int) -> int:
+    if dep.tree:
+        return dep.k
     return cost.best_k(dep.target, dep.draft, dep.accel, batch, dep.alpha, dep.context, k_max=K_MAX, **_model(dep))
 
 
@@ -484,19 +622,62 @@ def weights_per_gpu(dep: Deployment) -> float:
     return cost.weights_per_device(dep.target, dep.draft, k=dep.k or K_MAX, tp=dep.tp)
 
 
-def paying(dep: Deployment, limit: int) -> list[tuple[int, int]]:
-    """``cost.paying_batches`` up to ``limit``; for "best" k the union over k = 1..K_MAX (S > 1 with the
-    best k exactly where some k gives S > 1)."""
-    ks = [dep.k] if dep.k else range(1, K_MAX + 1)
-    ranges = sorted(r for k in ks for r in cost.paying_batches(dep.target, dep.draft, dep.accel, k, dep.alpha,
-                                                               dep.context, limit=limit, **_model(dep)))
+def _merge(ranges) -> list[tuple[int, int]]:
     merged: list[tuple[int, int]] = []
-    for lo, hi in ranges:
+    for lo, hi in sorted(ranges):
         if merged and lo <= merged[-1][1] + 1:
             merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
         else:
             merged.append((lo, hi))
     return merged
+
+
+def paying(dep: Deployment, limit: int, threshold: float = 1.0) -> list[tuple[int, int]]:
+    """The batch ranges up to ``limit`` where S > ``threshold`` (``cost.paying_batches``); for "best" k the
+    union over k = 1..K_MAX (S > threshold with the best k exactly where some k gives it); a tree by
+    ``cost.batch_ranges`` on its S(B)."""
+    if dep.tree:
+        return cost.batch_ranges(lambda b: speedup(dep, b, dep.k) > threshold, limit)
+    ks = [dep.k] if dep.k else range(1, K_MAX + 1)
+    return _merge(r for k in ks for r in cost.paying_batches(dep.target, dep.draft, dep.accel, k, dep.alpha,
+                                                             dep.context, limit=limit, threshold=threshold,
+                                                             **_model(dep)))
+
+
+def verdict_batches(dep: Deployment, limit: int) -> dict | None:
+    """Where the prediction interval lies above 1 ("pays"), straddles it ("uncertain") or lies below it
+    ("does not pay"), as batch ranges up to ``limit``; None without an interval."""
+    if dep.interval is None or limit < 1:
+        return None
+    low, high = dep.interval
+    sure = paying(dep, limit, 1 / low)
+    maybe = paying(dep, limit, 1 / high)
+    uncertain = _subtract(maybe, sure)
+    never = _subtract([(1, limit)], maybe)
+    return {"pays": [list(r) for r in sure], "uncertain": [list(r) for r in uncertain],
+            "does not pay": [list(r) for r in never]}
+
+
+def _subtract(ranges, cut) -> list[tuple[int, int]]:
+    """The batches of ``ranges`` not in ``cut`` (both lists of inclusive ranges)."""
+    out = []
+    for lo, hi in ranges:
+        start = lo
+        for a, b in cut:
+            if b < start or a > hi:
+                continue
+            if a > start:
+                out.append((start, a - 1))
+            start = max(start, b + 1)
+        if start <= hi:
+            out.append((start, hi))
+    return out
+
+
+def verdict(s: float, interval: tuple[float, float] | None) -> str | None:
+    if interval is None:
+        return None
+    return "pays" if s * interval[0] > 1 else "does not pay" if s * interval[1] < 1 else "uncertain"
 
 
 def kernel_roofs(kernels, accel: hardware.Accelerator, math_dtype: str) -> dict[str, str]:
@@ -508,19 +689,11 @@ def kernel_roofs(kernels, accel: hardware.Accelerator, math_dtype: str) -> dict[
 
 
 def draft_kernels(dep: Deployment, batch: int, k: int) -> tuple:
-    """The kernels of one draft pass (one of k for a draft model or an early exit; the only one for a
-    single-pass drafter or heads); none for a drafter without weights."""
-    draft, ctx = dep.draft, dep.context if dep.draft_context is None else dep.draft_context
-    if isinstance(draft, cost.EarlyExit):
-        draft = cost.early_exit_shape(dep.target, draft.layers)
-    if isinstance(draft, ModelShape):
-        return cost.forward_cost(draft, batch, 1, ctx, dep.tp).kernels
-    if isinstance(draft, cost.SinglePass):
-        return cost.forward_cost(draft.shape, batch, k, ctx, dep.tp).kernels
-    if isinstance(draft, cost.Heads):
-        head = cost.matmul_cost(draft.shape, batch, 1, dep.tp).kernels[0]
-        return (cost.Kernel("heads", k * head.flops, k * head.bytes),)
-    return ()
+    """The kernels of one draft pass (the first of k for a draft model, an early exit or an EAGLE head; the
+    only one for a single-pass drafter or heads); none for a drafter without weights."""
+    ctx = dep.context if dep.draft_context is None else dep.draft_context
+    passes = cost.draft_passes(dep.draft, batch, k, ctx, dep.tp, dep.target, dep.tree)
+    return passes[0].kernels if passes else ()
 
 
 def roofs(dep: Deployment, batch: int, k: int) -> dict[str, dict[str, str]]:
@@ -532,22 +705,33 @@ def roofs(dep: Deployment, batch: int, k: int) -> dict[str, dict[str, str]]:
 
 
 def row(dep: Deployment, batch: int, limit: int | None) -> dict:
-    """One batch: S with the k in use (with "best", the best k, 0 = off and S = 1), the best k and its S,
-    times, c, throughput, and the roofs (c and the roofs at k = 1 when k = 0: what drafting would cost)."""
+    """One batch: S with the k in use (with "best", the best k, 0 = off and S = 1), its interval and verdict,
+    the best k and its S, times, c, throughput, and the roofs (c and the roofs at k = 1 when k = 0: what
+    drafting would cost). A tree: its k is the tree tokens verified."""
     model = _model(dep)
     best = best_k(dep, batch)
     k = dep.k or best
     drafted = max(k, 1)
     plain = cost.pass_time(dep.target, dep.accel, batch, 1, dep.context, **_accepted(cost.pass_time, model))
-    iteration = cost.iteration_time(dep.target, dep.draft, dep.accel, batch, k, dep.context, **model)
+    draft_ctx = dep.context if dep.draft_context is None else dep.draft_context
     draft_model = {**_accepted(cost.draft_time, model), "overhead": model.get("draft_overhead",
                                                                               model.get("overhead", 0.0))}
-    draft_ctx = dep.context if dep.draft_context is None else dep.draft_context
-    drafting = cost.draft_time(dep.draft, dep.accel, batch, drafted, draft_ctx, target=dep.target, **draft_model)
-    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": speedup(dep, batch, k),
-            "best_k": best, "best_speedup": speedup(dep, batch, best), "c": drafting / (drafted * plain),
-            "plain_ms": 1e3 * plain, "iteration_ms": 1e3 * iteration, "plain_tokens_per_s": batch / plain,
-            "spec_tokens_per_s": batch * cost.expected_tokens(dep.alpha, k) / iteration,
+    if dep.tree:
+        drafting = cost.draft_time(dep.draft, dep.accel, batch, k, draft_ctx, target=dep.target, widths=dep.tree,
+                                   **draft_model)
+        iteration = cost.iteration_time(dep.target, dep.draft, dep.accel, batch, k, dep.context, widths=dep.tree,
+                                        **model)
+        levels, tokens = len(dep.tree), dep.tokens
+    else:
+        drafting = cost.draft_time(dep.draft, dep.accel, batch, drafted, draft_ctx, target=dep.target, **draft_model)
+        iteration = cost.iteration_time(dep.target, dep.draft, dep.accel, batch, k, dep.context, **model)
+        levels, tokens = drafted, cost.expected_tokens(dep.alpha, k)
+    s = speedup(dep, batch, k)
+    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s,
+            "interval": [s * dep.interval[0], s * dep.interval[1]] if dep.interval else None,
+            "verdict": verdict(s, dep.interval), "best_k": best, "best_speedup": speedup(dep, batch, best),
+            "c": drafting / (levels * plain), "plain_ms": 1e3 * plain, "iteration_ms": 1e3 * iteration,
+            "plain_tokens_per_s": batch / plain, "spec_tokens_per_s": batch * tokens / iteration,
             "roofs": roofs(dep, batch, drafted)}
 
 
@@ -570,12 +754,12 @@ def _progress(items, progress, desc):
 
 def advise(dep: Deployment, progress: bool | None = False) -> dict:
     """The report as a JSON-ready dict (schema in the module docstring). ``progress``: a tqdm bar on
-    stderr (None: only where stderr is a terminal). With a calibration, the idealized model (no overheads,
-    per-kernel overlap) is evaluated beside it: ``idealized_speedup`` per row, ``idealized_paying_batches``."""
+    stderr (None: only where stderr is a terminal). With a calibration, the idealized model (no engine
+    costs, per-kernel overlap) is evaluated beside it: ``idealized_speedup`` per row, ``idealized_paying_batches``."""
     fits = memory_limit(dep)
     limit = NO_MEMORY_LIMIT if fits is None else fits
     ranges = paying(dep, limit) if limit >= 1 else []
-    any_k = paying(replace(dep, k=None), limit) if dep.k and limit >= 1 else ranges
+    any_k = paying(replace(dep, k=None), limit) if dep.k and not dep.tree and limit >= 1 else ranges
     ideal = replace(dep, calibration=None, calibration_about=None, model={}) if dep.calibration else dep
     ideal_ranges = paying(ideal, limit) if dep.calibration and limit >= 1 else ranges
     crossover = None if ranges and ranges[-1][1] >= limit else (ranges[-1][1] + 1 if ranges else 1)
@@ -594,7 +778,8 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
         warnings.append(f"none of the batches asked for ({asked}) fit in memory: at most B = {fits} sequences fit "
                         f"(weights + both KV caches at L = {dep.context}); the rows below are past the limit")
     report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit,
-              "weights_per_gpu": weights_per_gpu(dep), "rows": rows, "paying_batches": [list(r) for r in ranges],
+              "weights_per_gpu_GB": weights_per_gpu(dep) / 1e9, "rows": rows,
+              "paying_batches": [list(r) for r in ranges], "verdict_batches": verdict_batches(dep, limit),
               "best_k_paying_batches": [list(r) for r in any_k],
               "idealized_paying_batches": [list(r) for r in ideal_ranges], "crossover_batch": crossover,
               "curve": curve, "warnings": warnings}
@@ -604,28 +789,45 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
     return report
 
 
+def engine_knobs(model: dict) -> dict:
+    """The time functions' knobs with their units in their names: ms per pass, µs per layer and all-reduce."""
+    return {"overlap": model.get("overlap", "kernel"), "overhead_ms": 1e3 * model.get("overhead", 0.0),
+            "draft_overhead_ms": 1e3 * model.get("draft_overhead", model.get("overhead", 0.0)),
+            "layer_overhead_us": 1e6 * model.get("layer_overhead", 0.0),
+            "allreduce_latency_us": 1e6 * model.get("allreduce_latency", 0.0)}
+
+
 def describe(dep: Deployment) -> dict:
     t, d = dep.target, dep.draft
-    draft_params = (d.params if isinstance(d, ModelShape)
+    draft_params = (d.params if isinstance(d, ModelShape | cost.EagleHead)
                     else cost.early_exit_shape(t, d.layers).params if isinstance(d, cost.EarlyExit) else 0)
     maps_to = {"model": "ModelShape draft: k one-token passes",
                "early-exit": f"cost.EarlyExit({getattr(d, 'layers', '')})",
                "ngram": "cost.NGRAM: no weights, its overhead only",
-               "eagle": "one-layer ModelShape of the target's width with an LM head, k passes"}[dep.drafter]
+               "eagle": "cost.eagle_head: fc from 2·d_model, one layer of the target's width, the target's LM head",
+               "eagle3": "cost.eagle3_head: fc from 3 fused features, one layer (QKV over 2·d_model), a reduced "
+                         "draft LM head"}[dep.drafter] + ("" if not dep.tree else
+                                                          f"; a tree of widths {list(dep.tree)}")
+    g = dep.accel
     return {
         "target": {"name": t.name, "params": t.params, "weight_bytes": t.weight_bytes, "kv_bytes": t.kv_bytes,
                    "compute": t.compute, "shape": [t.n_layers, t.d_model, t.n_heads, t.n_kv_heads, t.d_ff, t.vocab]},
         "draft": {"kind": dep.drafter, "name": dep.draft_name, "maps_to": maps_to, "params": draft_params},
-        "gpu": {"name": dep.accel.name, "bandwidth": dep.accel.mem_bandwidth, "peak": dep.accel.peak(dep.math_dtype),
-                "memory": dep.accel.memory or None, "ridge": dep.accel.ridge(dep.math_dtype),
-                "source": dep.accel.source},
+        "gpu": {"name": g.name, "bandwidth_GB_per_s": g.mem_bandwidth / 1e9,
+                "peak_TFLOP_per_s": g.peak(dep.math_dtype) / 1e12, "memory_GB": g.memory / 1e9 if g.memory else None,
+                "ridge_FLOP_per_byte": g.ridge(dep.math_dtype), "source": g.source},
         "dtype": dep.dtype, "math_dtype": dep.math_dtype, "weight_bits": dep.weight_bits, "tp": dep.tp,
-        "batch": list(dep.batch), "context": dep.context, "draft_context": dep.draft_context,
-        "alpha": dep.alpha, "alpha_from": dep.alpha_from, "k": dep.k if dep.k else "best",
-        "expected_tokens": cost.expected_tokens(dep.alpha, dep.k) if dep.k else None,
+        "batch": list(dep.batch), "context_tokens": dep.context, "draft_context_tokens": dep.draft_context,
+        "alpha": None if dep.tree else dep.alpha, "alpha_from": dep.alpha_from, "k": dep.k if dep.k else "best",
+        "k_from": dep.k_from, "tree": list(dep.tree) if dep.tree else None, "verified": dep.k if dep.tree else None,
+        "expected_tokens": dep.tokens if dep.tree else cost.expected_tokens(dep.alpha, dep.k) if dep.k else None,
+        "engine": dep.engine, "engine_version": dep.engine_version,
         "calibration": dep.calibration, "calibration_about": dep.calibration_about,
-        "calibration_note": dep.calibration_note, "model": _model(dep),
+        "calibration_note": dep.calibration_note, "engine_knobs": engine_knobs(dep.model),
+        "interval": list(dep.interval) if dep.interval else None, "extrapolations": list(dep.extrapolations),
     }
+
+
 
 
 # ---------------------------------------------------------------------------------------------- words
@@ -649,8 +851,25 @@ def _ranges_text(ranges) -> str:
 
 
 def _k_text(report) -> str:
-    k = report["deployment"]["k"]
-    return "the best k at each batch" if k == "best" else f"k = {k}"
+    dep = report["deployment"]
+    if dep["tree"]:
+        return f"the tree {dep['tree']} ({dep['verified']} tokens verified)"
+    return "the best k at each batch" if dep["k"] == "best" else f"k = {dep['k']}"
+
+
+def _interval_text(dep: dict) -> str:
+    low, high = dep["interval"]
+    return (f"the measured S of 95% of held-out published points lay within ×{low:.2f}–×{high:.2f} of this model's "
+            "prediction")
+
+
+def _sure_text(report: dict) -> str:
+    """What the interval says: where speculation pays even at the low end, where it is uncertain."""
+    v = report["verdict_batches"]
+    if v is None:
+        return ""
+    parts = [f"{name} for B in {_ranges_text(v[name])}" for name in ("pays", "uncertain", "does not pay") if v[name]]
+    return f" Within the model's error ({_interval_text(report['deployment'])}): " + "; ".join(parts) + "."
 
 
 def recommendation(report: dict) -> str:
@@ -658,25 +877,26 @@ def recommendation(report: dict) -> str:
     dep, ranges, limit, fits = report["deployment"], report["paying_batches"], report["limit"], report["max_batch"]
     rows = [r for r in report["rows"] if r["fits"]]
     where = f"at every batch that fits (1–{limit})" if fits is not None else f"at every batch up to {limit}"
-    if fits == 0 and report["weights_per_gpu"] > dep["gpu"]["memory"]:
-        return (f"It does not fit: the weights alone ({_fmt_bytes(report['weights_per_gpu'])} per GPU) exceed the "
-                f"{dep['gpu']['name']}'s memory ({_fmt_bytes(dep['gpu']['memory'])}) with tp = {dep['tp']}. "
+    gpu_ = dep["gpu"]
+    if fits == 0 and report["weights_per_gpu_GB"] > gpu_["memory_GB"]:
+        return (f"It does not fit: the weights alone ({report['weights_per_gpu_GB']:.3g} GB per GPU) exceed the "
+                f"{gpu_['name']}'s memory ({gpu_['memory_GB']:.3g} GB) with tp = {dep['tp']}. "
                 "Use more GPUs (`--tp`), fewer weight bits (`--weight-bits`) or a smaller model.")
     if fits == 0:
-        return (f"It does not fit: the weights fit ({_fmt_bytes(report['weights_per_gpu'])} of "
-                f"{_fmt_bytes(dep['gpu']['memory'])} per GPU with tp = {dep['tp']}), but not one sequence's KV caches "
-                f"at L = {dep['context']} beside them. Use a shorter context (`--context`), more GPUs (`--tp`), or a "
-                "smaller cache (a draft KV window, `--draft-context`; a smaller `--dtype`).")
+        return (f"It does not fit: the weights fit ({report['weights_per_gpu_GB']:.3g} GB of "
+                f"{gpu_['memory_GB']:.3g} GB per GPU with tp = {dep['tp']}), but not one sequence's KV caches at "
+                f"L = {dep['context_tokens']} beside them. Use a shorter context (`--context`), more GPUs (`--tp`), "
+                "or a smaller cache (a draft KV window, `--draft-context`; a smaller `--dtype`).")
     if not ranges:
         best = max(rows, key=lambda r: r["best_speedup"], default=None)
         extra = (f" (the best in your range: {best['best_speedup']:.2f}× at B = {best['batch']} with k = "
-                 f"{best['best_k']})" if best else "")
-        if report["best_k_paying_batches"]:
+                 f"{best['best_k']})" if best and not dep["tree"] else "")
+        if report["best_k_paying_batches"] and not dep["tree"]:
             return (f"Leave {_k_text(report)} off: it does not pay at any batch from 1 to {limit}. Another k does: "
                     f"with the best k at each batch (`--k best`) speculation pays for B in "
-                    f"{_ranges_text(report['best_k_paying_batches'])}{extra}.")
+                    f"{_ranges_text(report['best_k_paying_batches'])}{extra}.") + _sure_text(report)
         return (f"Leave it off: with {_k_text(report)} speculation does not pay at any batch from 1 to {limit}"
-                f"{extra}. Raise α (a better-matched draft), or use a cheaper drafter.")
+                f"{extra}. Raise α (a better-matched draft), or use a cheaper drafter.") + _sure_text(report)
     first, last = ranges[0][0], ranges[-1][1]
     if len(ranges) == 1 and first == 1 and last >= limit:
         advice = f"Turn it on {where}: with {_k_text(report)} it pays throughout."
@@ -686,6 +906,10 @@ def recommendation(report: dict) -> str:
         advice = f"Turn it on above B = {first - 1}, off below (with {_k_text(report)}): it pays only at large batch."
     else:
         advice = f"Turn it on for B in {_ranges_text(ranges)}, off elsewhere (with {_k_text(report)})."
+    fitted = _fitted_batches(dep)
+    if fitted and last > fitted:
+        advice += (f" Past B = {fitted} this is an extrapolation: the calibration was fitted on batches up to "
+                   f"{fitted}.")
     lo, hi = dep["batch"]
     mine = [r for r in rows if lo <= r["batch"] <= hi]
     if mine:
@@ -694,58 +918,69 @@ def recommendation(report: dict) -> str:
                 else f"S runs from {a['speedup']:.2f}× at B = {a['batch']} to {b['speedup']:.2f}× at B = {b['batch']}")
         advice += f" In your range {span}."
     bests = sorted({r["best_k"] for r in rows})
-    if dep["k"] != "best" and len(bests) > 1:
-        last = f"{rows[-1]['best_k']}" + (" (off)" if rows[-1]["best_k"] == 0 else "")
-        advice += (f" The best k moves from {rows[0]['best_k']} (B = {rows[0]['batch']}) to {last} "
+    if dep["k"] != "best" and not dep["tree"] and len(bests) > 1:
+        last_k = f"{rows[-1]['best_k']}" + (" (off)" if rows[-1]["best_k"] == 0 else "")
+        advice += (f" The best k moves from {rows[0]['best_k']} (B = {rows[0]['batch']}) to {last_k} "
                    f"(B = {rows[-1]['batch']}): choose k by the batch (`--k best`).")
+    advice += _sure_text(report)
     if _idealized(dep):
-        advice += " Idealized model (no per-pass overhead): real engines sit lower, most at small batch."
-    if dep["calibration"]:
+        advice += (" Idealized model (no engine costs): engines run fewer tokens per second than it says, and "
+                   "S itself can sit above or below it.")
+    elif dep["calibration"]:
         ideal = report["idealized_paying_batches"]
-        advice += f" Calibrated with {dep['calibration']!r} (below); the idealized roofline " + (
+        advice += f" Calibrated ({dep['calibration']}, below); the idealized roofline " + (
             "agrees on where it pays." if ideal == ranges else
             f"would have S > 1 for B in {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 at every batch.")
     return advice
 
 
+def _fitted_batches(dep: dict) -> int | None:
+    """The largest batch the calibration in use was fitted on, where the report says (an extrapolation)."""
+    for line in dep["extrapolations"]:
+        m = re.match(r"batches above B = (\d+)", line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
 def _idealized(dep: dict) -> bool:
-    return not (dep["model"].get("overhead") or dep["model"].get("draft_overhead") or dep["calibration"])
-
-
-def _fmt_bytes(x) -> str:
-    return f"{x / 1e9:.3g} GB"
+    k = dep["engine_knobs"]
+    return not (k["overhead_ms"] or k["draft_overhead_ms"] or k["layer_overhead_us"] or dep["calibration"])
 
 
 def checklist(report: dict) -> list[list[str]]:
     """The rows of book/quoting.md's checklist, filled in for this report."""
     dep, rows = report["deployment"], report["rows"]
     first = rows[0]
-    model = dep["model"]
+    knobs = dep["engine_knobs"]
     gpu_ = dep["gpu"]
     k = dep["k"]
     en = dep["expected_tokens"]
-    overhead = model.get("overhead", 0.0)
-    draft_overhead = model.get("draft_overhead", overhead)
     weights = f"{dep['weight_bits']}-bit weights, " if dep["weight_bits"] else ""
+    k_text = (f"a tree {dep['tree']}, {dep['verified']} tokens verified" if dep["tree"] else f"{k}"
+              + ("" if dep["k_from"] == "given" else f" ({dep['k_from']})"))
     return [
-        ["k", f"{k}" + (f" (E[N] = {en:.2f} tokens per iteration)" if en else f" (searched 1–{K_MAX} per batch)")],
-        ["α, and how it was measured", f"{dep['alpha']:.3f}, {dep['alpha_from']}; i.i.d. acceptance"],
+        ["k", k_text + (f" (E[N] = {en:.2f} tokens per iteration)" if en else f" (searched 1–{K_MAX} per batch)")],
+        ["α, and how it was measured", (f"{dep['alpha']:.3f}, " if dep["alpha"] is not None else "")
+         + f"{dep['alpha_from']}" + ("" if dep["tree"] else "; i.i.d. acceptance")],
         ["B", f"{dep['batch'][0]}–{dep['batch'][1]}" if dep["batch"][0] != dep["batch"][1] else f"{dep['batch'][0]}"],
-        ["L", f"{dep['context']} tokens" + (f" (draft KV window {dep['draft_context']})"
-                                            if dep["draft_context"] is not None else "")],
+        ["L", f"{dep['context_tokens']} tokens" + (f" (draft KV window {dep['draft_context_tokens']})"
+                                                   if dep["draft_context_tokens"] is not None else "")],
         ["c, and the draft", f"{dep['draft']['name']}; c = {first['c']:.3f} at B = {first['batch']} (modelled)"],
-        ["device", f"{gpu_['name']} × {dep['tp']}: {gpu_['peak'] / 1e12:.0f} TFLOP/s {dep['math_dtype']}, "
-                   f"{gpu_['bandwidth'] / 1e12:.2f} TB/s, ridge {gpu_['ridge']:.0f} FLOP/byte"],
+        ["device", f"{gpu_['name']} × {dep['tp']}: {gpu_['peak_TFLOP_per_s']:.0f} TFLOP/s {dep['math_dtype']}, "
+                   f"{gpu_['bandwidth_GB_per_s'] / 1e3:.2f} TB/s, ridge {gpu_['ridge_FLOP_per_byte']:.0f} FLOP/byte"],
         ["dtype", f"{weights}{dep['math_dtype']} math, KV cache in {dep['math_dtype']}"
                   + (f" ({dep['dtype']} asked; this GPU has no {dep['dtype']} peak)"
                      if dep["dtype"] != dep["math_dtype"] else "")],
         ["temperature", "not modelled: it enters through α (measure α at the temperature you serve)"],
         ["what was timed", "nothing: a modelled TPOT ratio at a fixed batch (= its throughput ratio); no prefill"],
         ["baseline", "the same deployment decoding without speculation (modelled)"],
-        ["t0 (overheads, CUDA graphs)", (f"calibration {dep['calibration']!r} (fitted to published measurements; "
-                                         "see the recommendation): " if dep["calibration"] else "")
-         + f"{1e3 * overhead:.3g} ms per target pass, {1e3 * draft_overhead:.3g} ms per draft pass, "
-           f"overlap {model.get('overlap', 'kernel')!r}" + (" (idealized roofline)" if _idealized(dep) else "")],
+        ["engine (overheads, CUDA graphs)", (f"{dep['calibration_note']}: " if dep["calibration"] else "")
+         + f"{knobs['layer_overhead_us']:.3g} µs per layer of every pass, {knobs['overhead_ms']:.3g} ms per target "
+           f"pass, {knobs['draft_overhead_ms']:.3g} ms per draft pass, overlap {knobs['overlap']!r}"
+         + (" (idealized roofline)" if _idealized(dep) else "")],
+        ["error", (_interval_text(dep) + " (leave one source out, Chapter 6)") if dep["interval"] else
+         "not cross-validated: engine knobs given by hand"],
     ]
 
 
@@ -753,11 +988,15 @@ def quote(report: dict) -> str:
     """The checklist in one sentence, at the first batch of the report."""
     dep, r = report["deployment"], report["rows"][0]
     model = "the calibrated" if dep["calibration"] else "the idealized" if _idealized(dep) else "the"
-    return (f"With {dep['draft']['name']} drafting k = {r['k']} tokens at α = {dep['alpha']:.2f}, "
+    drafting = (f"a tree {dep['tree']} at {dep['expected_tokens']:.2f} tokens per iteration" if dep["tree"]
+                else f"k = {r['k']} tokens at α = {dep['alpha']:.2f}")
+    error = (f" (between {r['interval'][0]:.2f}× and {r['interval'][1]:.2f}× within the model's cross-validated "
+             "error)" if r["interval"] else "")
+    return (f"With {dep['draft']['name']} drafting {drafting}, "
             f"{dep['target']['name']} on {dep['tp']} × {dep['gpu']['name']} in {dep['math_dtype']} "
-            f"at B = {r['batch']}, "
-            f"L = {dep['context']} is predicted by {model} roofline model to generate {r['speedup']:.2f}× as many "
-            "tokens per second as the same deployment without speculation (temperature and engine not modelled).")
+            f"at B = {r['batch']}, L = {dep['context_tokens']} is predicted by {model} roofline model to generate "
+            f"{r['speedup']:.2f}× as many tokens per second as the same deployment without speculation{error} "
+            "(temperature not modelled).")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -784,10 +1023,13 @@ def render(report: dict) -> str:
     if best:
         columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S", lambda r: f"{r['best_speedup']:.2f}")]
     else:
-        columns += [(f"S (k = {dep['k']})", lambda r: f"{r['speedup']:.2f}")]
+        columns += [("S (tree)" if dep["tree"] else f"S (k = {dep['k']})", lambda r: f"{r['speedup']:.2f}")]
+    if dep["interval"]:
+        columns += [("interval", lambda r: f"{r['interval'][0]:.2f}–{r['interval'][1]:.2f}"),
+                    ("verdict", lambda r: r["verdict"])]
     if calibrated:
         columns += [("S idealized", lambda r: f"{r['idealized_speedup']:.2f}")]
-    if not best:
+    if not best and not dep["tree"]:
         columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S (best k)", lambda r: f"{r['best_speedup']:.2f}")]
     columns += [("tokens/s off → on", lambda r: f"{r['plain_tokens_per_s']:,.0f} → {r['spec_tokens_per_s']:,.0f}"),
                 ("roofs: decode · verify · draft", lambda r: " · ".join(_roof_text(r["roofs"][name])
@@ -795,15 +1037,19 @@ def render(report: dict) -> str:
                 ("fits", lambda r: "yes" if r["fits"] else "no")]
     table = _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in rows])
     fits = report["max_batch"]
-    weights = _fmt_bytes(report["weights_per_gpu"])
+    weights = f"{report['weights_per_gpu_GB']:.3g} GB"
     memory = ("the GPU has no memory size: batches are not limited" if fits is None
-              else f"the weights alone ({weights} per GPU) exceed its {_fmt_bytes(g['memory'])}"
-              if report["weights_per_gpu"] > g["memory"]
-              else f"the weights fit ({weights} of {_fmt_bytes(g['memory'])} per GPU), but not one sequence's KV "
-                   f"caches at L = {dep['context']} beside them" if fits == 0
-              else f"at most B = {fits} sequences fit (weights + both KV caches at L = {dep['context']}, "
-                   f"{_fmt_bytes(g['memory'])} per GPU, tp = {dep['tp']})")
+              else f"the weights alone ({weights} per GPU) exceed its {g['memory_GB']:.3g} GB"
+              if report["weights_per_gpu_GB"] > g["memory_GB"]
+              else f"the weights fit ({weights} of {g['memory_GB']:.3g} GB per GPU), but not one sequence's KV "
+                   f"caches at L = {dep['context_tokens']} beside them" if fits == 0
+              else f"at most B = {fits} sequences fit (weights + both KV caches at L = {dep['context_tokens']}, "
+                   f"{g['memory_GB']:.3g} GB per GPU, tp = {dep['tp']})")
     pays = where_it_pays(report)
+    acceptance = (f"**tokens per iteration** = {dep['expected_tokens']:.2f} ({dep['alpha_from']}); **tree**: "
+                  f"{dep['tree']}, {dep['verified']} verified" if dep["tree"] else
+                  f"**α** = {dep['alpha']:.3f} ({dep['alpha_from']}); **k**: {dep['k']}"
+                  + ("" if dep["k_from"] == "given" else f" ({dep['k_from']})"))
     lines = [
         f"**Does speculation pay? {t['name']} with {d['name']} on {g['name']}**",
         "",
@@ -812,19 +1058,20 @@ def render(report: dict) -> str:
         *[f"**Warning.** {w}\n" for w in report["warnings"]],
         f"- **Target**: {t['name']}, {t['params'] / 1e9:.2f} B matmul parameters; **draft**: {d['name']} "
         f"({d['kind']}: {d['maps_to']})",
-        f"- **GPU**: {g['name']} × {dep['tp']}, {dep['math_dtype']}, ridge {g['ridge']:.0f} FLOP/byte; "
-        f"**L** = {dep['context']}; **α** = {dep['alpha']:.3f} ({dep['alpha_from']}); **k**: {dep['k']}"
-        + (f"; **calibration**: {dep['calibration']} ({dep['calibration_about'] or 'given'})"
-           if dep["calibration"] else ""),
+        f"- **GPU**: {g['name']} × {dep['tp']}, {dep['math_dtype']}, ridge {g['ridge_FLOP_per_byte']:.0f} FLOP/byte; "
+        f"**L** = {dep['context_tokens']}; {acceptance}",
         f"- **Model**: {dep['calibration_note']}.",
+        *([f"- **Extrapolates past its fit**: {'; '.join(dep['extrapolations'])}."] if dep["extrapolations"] else []),
         f"- **Where it pays**: {pays}.",
         f"- **Memory**: {memory}.",
         "",
         table,
         "",
-        "Roofs: matmul/attention kernels of each pass, M = memory-bound, C = compute-bound (draft: one draft "
+        "Roofs: matmul/attention kernels of each pass, M = memory-bound, C = compute-bound (draft: its first "
         "pass; — = no weights). Tokens/s: the whole batch, speculation off → on"
-        + ("; S idealized: the same k without the calibration's overheads." if calibrated else "."),
+        + ("; interval: the model's cross-validated error (95% of held-out published points), uncertain where "
+           "it straddles 1" if dep["interval"] else "")
+        + ("; S idealized: the same k without the engine's costs." if calibrated else "."),
         "",
         "**How to quote this speedup**",
         "",
@@ -833,6 +1080,8 @@ def render(report: dict) -> str:
         f"> {report['quote']}",
     ]
     return "\n".join(lines)
+
+
 
 
 def plot(report: dict, ax=None, title: str | None = None):
@@ -845,12 +1094,17 @@ def plot(report: dict, ax=None, title: str | None = None):
         _, ax = plt.subplots(figsize=(8, 4.5))
     dep = report["deployment"]
     curve = report["curve"]
-    label = f"{dep['target']['name']} + {dep['draft']['name']}, {_k_text(report)}, α={dep['alpha']:.2f}"
+    acceptance = (f"{dep['expected_tokens']:.2f} tokens/iteration" if dep["tree"] else f"α={dep['alpha']:.2f}")
+    label = f"{dep['target']['name']} + {dep['draft']['name']}, {_k_text(report)}, {acceptance}"
     batches = [b for b, _ in curve] or [1]
     ax = plots.speedup_vs_batch(ax, [(label, batches, [s for _, s in curve] or [float("nan")], "model")],
                                 bstar=None if report["crossover_batch"] in (None, 1) else report["crossover_batch"],
                                 title=title or f"{dep['gpu']['name']} × {dep['tp']}, {dep['math_dtype']}, "
-                                               f"L = {dep['context']}")
+                                               f"L = {dep['context_tokens']}")
+    if dep["interval"] and curve:
+        low, high = dep["interval"]
+        ax.fill_between(batches, [s * low for _, s in curve], [s * high for _, s in curve], color="C0", alpha=0.12,
+                        linewidth=0, label="the model's cross-validated error (95% of held-out points)")
     lo, hi = dep["batch"]
     right = hi if lo < hi else max(batches[-1], hi)
     plots.shade_batches(ax, [(a, min(b, right)) for a, b in report["paying_batches"] if a <= right],
@@ -876,6 +1130,8 @@ def form_argv(values: dict) -> list[str]:
         argv += ["--draft", values["draft"]]
     if values["drafter"] == "early-exit":
         argv += ["--exit-layer", str(values["exit_layer"])]
+    if values.get("engine") not in (None, "not given"):
+        argv += ["--engine", values["engine"]]
     if values.get("calibration") not in (None, "auto"):
         argv += ["--calibration", values["calibration"]]
     return argv
@@ -889,10 +1145,11 @@ def form(initial: dict | None = None):
     import matplotlib.pyplot as plt
     from IPython.display import Markdown, display
 
-    values = {"target": "Llama-3-8B", "drafter": "model", "draft": "Llama-3.2-1B", "exit_layer": 8,
+    values = {"target": "Llama-3.1-8B", "drafter": "model", "draft": "Llama-3.2-1B", "exit_layer": 8,
               "gpu": "H100-SXM", "dtype": "bf16", "tp": 1, "batch": "1-512", "context": 2048, "alpha": 0.7,
-              "k": "4", "calibration": "auto", **(initial or {})}
+              "k": "4", "engine": "not given", "calibration": "auto", **(initial or {})}
     style, wide = {"description_width": "initial"}, w.Layout(width="260px")
+    stored = sorted({n for a, names in _calibrate().calibrations().items() for n in names})
     controls = {
         "target": w.Dropdown(options=list(cost.PRESETS), description="target"),
         "drafter": w.Dropdown(options=list(DRAFTERS), description="drafter"),
@@ -905,8 +1162,8 @@ def form(initial: dict | None = None):
         "context": w.BoundedIntText(min=0, max=1 << 20, step=1024, description="context L"),
         "alpha": w.FloatSlider(min=0.0, max=1.0, step=0.01, description="α"),
         "k": w.Dropdown(options=["best"] + [str(k) for k in range(1, K_MAX + 1)], description="k"),
-        "calibration": w.Dropdown(options=["auto", "none"] + sorted({s for c in known_calibrations().values()
-                                                                     for s in c}), description="calibration"),
+        "engine": w.Dropdown(options=["not given", *ENGINES], description="engine"),
+        "calibration": w.Dropdown(options=["auto", "none", "pooled"] + stored, description="calibration"),
     }
     for name, control in controls.items():
         control.value = values[name]
@@ -947,8 +1204,10 @@ FLAGS = {"target": "--target", "target_shape": "--target-shape", "draft": "--dra
          "peak": "--peak", "memory": "--memory", "link": "--link", "dtype": "--dtype", "weight_bits": "--weight-bits",
          "tp": "--tp", "batch": "--batch", "context": "--context", "draft_context": "--draft-context",
          "alpha": "--alpha", "mean_accepted": "--mean-accepted", "k": "--k", "calibration": "--calibration",
-         "overhead": "--overhead", "draft_overhead": "--draft-overhead", "overlap": "--overlap",
-         "layers": "--exit-layer", "mean_tokens": "--mean-accepted", "plot": "--plot"}
+         "overhead": "--overhead-ms", "draft_overhead": "--draft-overhead-ms", "overlap": "--overlap",
+         "layer_overhead": "--layer-overhead-us", "layers": "--exit-layer", "mean_tokens": "--mean-accepted",
+         "plot": "--plot", "engine": "--engine", "engine_version": "--engine-version", "tree": "--tree",
+         "verified": "--verified", "draft_vocab": "--draft-vocab"}
 
 
 def flag_message(message: str) -> str:
@@ -977,10 +1236,10 @@ TOKENS = validate.cli(validate.integer, low=0)
 
 def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     p = cls(prog="python -m specnotes.advise",
-                                description="Does speculative decoding pay for my deployment? A one-page report "
-                                            "from the book's cost model.",
-                                epilog="Example: python -m specnotes.advise --target Llama-3-8B --draft Llama-3.2-1B "
-                                       "--gpu H100-SXM --batch 1-512 --context 2048 --alpha 0.7")
+            description="Does speculative decoding pay for my deployment? A one-page report from the book's cost "
+                        "model, with its cross-validated error.",
+            epilog="Example: python -m specnotes.advise --target Llama-3.1-8B --drafter eagle3 --gpu H100-SXM "
+                   "--engine vllm --batch 1-256 --context 1024 --mean-accepted 2.3 --k 3")
     presets = ", ".join(cost.PRESETS)
     m = p.add_argument_group("models")
     m.add_argument("--target", help=f"preset ({presets}) or a Hugging Face config.json path")
@@ -990,6 +1249,12 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     m.add_argument("--drafter", default="model", help=f"one of {', '.join(DRAFTERS)} (default: model)")
     m.add_argument("--exit-layer", type=validate.cli(validate.integer, low=1),
                    help="early exit: the layer whose output drafts")
+    m.add_argument("--draft-vocab", type=validate.cli(validate.integer, low=1),
+                   help="eagle3: the head's draft vocabulary, tokens (default 32000, the published heads')")
+    m.add_argument("--tree", help="a draft tree: tokens per sequence at each level, such as 1,4,4 (with "
+                                  "--mean-accepted, no --k)")
+    m.add_argument("--verified", type=validate.cli(validate.integer, low=1),
+                   help="a tree's tokens verified per sequence (default: the sum of --tree)")
     h = p.add_argument_group("hardware")
     h.add_argument("--gpu", help=f"one of {', '.join(hardware.ACCELERATORS)}")
     h.add_argument("--bandwidth", type=POSITIVE, help="memory bandwidth, GB/s (a GPU not in the table, or an override)")
@@ -1007,15 +1272,21 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     w.add_argument("--context", type=TOKENS, default=0, help="context length L, tokens (default 0)")
     w.add_argument("--draft-context", type=TOKENS, help="the draft's own KV length (a window), tokens")
     w.add_argument("--alpha", type=validate.cli(validate.probability), help="acceptance rate α in [0, 1]")
-    w.add_argument("--mean-accepted", help="mean tokens per iteration (bonus included) at --k, or M@K")
-    w.add_argument("--k", default="4", help="draft tokens per iteration, or 'best' (default 4)")
-    c = p.add_argument_group("model of the engine")
+    w.add_argument("--mean-accepted", help="mean tokens per iteration (bonus included), measured at --k, or M@K")
+    w.add_argument("--k", help=f"draft tokens per iteration, or 'best' (default {K_DEFAULT}, and the report says so)")
+    c = p.add_argument_group("the engine")
+    c.add_argument("--engine", help=f"the engine you serve with ({', '.join(ENGINES)} are in the published record; "
+                                    "another gets the knobs pooled over them)")
+    c.add_argument("--engine-version", help="its version, such as 0.10.1")
     c.add_argument("--calibration", default="auto",
-                   help="auto (the GPU's calibration, if it has one; default), none (the idealized model), a "
-                        "calibration's name, or list")
-    c.add_argument("--overhead", type=validate.cli(validate.number, low=0), help="ms added to every target pass")
-    c.add_argument("--draft-overhead", type=validate.cli(validate.number, low=0),
-                   help="ms added to every draft pass (n-gram: per lookup)")
+                   help="auto (the engine's calibration on this GPU, or the nearest, saying which; default), none "
+                        "(the idealized model), pooled, a stored calibration's name, or list")
+    c.add_argument("--overhead-ms", "--overhead", dest="overhead", type=validate.cli(validate.number, low=0),
+                   help="ms added to every target pass")
+    c.add_argument("--draft-overhead-ms", "--draft-overhead", dest="draft_overhead",
+                   type=validate.cli(validate.number, low=0), help="ms added to every draft pass (n-gram: per lookup)")
+    c.add_argument("--layer-overhead-us", dest="layer_overhead", type=validate.cli(validate.number, low=0),
+                   help="µs added per decoder layer of every pass")
     c.add_argument("--overlap", help=f"one of {', '.join(OVERLAPS)} (default kernel)")
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print the report as JSON (schema in the module docstring)")
@@ -1030,7 +1301,9 @@ def from_args(args: argparse.Namespace, calibration_lookup=None) -> Deployment:
                       weight_bits=args.weight_bits, tp=args.tp, batch=args.batch, context=args.context,
                       draft_context=args.draft_context, alpha=args.alpha, mean_accepted=args.mean_accepted, k=args.k,
                       calibration=args.calibration, overhead=args.overhead, draft_overhead=args.draft_overhead,
-                      overlap=args.overlap, calibration_lookup=calibration_lookup)
+                      overlap=args.overlap, calibration_lookup=calibration_lookup, engine=args.engine,
+                      engine_version=args.engine_version, layer_overhead=args.layer_overhead, tree=args.tree,
+                      verified=args.verified, draft_vocab=args.draft_vocab)
 
 
 def run(argv: list[str], calibration_lookup=None, progress: bool | None = False) -> dict:
@@ -1060,10 +1333,19 @@ def plot_path(text: str) -> Path:
 
 
 def calibration_listing() -> list[dict]:
-    """Every stored calibration: GPU, name, what it was fitted to, its fitted setup and its knobs."""
-    return [{"gpu": accel, "name": source, "about": about, "fitted_setup": fitted_setup(accel, source),
-             "knobs": cost.calibration(accel, source)}
-            for accel, sources in known_calibrations().items() for source, about in sources.items()]
+    """Every stored calibration: GPU, name, engine and version, what it was fitted to, its knobs; and the
+    pooled knobs (any GPU)."""
+    stored = _calibrate().stored()
+    out = [{"gpu": accel, "name": name, "engine": r["engine"], "version": r["version"], "fitted_to": r["fitted_to"],
+            "knobs": cost.calibration(accel, name)}
+           for accel, names in stored.items() if accel in hardware.ACCELERATORS
+           for name, r in names.items() if "alias_of" not in r]
+    out += [{"gpu": accel, "name": name, "engine": None, "version": None, "alias_of": r["alias_of"],
+             "knobs": cost.calibration(accel, name)}
+            for accel, names in stored.items() if accel in hardware.ACCELERATORS
+            for name, r in names.items() if "alias_of" in r]
+    return out + [{"gpu": "any", "name": "pooled", "engine": "every engine in the record", "version": None,
+                   "fitted_to": stored["pooled"]["fitted_to"], "knobs": stored["pooled"]["knobs"]}]
 
 
 def main(argv=None) -> int:
@@ -1074,7 +1356,10 @@ def main(argv=None) -> int:
         if args.json:
             print(json.dumps({"schema": f"{SCHEMA}/calibrations", "calibrations": listing}, indent=2))
         for c in [] if args.json else listing:
-            print(f"{c['gpu']:10} {c['name']:18} {c['about']}")
+            what = (f"= {c['alias_of']}" if "alias_of" in c else
+                    f"{c['engine']} {c['version'] or ''}: B {c['fitted_to']['batch'][0]}–{c['fitted_to']['batch'][1]}, "
+                    f"{', '.join(c['fitted_to']['drafters'])}, {', '.join(c['fitted_to']['targets'])}")
+            print(f"{c['gpu']:10} {c['name']:18} {what}")
         return 0
     if args.target is None and args.target_shape is None:
         p.error(f"--target is required: one of {', '.join(cost.PRESETS)}, a config.json path, or --target-shape")

@@ -990,8 +990,10 @@ def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
                                          for r in cv.rows()],
                                 "interval": {"nominal": NOMINAL, "low": round(lo, 4), "high": round(hi, 4),
                                              "held_out": interval_coverage(cv)},
+                                "intervals": {name: [round(x, 4) for x in interval(cv, name)]
+                                              for name in ("idealized", CHOSEN)},
                                 "skipped": rec.skipped},
-           "pooled": {"knobs": _rounded(full.knobs(("", None, ""))[0])},
+           "pooled": {"knobs": _rounded(full.knobs(("", None, ""))[0]), "fitted_to": fitted_to(rec.cases)},
            "families": {f: {"knobs": _rounded(full.knobs((f, None, ""))[0]),
                             "fitted_to": fitted_to(c for c in rec.cases if c.engine == f)} for f in full.families}}
     for key in full.keys:
@@ -1041,10 +1043,11 @@ def lookup(accelerator_name: str, engine: str, version: str | None = None) -> tu
     if name in here:
         return name, cost.calibration(accelerator_name, name), f"fitted to {label} on {accelerator_name}"
     same = [n for n, r in here.items() if "alias_of" not in r and (n == engine or n.startswith(engine + "-"))]
-    if same:
-        return same[0], cost.calibration(accelerator_name, same[0]), (
-            f"fitted to {ENGINE_NAMES.get(engine, engine)} {here[same[0]]['version'] or '(version not published)'} "
-            f"on {accelerator_name}, not to {label}")
+    if same:  # the newest version the record has on this GPU
+        newest = max(same, key=lambda n: [int(x) for x in re.findall(r"\d+", here[n]["version"] or "")])
+        fitted = f"{ENGINE_NAMES.get(engine, engine)} {here[newest]['version'] or '(version not published)'}"
+        asked = f"not to {label}" if version else "the newest version the record has (--engine-version not given)"
+        return newest, cost.calibration(accelerator_name, newest), f"fitted to {fitted} on {accelerator_name}, {asked}"
     if engine in doc["families"]:
         gpus = sorted({g for g in doc["families"][engine]["fitted_to"]["sources"]})
         where = sorted({a for a, names in doc.items() if a in ACCELERATORS

@@ -759,15 +759,15 @@ def _speedup(target, draft, eng: _Engine, batch, k, en, context, draft_context) 
 # ---------------------------------------------------------------------------------------------- where it pays
 
 
-def _pays(target, draft, accel, k, alpha, context, model: dict):
-    """S(B) > 1 as a function of B alone, with every other argument checked once."""
+def _pays(target, draft, accel, k, alpha, context, model: dict, threshold: float = 1.0):
+    """S(B) > threshold as a function of B alone, with every other argument checked once."""
     model = dict(model)
     context = validate.integer("context", context, low=0)
     draft_context = model.pop("draft_context", None)
     draft_ctx = context if draft_context is None else validate.integer("draft_context", draft_context, low=0)
     k, en = validate.integer("k", k, low=0), expected_tokens(alpha, k)
     eng = _engine(accel, **model)
-    return lambda b: _speedup(target, draft, eng, b, k, en, context, draft_ctx) > 1
+    return lambda b: _speedup(target, draft, eng, b, k, en, context, draft_ctx) > threshold
 
 
 def _grid(limit: int, per_octave: int = 4) -> list[int]:
@@ -785,18 +785,14 @@ def _edge(pays, lo: int, hi: int) -> int:
 
 
 def paying_batches(target: ModelShape, draft: Draft, accel, k: int, alpha: float, context: int = 0,
-                   limit: int | None = None, **model) -> list[tuple[int, int]]:
-    """The batch ranges [first, last] (inclusive) where S(B) > 1, for B from 1 to ``limit``.
+                   limit: int | None = None, threshold: float = 1.0, **model) -> list[tuple[int, int]]:
+    """The batch ranges [first, last] (inclusive) where S(B) > 1 (or > ``threshold``), for B from 1 to ``limit``.
 
     ``limit`` defaults to ``max_batch`` (the largest batch that fits in memory; tp and draft_context
     from ``model`` count) or 65,536 on an accelerator without a memory size. A range can be empty,
     start above 1 (self-speculation at long context) or run up to the limit. ``model``: the keyword
     arguments of ``batch_speedup`` (dtype, overhead, draft_overhead, overlap, draft_context, tp, ...).
-
-    S is evaluated on a grid of 4 points per doubling of B and each sign change is bisected to the
-    exact batch; a paying range narrower than the grid's step could be missed (the model's S(B) is
-    a ratio of piecewise-linear functions of B and changes sign at most a few times; tests compare
-    with a full scan).
+    ``batch_ranges`` finds the ranges.
     """
     if limit is None:
         fits = max_batch(target, draft, accel, context, k=k, tp=model.get("tp", 1),
@@ -805,7 +801,19 @@ def paying_batches(target: ModelShape, draft: Draft, accel, k: int, alpha: float
         if limit < 1:
             return []
     limit = validate.integer("limit", limit, low=1)
-    pays = _pays(target, draft, accel, k, alpha, context, model)
+    threshold = validate.number("threshold", threshold, low=0)
+    return batch_ranges(_pays(target, draft, accel, k, alpha, context, model, threshold), limit)
+
+
+def batch_ranges(pays, limit: int) -> list[tuple[int, int]]:
+    """The ranges [first, last] of B in 1..``limit`` where ``pays(B)`` is true.
+
+    ``pays`` is evaluated on a grid of 4 points per doubling of B and each change is bisected to the
+    exact batch; a range narrower than the grid's step could be missed (the model's S(B) is a ratio of
+    piecewise-linear functions of B and crosses a threshold at most a few times; tests compare with a
+    full scan).
+    """
+    limit = validate.integer("limit", limit, low=1)
     grid = _grid(limit)
     ranges, start = [], 1 if pays(1) else None
     previous = 1
