@@ -405,7 +405,7 @@ def test_command_line_tools_exit_with_status_2_naming_the_flag(module, tmp_path)
 
 
 def test_calibrate_writes_only_when_asked(monkeypatch, capsys):
-    def refuse(path=None):
+    def refuse(path=None, cv=None):
         raise AssertionError("calibrate wrote data/calibrations.json without --write")
 
     monkeypatch.setattr(calibrate, "write_calibrations", refuse)
@@ -413,5 +413,6 @@ def test_calibrate_writes_only_when_asked(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "H100-SXM specdecode_bench" in out and "not written (--write rewrites" in out
     written = []
-    monkeypatch.setattr(calibrate, "write_calibrations", lambda path=None: written.append(path) or {"about": ""})
+    monkeypatch.setattr(calibrate, "write_calibrations",
+                        lambda path=None, cv=None: written.append(path) or {"about": ""})
     assert calibrate.main(["--write"]) == 0 and written == [None]

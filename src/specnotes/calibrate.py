@@ -1103,6 +1103,8 @@ def main(argv: list[str] | None = None) -> int:
         for accel, names in cost.calibrations().items():
             for name, r in names.items():
                 print(accel, name, r.get("knobs", f"= {r.get('alias_of')}"))
+    if not args.write:
+        print("not written (--write rewrites data/calibrations.json)")
     return 0
 
 
