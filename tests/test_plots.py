@@ -260,3 +260,21 @@ def test_ratio_vs_tokens_pairs_model_and_measured_and_marks_1_and_k_plus_1():
 def test_ratio_vs_tokens_rejects_bad_curves(curves):
     with pytest.raises(ValueError):
         plots.ratio_vs_tokens(None, curves, k=4)
+
+
+def test_predicted_vs_measured_marks_the_diagonal_the_band_and_s_equals_1():
+    ax = plots.predicted_vs_measured(groups=[("source A", [1.2, 0.8, 2.0], [1.3, 1.1, 1.9]),
+                                             ("source B", [1.5], [1.4])], band=(0.75, 1.25), source="held out")
+    labels = legend_texts(ax)
+    assert labels[:2] == ["measured: source A", "measured: source B"]
+    assert "model = measured" in labels and "model: its interval (×0.75–×1.25)" in labels
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert "published" in ax.get_xlabel() and "held out" in ax.get_ylabel() and ax.get_title()
+    a, b = ax.lines[0], ax.lines[1]
+    assert list(a.get_xdata()) == [1.2, 0.8, 2.0] and list(a.get_ydata()) == [1.3, 1.1, 1.9]
+    assert a.get_color() != b.get_color() and a.get_marker() != b.get_marker()
+    lo, hi = ax.get_xlim()
+    assert lo < 0.8 and hi > 2.0 and ax.get_ylim() == (lo, hi)  # square: the diagonal is at 45 degrees
+    for bad in ([("x", [1.0, 2.0], [1.0])], [("x", [0.0], [1.0])], []):
+        with pytest.raises(ValueError):
+            plots.predicted_vs_measured(groups=bad)

@@ -606,3 +606,51 @@ def ratio_vs_tokens(ax=None, curves: Sequence = (), *, k: int, title: str | None
         ax.set_title(title or "What verifying costs, relative to decoding")
         _legend(ax, source, loc="best", fontsize=8)
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# the model against the published record (Chapter 6)
+
+
+def predicted_vs_measured(ax=None, groups: Sequence = (), *, band: tuple[float, float] | None = None,
+                          title: str | None = None, source: str | None = None):
+    """Predicted against measured speedup, one marker colour and shape per group (a published source), on
+    log axes with the diagonal (a perfect prediction) and S = 1 on both axes: points in the upper-left and
+    lower-right quadrants are wrong verdicts.
+
+    groups: ``(label, measured, predicted)``; the label names the source (it becomes ``measured: label``:
+        every marker is a published measurement placed at the model's held-out prediction).
+    band: (low, high) factors: shade predicted ∈ measured·[1/high, 1/low], the interval's width.
+    Returns the Axes.
+    """
+    if not groups:
+        raise ValueError("predicted_vs_measured needs at least one group")
+    with house_style():
+        ax = _axes(ax)
+        values = []
+        for i, (label, measured, predicted) in enumerate(groups):
+            measured, predicted = [float(x) for x in measured], [float(x) for x in predicted]
+            if len(measured) != len(predicted):
+                raise ValueError(f"{label}: {len(measured)} measured but {len(predicted)} predicted")
+            if any(not (x > 0) for x in measured + predicted):
+                raise ValueError(f"{label}: speedups must be positive numbers")
+            values += measured + predicted
+            ax.plot(measured, predicted, color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)],
+                    label=f"measured: {label}", **{**MEASURED, "markersize": 6})
+        lo, hi = min(values) / 1.1, max(values) * 1.1
+        line = np.geomspace(lo, hi, 50)
+        ax.plot(line, line, color="0.2", linewidth=1, label="model = measured")
+        if band is not None:
+            ax.fill_between(line, line / band[1], line / band[0], color="0.5", alpha=0.15, linewidth=0,
+                            label=f"model: its interval (×{band[0]:.2f}–×{band[1]:.2f})")
+        ax.axhline(1, color="0.4", linestyle="--", linewidth=1, label="S = 1 (no gain)")
+        ax.axvline(1, color="0.4", linestyle="--", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("Measured speedup S (× plain decoding, published)")
+        ax.set_ylabel("Predicted speedup S (×, held out)")
+        ax.set_title(title or "The model against the published record")
+        _legend(ax, source, loc="upper left", fontsize=8)
+    return ax
