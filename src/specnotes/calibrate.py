@@ -458,9 +458,9 @@ LINEAR = ("overhead", "draft_overhead", "layer_overhead", "token_overhead", "all
 _INIT = {"overhead": 1e-3, "draft_overhead": 5e-4, "layer_overhead": 3e-5, "token_overhead": 2e-6}
 
 
-def _old_heads(c: Case) -> Case:
+def as_first_calibration(c: Case) -> Case:
     """The case with an EAGLE head priced as the first calibration priced it: one layer of the target's shape
-    with the head's vocabulary, k one-token passes."""
+    with the head's vocabulary, k one-token passes (no fc, no wide QKV, no first pass over k + 1 tokens)."""
     if isinstance(c.draft, cost.EagleHead):
         return replace(c, draft=replace(c.draft.layer, tied_embeddings=False))
     return c
@@ -476,7 +476,7 @@ class Features:
     ``times`` adds them up as ``cost`` does (a test compares the two)."""
 
     def __init__(self, cases_, heads: str = "eagle"):
-        self.cases = [(_old_heads(c) if heads == "one-layer" else c) for c in cases_]
+        self.cases = [(as_first_calibration(c) if heads == "one-layer" else c) for c in cases_]
         mem, comp, kpass, link, lin, pcase, pplain = [], [], [], [], [], [], []
         for i, c in enumerate(self.cases):
             accel = cost.accelerator(c.accel)

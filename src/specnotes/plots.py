@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 # Okabe-Ito: distinguishable with every common form of colour blindness, and in greyscale by marker.
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -649,6 +649,11 @@ def predicted_vs_measured(ax=None, groups: Sequence = (), *, band: tuple[float, 
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
+        ticks = [t for t in (0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8) if lo <= t <= hi]
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(FixedLocator(ticks))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Measured speedup S (× plain decoding, published)")
         ax.set_ylabel("Predicted speedup S (×, held out)")
         ax.set_title(title or "The model against the published record")
