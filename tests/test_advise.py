@@ -271,6 +271,13 @@ def test_extrapolations_name_the_batches_past_the_fit():
                     "0.6", "--k", "3", "--batch", "1-512", "--engine", "vllm", "--engine-version", "0.10.1"])
     assert r["deployment"]["extrapolations"] == ["batches above B = 128: it was fitted on B = 1–128"]
     assert "Past B = 128 this is an extrapolation" in r["recommendation"]
+    # #27.17: asked only about B = 1-128, the paying range still runs past the fit: the advice says so
+    inside = advise.run(["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "700",
+                         "--alpha", "0.6", "--k", "3", "--batch", "1-128", "--engine", "vllm", "--engine-version",
+                         "0.10.1"])
+    assert inside["deployment"]["extrapolations"] == [] and inside["deployment"]["fitted_batch_max"] == 128
+    assert inside["paying_batches"][-1][1] > 128
+    assert "Past B = 128 this is an extrapolation" in inside["recommendation"]
 
 
 def test_a_custom_gpu_says_why_it_has_no_calibration():
@@ -409,9 +416,13 @@ def test_shapes_from_hugging_face_config_and_text(tmp_path):
     (tmp_path / "moe.json").write_text(json.dumps({**config, "num_local_experts": 8}))
     with pytest.raises(ValueError, match="mixture-of-experts"):
         advise.shape_from_config(tmp_path / "moe.json")
-    (tmp_path / "gemma.json").write_text(json.dumps({**config, "head_dim": 256}))
-    with pytest.raises(ValueError, match="head_dim=256"):
-        advise.shape_from_config(tmp_path / "gemma.json")
+    # a head size of its own (Qwen3-32B: 64 heads of 128 on a 5120-wide stream) is kept, not refused
+    qwen = {"num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 64, "num_key_value_heads": 8,
+            "head_dim": 128, "intermediate_size": 25600, "vocab_size": 151936, "tie_word_embeddings": False,
+            "_name_or_path": "Qwen/Qwen3-32B"}  # the published config.json's values
+    (tmp_path / "qwen.json").write_text(json.dumps(qwen))
+    q = advise.shape_from_config(tmp_path / "qwen.json")
+    assert q.d_head == 128 and q.params == cost.QWEN3_32B.params and q.name == "Qwen3-32B"
 
 
 def test_a_gpu_not_in_the_table():
@@ -656,12 +667,17 @@ def test_advisor_page_is_colab_ready_and_in_the_toc():
                                                                         "specnotes"}
     # each stored report renders as a table on the website: GFM (myst-nb's default, CommonMark, has no tables)
     reports = [c for c in cells if c["cell_type"] == "code" and "advise.render(" in "".join(c["source"])]
-    assert len(reports) == 5
+    assert len(reports) == 6
     for c in reports:
-        assert c["metadata"]["mystnb"] == {"markdown_format": "gfm"} and "hide-input" in c["metadata"]["tags"]
-    # the page shows both: reports the calibration does not fit (the idealized model) and one it was fitted to
-    calibrations = [re.search(r"calibration'\] (?:is None|== '(\w+)')", "".join(c["source"])) for c in reports]
-    assert all(calibrations) and {m.group(1) for m in calibrations} == {None, "specdecode_bench"}
+        assert c["metadata"]["mystnb"]["markdown_format"] == "gfm" and "hide-input" in c["metadata"]["tags"]
+    # the page shows both: a report inside its calibration's fit and reports that extrapolate past it
+    sources = ["".join(c["source"]) for c in reports]
+    assert any("['extrapolations'] == []" in s for s in sources)
+    assert sum("extrapolations'])" in s for s in sources) >= 2
+    assert all("--engine" in s for s in sources)  # every report says which engine it is about
+    # #27.3: the idealized model is no upper bound on S (the calibrated one exceeds it at large B)
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert "upper bound" not in text and "sit below it" not in text
 
 
 @pytest.mark.parametrize("target,draft,gpu_,tp", [

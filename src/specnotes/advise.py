@@ -69,7 +69,8 @@ Where the interval straddles S = 1 the report says "uncertain".
                     fitted to | null, "calibration_note": which model the report uses, and why,
                     "engine_knobs": {"overlap", "overhead_ms", "draft_overhead_ms", "layer_overhead_us",
                                      "allreduce_latency_us"},
-                    "interval": [low, high] factors | null, "extrapolations": [str, ...]},
+                    "interval": [low, high] factors | null, "extrapolations": [str, ...],
+                    "fitted_batch_max": the largest batch the calibration was fitted on | null},
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
      "weights_per_gpu_GB": float,      # target + draft weights on each GPU (> memory: nothing fits)
@@ -151,6 +152,7 @@ class Deployment:
     engine_version: str | None = None
     interval: tuple[float, float] | None = None
     extrapolations: tuple[str, ...] = ()
+    fitted_batch: int | None = None  # the largest batch the calibration in use was fitted on
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -180,8 +182,7 @@ def shape_from_config(path) -> ModelShape:
     values["n_kv_heads"] = config.get("num_key_value_heads") or values["n_heads"]
     head_dim = config.get("head_dim")
     if head_dim and head_dim * values["n_heads"] != values["d_model"]:
-        raise validate.BadArgument(f"{path} has head_dim={head_dim} ≠ hidden_size/num_attention_heads: the cost "
-                                   "model assumes d_head = d_model / n_heads")
+        values["head_dim"] = head_dim  # Qwen3-32B: 64 heads of 128 on a 5120-wide stream
     name = config.get("_name_or_path") or Path(path).resolve().parent.name
     return ModelShape(**values, name=str(name).rsplit("/", 1)[-1],
                       tied_embeddings=bool(config.get("tie_word_embeddings", False)))
@@ -401,6 +402,7 @@ class Resolved:
     warnings: tuple[str, ...]
     extrapolations: tuple[str, ...]
     interval: tuple[float, float] | None
+    fitted_batch: int | None = None
 
 
 def _gpus_of(stored: dict, engine: str | None) -> list[str]:
@@ -436,7 +438,7 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
         gone = extrapolations(pooled["fitted_to"], req, _gpus_of(stored, None))
         engine = ["the engine: the pooled knobs are no engine's own"] if name == "auto" else []
         return Resolved("pooled", dict(pooled["knobs"]), "pooled over every engine in the record", note, (),
-                        tuple(engine + gone), chosen)
+                        tuple(engine + gone), chosen, pooled["fitted_to"]["batch"][1])
     if gpu_name is None:
         raise validate.BadArgument(f"calibration {name!r}: a calibration belongs to a GPU of the table, and this one "
                                    "is given by --bandwidth/--peak; use --gpu, or --calibration auto, pooled or none")
@@ -453,7 +455,8 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
             note = f"auto: {how}; this setup is inside what it was fitted on"
         else:
             note = f"auto: {how}"
-        return Resolved(label, dict(knobs), how, note, (), tuple(engine + gone), chosen)
+        return Resolved(label, dict(knobs), how, note, (), tuple(engine + gone), chosen,
+                        record["fitted_to"]["batch"][1])
     names = [n for n in here if "alias_of" not in here[n]] + [n for n in here if "alias_of" in here[n]]
     if name not in here:
         where = "; ".join(f"{a}: {', '.join(n)}" for a, n in
@@ -469,7 +472,7 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
     warnings = ((f"`--calibration {name}` ({label}) applied past what it was fitted on: {'; '.join(engine + gone)}",)
                 if engine + gone else ())
     return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}", warnings,
-                    tuple(engine + gone), chosen)
+                    tuple(engine + gone), chosen, record["fitted_to"]["batch"][1])
 
 
 def calibrate_name_matches(name: str, record: dict, req: Request) -> bool:
@@ -569,7 +572,8 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
         interval = None
     return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
                       alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
-                      res.warnings, k_from, widths, tokens, engine, engine_version, interval, res.extrapolations)
+                      res.warnings, k_from, widths, tokens, engine, engine_version, interval, res.extrapolations,
+                      res.fitted_batch)
 
 
 def _is_float(text) -> bool:
@@ -825,6 +829,7 @@ def describe(dep: Deployment) -> dict:
         "calibration": dep.calibration, "calibration_about": dep.calibration_about,
         "calibration_note": dep.calibration_note, "engine_knobs": engine_knobs(dep.model),
         "interval": list(dep.interval) if dep.interval else None, "extrapolations": list(dep.extrapolations),
+        "fitted_batch_max": dep.fitted_batch,
     }
 
 
@@ -906,7 +911,7 @@ def recommendation(report: dict) -> str:
         advice = f"Turn it on above B = {first - 1}, off below (with {_k_text(report)}): it pays only at large batch."
     else:
         advice = f"Turn it on for B in {_ranges_text(ranges)}, off elsewhere (with {_k_text(report)})."
-    fitted = _fitted_batches(dep)
+    fitted = dep["fitted_batch_max"]
     if fitted and last > fitted:
         advice += (f" Past B = {fitted} this is an extrapolation: the calibration was fitted on batches up to "
                    f"{fitted}.")
@@ -932,15 +937,6 @@ def recommendation(report: dict) -> str:
             "agrees on where it pays." if ideal == ranges else
             f"would have S > 1 for B in {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 at every batch.")
     return advice
-
-
-def _fitted_batches(dep: dict) -> int | None:
-    """The largest batch the calibration in use was fitted on, where the report says (an extrapolation)."""
-    for line in dep["extrapolations"]:
-        m = re.match(r"batches above B = (\d+)", line)
-        if m:
-            return int(m.group(1))
-    return None
 
 
 def _idealized(dep: dict) -> bool:
