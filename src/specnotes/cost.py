@@ -21,7 +21,10 @@ Time of a pass (``roofline_time``), with ``overlap``:
 - ``"pass"``: one max over the whole pass (perfect overlap across kernels; the book's first model).
 - ``"none"``: memory time plus compute time, no overlap at all.
 
-plus a fixed per-pass ``overhead`` t0 (launches, framework). With tensor parallelism ``tp``, each
+plus the engine's fixed costs: ``overhead`` per target pass, ``draft_overhead`` per draft pass and
+``layer_overhead`` per decoder layer of every pass (launches, the small kernels a layer runs, attention
+outside a piecewise CUDA graph). The idealized model has none; a calibration (``calibration``, fitted
+and cross-validated in Chapter 6, ``specnotes.calibrate``) supplies them. With tensor parallelism ``tp``, each
 device holds 1/tp of the weights, the query heads and the KV heads (KV heads are replicated when
 there are fewer than tp), and every layer ends its attention and its MLP with an all-reduce of the
 activations, which never overlaps with compute. Passes that run one after another add. An
@@ -30,11 +33,13 @@ latency is 0 unless you pass one: it belongs to the collective library and its a
 and trees, vLLM's custom all-reduce) more than to the GPU, and no datasheet gives it, so the idealized
 model leaves it out and a calibration supplies a measured value (Chapter 6; ``interconnect.json``).
 
-A draft is one of four kinds (``draft_time``): a draft *model* (a ``ModelShape``: k sequential
-passes of one token), ``EarlyExit(layers)`` (the target's first layers and its head, k passes),
-``SinglePass(shape)`` (one pass of one set of weights over k positions: block/parallel drafters,
-intensity B·k), ``Heads(shape)`` (k heads with their own weights, one position each: Medusa,
-intensity B per head) and ``NGRAM`` (no weights: prompt lookup).
+A draft is one of five kinds (``draft_time``, ``draft_passes``): a draft *model* (a ``ModelShape``: k
+sequential passes of one token), ``EarlyExit(layers)`` (the target's first layers and its head, k
+passes), ``SinglePass(shape)`` (one pass of one set of weights over k positions: block/parallel
+drafters, intensity B·k), ``Heads(shape)`` (k heads with their own weights, one position each: Medusa,
+intensity B per head), ``EagleHead`` (an EAGLE head: fc, decoder layer, its own LM head; its first pass
+runs every verified token) and ``NGRAM`` (no weights: prompt lookup). A tree drafts ``widths[i]`` tokens
+per sequence at level i and verifies its tree tokens in one target pass (``tree_speedup``).
 """
 
 from __future__ import annotations
