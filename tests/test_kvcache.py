@@ -414,3 +414,69 @@ def test_bad_arguments(shipped32):
         kvcache.first_divergence(torch.zeros(2, 3), torch.zeros(3, 2))
     assert kvcache.first_divergence(torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([[1, 2, 0], [4, 0, 6]])) \
         == (1, 1)
+
+
+# ---------------------------------------------------------------- the drop rule when publishers branch
+
+
+def branching_publishers(target, draft, cache, m=4):
+    """Request A publishes blocks 0..m-1 and goes on; B shares A's first m blocks, branches at the first token
+    of block m and publishes block m; R resumes B past block m, so it hits blocks A wrote and a block B
+    wrote. Returns R's prompt."""
+    drafter, a_prompt = LookaheadDrafter(draft), encode(load_text("eval")[:40]).tolist()
+    a = a_prompt + speculative_generate_cached(target, drafter, [a_prompt], 40, cache).tokens[0].tolist()
+    b_prompt = a[: m * BS] + [(a[m * BS] + 1) % 256] + a[m * BS + 1: (m + 1) * BS + 4]
+    b = b_prompt + speculative_generate_cached(target, drafter, [b_prompt], 8, cache).tokens[0].tolist()
+    return b[: (m + 1) * BS + 3]
+
+
+@pytest.mark.parametrize("on_hit", ["drop", "lookahead", "drop-last"])
+def test_the_drop_rule_is_exact_when_publishers_branch(shipped64, on_hit):
+    target, draft = shipped64
+    cache = PrefixCache(target, draft, block_size=BS, policy=Policy(on_hit=on_hit))
+    r = branching_publishers(target, draft, cache)
+    q = kvcache.first_draft_probs(target, LookaheadDrafter(draft), [r], cache)
+    with torch.no_grad():
+        error = float((q - reference_first_draft(draft, [r])).abs().max())
+    reused = cache.stats.last_hits[0] // BS
+    if on_hit == "drop-last":  # the old rule serves block 3 (A's) before block 4 (B's): A's next token in its last slot
+        assert reused == 4 and error > 1e-3, (reused, error)
+    else:
+        assert error < 1e-9, error
+        assert reused == (3 if on_hit == "drop" else 5), reused  # drop gives back A's block 3 and B's block 4
+
+
+def test_a_failed_call_gives_back_every_block_it_held(shipped64):
+    """Fill the pool until a call runs out of blocks; then a call that fits an empty pool must succeed."""
+    target, draft = shipped64
+    prompts = first_turn_prompts(4)
+    cache = PrefixCache(target, draft, block_size=BS, num_blocks=12)  # 192 slots: one or two requests, not four
+    with pytest.raises(RuntimeError, match="out of KV blocks"):
+        speculative_generate_cached(target, LookaheadDrafter(draft), prompts, 40, cache)
+    assert cache.target.refs == [0] * 12 and cache.draft.refs == [0] * 12
+    with pytest.raises(RuntimeError, match="out of KV blocks"):
+        generate_cached(target, prompts, 40, cache)
+    assert cache.target.refs == [0] * 12
+    got = speculative_generate_cached(target, LookaheadDrafter(draft), prompts[:1], 40, cache)
+    assert torch.equal(got.tokens, generate(target, prompts[:1], 40).tokens)
+    with pytest.raises(ValueError, match="rollback can only shorten"):  # any exception, not only the pool's
+        speculative_generate_cached(target, LookaheadDrafter(draft), prompts[:2], 8, cache, sampler=grow_rollback)
+    assert cache.target.refs == [0] * 12 and cache.draft.refs == [0] * 12
+
+
+def grow_rollback(draft_tokens, draft_probs, target_probs, generator=None):
+    """A sampler that claims more accepted drafts than were drafted: the rollback raises."""
+    tokens = torch.zeros(draft_tokens.shape[0], draft_tokens.shape[1] + 1, dtype=torch.int64)
+    return tokens, torch.full((draft_tokens.shape[0],), draft_tokens.shape[1] + 5, dtype=torch.int64)
+
+
+def test_a_cache_serves_only_the_models_it_was_built_for(shipped64, shipped32):
+    target, draft = shipped64
+    cache = PrefixCache(target, draft, block_size=BS)
+    with pytest.raises(ValueError, match="built for another target model"):
+        generate_cached(shipped32[0], ["hello there"], 2, cache)
+    with pytest.raises(ValueError, match="built for another draft model"):
+        speculative_generate_cached(target, LookaheadDrafter(shipped32[1]), ["hello there"], 2, cache)
+    twin = load_target(dtype=torch.float64)  # the same shape and weights, another object: not the cache's
+    with pytest.raises(ValueError, match="built for another target model"):
+        generate_cached(twin, ["hello there"], 2, cache)
