@@ -480,3 +480,76 @@ def test_a_cache_serves_only_the_models_it_was_built_for(shipped64, shipped32):
     twin = load_target(dtype=torch.float64)  # the same shape and weights, another object: not the cache's
     with pytest.raises(ValueError, match="built for another target model"):
         generate_cached(twin, ["hello there"], 2, cache)
+
+
+# ---------------------------------------------------------------- what the figures read: views of the real cache
+
+
+def test_slot_states_by_hand():
+    # 10 verified, the pending token at slot 10, written up to 13; before and after the verdict
+    after = [kvcache.slot_state(i, 10, 11, 13, judged=True) for i in range(8, 15)]
+    assert after == ["verified", "verified", "pending over a rejected draft", "rejected", "rejected", "free", "free"]
+    during = [kvcache.slot_state(i, 11, 11, 15, judged=False) for i in range(9, 16)]
+    assert during == ["verified", "verified", "draft", "draft", "draft", "draft", "free"]
+    assert kvcache.slot_state(10, 10, 11, 10, judged=True) == "pending"  # no rejected draft under it
+
+
+def test_cache_view_reads_tables_hashes_and_hits():
+    pool = BlockPool(TINY, num_blocks=4, block_size=4)
+    a, b = pool.allocate(), pool.allocate()
+    pool.publish(a, bytes.fromhex("ab" * 16))
+    cache = PagedKVCache(pool, [[a, b]], [6])
+    cache.written = [8]
+    view = kvcache.cache_view(cache, 0, "committed", 3, verified=6, known=7, hit=4)
+    assert [blk.block for blk in view.blocks] == [a, b] and view.blocks[0].published == "abababab"
+    assert view.blocks[0].hit and not view.blocks[1].hit
+    assert view.blocks[1].states == ("verified", "verified", "pending over a rejected draft", "rejected")
+    assert not view.blocks[0].stale and not view.blocks[1].stale
+    pool.publish(b, bytes.fromhex("cd" * 16))  # a block published with unverified slots: stale
+    assert kvcache.cache_view(cache, 0, "committed", 3, 6, 7).blocks[1].stale
+
+
+@pytest.fixture(scope="module")
+def recorded(shipped64):
+    """The failure of Chapter 9 recorded: a first turn and resumed second turns under the eager policy and the
+    rule, with a Recorder watching every call."""
+    target, draft = shipped64
+    prompts = first_turn_prompts(3)
+    full = [encode(p).tolist() + o.tolist() for p, o in zip(prompts, generate(target, prompts, 64).tokens, strict=True)]
+    second = [f[: m * BS + 2] for f in full for m in (3, 4, 5)]
+    runs = {}
+    for name in ("written (eager publication)", "verified + drop"):
+        cache = PrefixCache(target, draft, block_size=BS, policy=POLICIES[name])
+        first, later = kvcache.Recorder(), kvcache.Recorder()
+        speculative_generate_cached(target, DraftModelDrafter(draft), prompts, 64, cache, observe=first)
+        out = speculative_generate_cached(target, DraftModelDrafter(draft), second, 24, cache, observe=later).tokens
+        runs[name] = first, later, out
+    return runs, generate(target, second, 24).tokens
+
+
+def test_the_recorder_sees_stale_blocks_published_only_under_the_eager_policy(recorded):
+    runs, reference = recorded
+    eager_first, eager_second, eager_out = runs["written (eager publication)"]
+    rule_first, rule_second, rule_out = runs["verified + drop"]
+    assert any(b.stale for v in eager_first.views for b in v.blocks)
+    assert not any(b.stale for v in rule_first.views + rule_second.views for b in v.blocks)
+    row, pos = kvcache.first_divergence(reference, eager_out)
+    story = kvcache.stale_hit(eager_first, eager_second, row)
+    assert story is not None and story.a_published.stage == "committed" and story.a_verify.stage == "verify"
+    stale = next(b for b in story.a_published.blocks if b.published == story.hash)
+    assert stale.stale and stale.states[-1] == "pending over a rejected draft"  # the rejected draft in the last slot
+    assert any(b.hit and b.published == story.hash for b in story.b_admitted.blocks)
+    assert torch.equal(rule_out, reference)
+    assert kvcache.stale_hit(rule_first, rule_second, row) is None
+
+
+def test_a_publishing_iteration_shows_the_verify_pass_and_the_verdict(recorded):
+    rule_first = recorded[0]["verified + drop"][0]
+    i = rule_first.publishing_iteration(0, 0)
+    before, verify, after = rule_first.iteration(0, 0, i)
+    assert before.stage == "committed" and verify.stage == "verify" and after.stage == "committed"
+    assert verify.verified == before.verified + 1 and verify.written == before.verified + 5  # k = 4 drafts written
+    assert after.written > after.verified  # a draft was rejected
+    assert sum(b.published is not None for b in after.blocks) > sum(b.published is not None for b in before.blocks)
+    states = {s for b in verify.blocks for s in b.states}
+    assert {"verified", "draft"} <= states
