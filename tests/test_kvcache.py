@@ -419,22 +419,13 @@ def test_bad_arguments(shipped32):
 # ---------------------------------------------------------------- the drop rule when publishers branch
 
 
-def branching_publishers(target, draft, cache, m=4):
-    """Request A publishes blocks 0..m-1 and goes on; B shares A's first m blocks, branches at the first token
-    of block m and publishes block m; R resumes B past block m, so it hits blocks A wrote and a block B
-    wrote. Returns R's prompt."""
-    drafter, a_prompt = LookaheadDrafter(draft), encode(load_text("eval")[:40]).tolist()
-    a = a_prompt + speculative_generate_cached(target, drafter, [a_prompt], 40, cache).tokens[0].tolist()
-    b_prompt = a[: m * BS] + [(a[m * BS] + 1) % 256] + a[m * BS + 1: (m + 1) * BS + 4]
-    b = b_prompt + speculative_generate_cached(target, drafter, [b_prompt], 8, cache).tokens[0].tolist()
-    return b[: (m + 1) * BS + 3]
-
-
 @pytest.mark.parametrize("on_hit", ["drop", "lookahead", "drop-last"])
 def test_the_drop_rule_is_exact_when_publishers_branch(shipped64, on_hit):
     target, draft = shipped64
     cache = PrefixCache(target, draft, block_size=BS, policy=Policy(on_hit=on_hit))
-    r = branching_publishers(target, draft, cache)
+    # A publishes blocks 0..4 and goes on; B shares A's first 4 blocks, branches at the first token of block 4 and
+    # publishes block 4; R resumes B past block 4: it hits blocks A wrote, then a block B wrote
+    r = kvcache.branching_requests(target, LookaheadDrafter(draft), load_text("eval")[:40], cache, block=4)
     q = kvcache.first_draft_probs(target, LookaheadDrafter(draft), [r], cache)
     with torch.no_grad():
         error = float((q - reference_first_draft(draft, [r])).abs().max())

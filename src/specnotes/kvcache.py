@@ -582,6 +582,24 @@ def first_draft_probs(target: Transformer, drafter: DraftModelDrafter, prompts, 
         _release(kv, draft_kv)
 
 
+def branching_requests(target: Transformer, drafter: DraftModelDrafter, prompt, cache: PrefixCache, block: int,
+                       new_tokens: int = 40, k: int = 4) -> list[int]:
+    """The sharing pattern that the drop-last-block rule gets wrong, published on ``cache``: request A decodes
+    ``prompt`` (publishing its blocks); request B is A's text up to block ``block``, another token in that
+    block's first slot, then A's text again, and decodes a few tokens (publishing block ``block``). Returns the
+    prompt of a request R that resumes B two tokens past that block: R hits blocks A wrote, then one B wrote."""
+    block = validate.integer("block", block, low=1)
+    a = as_prompt_list(prompt, target, new_tokens)[0].tolist()
+    a += speculative_generate_cached(target, drafter, [a], new_tokens, cache, k=k).tokens[0].tolist()
+    bs = cache.block_size
+    if len(a) < (block + 1) * bs:
+        raise validate.BadArgument(f"the prompt and {new_tokens} new tokens make {len(a)} tokens: too few to branch "
+                                   f"at block {block} of {bs} tokens and go one block further")
+    b = a[: block * bs] + [(a[block * bs] + 1) % target.config.vocab_size] + a[block * bs + 1: (block + 1) * bs + 4]
+    b += speculative_generate_cached(target, drafter, [b], 8, cache, k=k).tokens[0].tolist()
+    return b[: (block + 1) * bs + 3]
+
+
 def time_admission(target: Transformer, drafter: DraftModelDrafter, prompts, cache: PrefixCache, *,
                    warmup: int = 2, repeats: int = 10):
     """``measure.Timing`` of admitting a batch of requests to speculative decoding: the prefix-cache
