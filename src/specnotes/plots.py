@@ -753,12 +753,12 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
                 raise ValueError(f"gap must name two of the rules {list(times)}, got {gap}")
             hi, lo = times[gap[0]], times[gap[1]]
             ax.annotate("", xy=(1.0, hi), xytext=(1.0, lo), arrowprops={"arrowstyle": "<->", "color": "0.2"})
-            ax.text(0.97, (hi + lo) / 2, f"recompute per hit: {hi - lo:+.2f} ms", ha="right", va="center", fontsize=9,
-                    color="0.2")
+            ax.text(0.98, min(hi, lo) * 0.6, f"recompute per hit: {hi - lo:+.2f} ms", ha="right", va="top",
+                    fontsize=9, color="0.2")  # under the lines, which all end near h = 1
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Fraction of requests that hit the prefix cache")
         ax.set_ylabel("Admission time per request (ms)")
         ax.set_title(title or "What the hit rule costs, per request")
-        _legend(ax, source, loc="best", fontsize=8)
+        _legend(ax, source, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)  # under the axes
     return ax
