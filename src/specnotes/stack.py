@@ -26,7 +26,8 @@ from specnotes import cost, validate
 from specnotes.cost import ModelShape
 from specnotes.measure import checks
 from specnotes.measure.checks import NOISE
-from specnotes.measure.devices import as_dtype, default_dtype, dtype_name, memory_bytes, resolve
+from specnotes.measure.devices import as_dtype, dtype_name, memory_bytes, resolve
+from specnotes.measure.dtypes import default_dtype
 from specnotes.measure.records import Record, rates
 from specnotes.measure.timing import Sweep, doubling_sweep, time_fn
 

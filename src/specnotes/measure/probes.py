@@ -17,7 +17,8 @@ import torch
 
 from specnotes import validate
 from specnotes.cost import gemm_cost
-from specnotes.measure.devices import Sizes, as_dtype, default_dtype, dtype_name, resolve, sizes_for
+from specnotes.measure.devices import Sizes, as_dtype, dtype_name, resolve, sizes_for
+from specnotes.measure.dtypes import default_dtype
 from specnotes.measure.records import Record, rates
 from specnotes.measure.timing import time_fn
 

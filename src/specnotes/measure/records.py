@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from specnotes import validate
-from specnotes.measure.devices import as_dtype, device_name, dtype_choice, dtype_name, last_choice, resolve
+from specnotes.measure.devices import as_dtype, device_name, dtype_name, resolve
+from specnotes.measure.dtypes import dtype_choice, last_choice
 from specnotes.measure.timing import Timing
 
 SCHEMA = "specnotes.results/1"
