@@ -30,9 +30,11 @@ from specnotes.measure.devices import (
 )
 from specnotes.measure.dtypes import DtypeChoice, default_dtype, dtype_choice
 from specnotes.measure.probes import (
+    GemmEfficiency,
     KneeFit,
     MeasuredRoof,
     copy_bandwidth,
+    efficiency_sweep,
     knee,
     knee_fit,
     matmul_floor,
@@ -58,7 +60,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "DEVICE_ENV", "DTYPE_ENV", "DTYPES", "GiB", "MiB", "SCHEMA", "DtypeChoice", "KneeFit", "MeasuredRoof", "Record",
-    "Results", "Sizes", "Timing", "as_dtype", "checks", "copy_bandwidth", "default_dtype", "device_name",
+    "Results", "Sizes", "Timing", "GemmEfficiency", "as_dtype", "checks", "copy_bandwidth", "default_dtype",
+    "device_name", "efficiency_sweep",
     "doubling_sweep", "dtype_choice", "dtype_name", "knee", "knee_fit", "load_results", "matmul_floor",
     "matmul_sweep", "matmul_time", "measured_roofline", "num_threads", "peak_matmul_flops", "pick_device",
     "provenance", "save_results", "sizes_for", "sync", "time_fn", *_STACK,

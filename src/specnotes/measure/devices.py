@@ -108,6 +108,32 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_bf16", "amx_tile", "fma")
+
+
+def cpu_info() -> dict:
+    """What tells one x86 CPU kind from another where ``device_name`` cannot (every Xeon reads "Intel(R)
+    Xeon(R) Processor"): vendor, family, model and the flags that decide a GEMM's path (``CPU_FLAGS``: bf16
+    units or not, AMX or not), from /proc/cpuinfo; what cannot be read is None."""
+    fields = {"vendor_id": None, "cpu family": None, "model": None, "flags": ""}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in fields and fields[key] in (None, ""):
+                    fields[key] = value.strip()
+                if not line.strip() and fields["vendor_id"] is not None:
+                    break
+    except OSError:
+        pass
+    flags = set(fields["flags"].split())
+    number = lambda value: int(value) if value and value.isdigit() else None  # noqa: E731
+    return {"vendor": fields["vendor_id"], "family": number(fields["cpu family"]), "model": number(fields["model"]),
+            "flags": [flag for flag in CPU_FLAGS if flag in flags] if flags else None,
+            "capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine()}
+
+
 def device_name(device: torch.device | str | None = None) -> str:
     """The hardware behind ``device``: the GPU's name, or the CPU model with the number of threads
     torch uses and its vector capability (e.g. ``"AMD EPYC (2 threads, AVX2)"``)."""
