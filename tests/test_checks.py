@@ -611,3 +611,111 @@ def test_attention_time_grows_with_context():
     flat = checks.grows("attention grows", CONTEXTS[:2], [1e-4, 0.9e-4], [1e-4, 1.5e-4])  # little predicted
     assert flat.ok and not flat.tested
     assert not checks.grows("attention grows", CONTEXTS[:2], [2e-3, 1e-3], [1e-4, 1.6e-3]).ok
+
+
+# ---------------------------------------------------------------------------------------------- invariants
+
+
+def test_timer_agrees_with_itself_or_the_cell_fails():
+    checks.timer_agrees("ok", [1.0, 1.2, 1.1], median=1.1, q1=1.05, q3=1.15)
+    checks.timer_agrees("fastest only", [2.0])  # a transcription that kept the fastest time
+    checks.timer_agrees("median only", [], median=2.0)  # ... or only the median
+    for bad in ([1.0, float("nan")], [1.0, -1.0], [0.0], [1.0, float("inf")]):
+        with pytest.raises(checks.Broken, match="not a positive time"):
+            checks.timer_agrees("x", bad)
+    with pytest.raises(checks.Broken, match="disagrees with itself"):
+        checks.timer_agrees("median above every sample", [1.0, 1.1], median=1.5)
+    with pytest.raises(checks.Broken, match="out of order"):
+        checks.timer_agrees("fastest above the median", [2.0], median=1.0)
+    with pytest.raises(checks.Broken, match="out of order"):
+        checks.timer_agrees("quartiles crossed", [1.0, 2.0, 3.0], median=2.0, q1=2.5, q3=1.5)
+    with pytest.raises(checks.Broken, match="nothing was timed"):
+        checks.timer_agrees("empty", [])
+    assert issubclass(checks.Broken, AssertionError)  # a cell fails on it like on an assert
+
+
+WORK = [(1e9, 1e8), (4e9, 4e8), (1e9, 1e8)]  # (FLOPs, bytes): the second pass does 4x the first's and the third's
+
+
+def test_more_work_faster_than_less_is_broken_only_beyond_the_noise():
+    v = checks.more_work_is_slower(["a", "b", "c"], [1.0, 3.0, 1.1], [1.0, 4.0, 1.0], WORK)
+    assert v.ok and v.tested and v.numbers["pairs"] == 2 and v.numbers["least measured ratio"] == pytest.approx(3 / 1.1)
+    assert checks.more_work_is_slower(["a", "b"], [1.0, 0.95], [1.0, 4.0], WORK[:2]).ok  # within 10%: noise
+    with pytest.raises(checks.Broken, match="b ran 2.00× faster than a"):
+        checks.more_work_is_slower(["a", "b"], [1.0, 0.5], [1.0, 4.0], WORK[:2])
+
+
+@pytest.mark.parametrize("modelled, work", [
+    ([1.0, 3.9], WORK[:2]),  # modelled 3.9x: a library path or a stall could reverse it
+    ([1.0, 4.0], [(1e9, 1e8), (4e9, 1e8)]),  # 4x the FLOPs over the same bytes: a memory-bound pair
+    ([1.0, 4.0], [(1e9, 1e8), (1e9, 4e8)]),  # 4x the bytes, not the FLOPs
+])
+def test_pairs_that_are_not_4x_apart_by_every_measure_are_not_compared(modelled, work):
+    # the second pass measured at half the first's time: fine, because it does not surely do more work
+    v = checks.more_work_is_slower(["a", "b"], [1.0, 0.5], modelled, work)
+    assert v.ok and not v.tested and v.numbers["pairs"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- GEMM paths
+
+ROWS = [1, 2, 4, 8, 16, 64]
+# Zen 3 (issue 25): one 8192x2048 fp32 weight at 11.2 GB/s and 45 GFLOP/s: 67.1 MB, 6.0 ms to read; M = 16 is
+# 537 MFLOP, 11.9 ms; M = 64 is 47.7 ms. Measured 5.0, 32.0, 44.0, 63.9, 71.4, 109 ms.
+ZEN3_RATIOS = [5.0 / 5.99, 32.0 / 5.99, 44.0 / 5.99, 63.9 / 5.99, 71.4 / 11.93, 109 / 47.7]
+ZEN3_GBS = [67.1 / t for t in (5.0, 32.0, 44.0, 63.9, 71.4, 109)]
+
+
+def test_slow_gemms_are_named_with_their_rows_and_bandwidth():
+    text = checks.describe_slow_gemms(ROWS, ZEN3_RATIOS, ZEN3_GBS, 11.2)
+    assert text.startswith("on this device the GEMM of 2 to 64 rows ran 2.3–10.7× its roofline time, reading its "
+                           "weight at 0.6–2.1 GB/s against the 11.2 GB/s copy roof")
+    assert checks.describe_slow_gemms(ROWS, [1.1] * 6, [10.0] * 6, 11.2) == ""
+    # two slow runs: the one with the slowest point is named
+    two = checks.describe_slow_gemms(ROWS, [2.5, 1.0, 1.0, 4.0, 3.0, 1.0], [5.0] * 6, 11.2)
+    assert "GEMM of 8 to 16 rows ran 3.0–4.0×" in two
+    assert "GEMM of 1 row ran" in checks.describe_slow_gemms([1, 2], [3.0, 1.0], [4.0, 12.0], 11.2)
+
+
+def test_gemm_efficiency_sentence_follows_the_numbers():
+    from specnotes.measure.probes import GemmEfficiency
+
+    eff = GemmEfficiency(tuple(ROWS), tuple(ZEN3_RATIOS), "zen 3", tuple(ZEN3_GBS))
+    text = checks.describe_gemm_efficiency(ROWS, ZEN3_RATIOS, eff.leave_one_out(), ZEN3_GBS, 11.2)
+    assert text.startswith("Measured over its roofline time, the GEMM took 0.83× at M = 1 to 10.67× at M = 8;")
+    assert f"within {eff.error():.0%} on average, against {eff.error([1.0] * 6):.0%} for the roofline alone" in text
+    assert "the curve, not the roofs" in text  # 100% against 345%
+    # a sweep that jumps between neighbours: the left-out points are no better than the roofs
+    jumpy = [1.0, 3.0, 1.0, 3.0, 1.0, 3.0]
+    left_out = GemmEfficiency(tuple(ROWS), tuple(jumpy)).leave_one_out()
+    assert "predicts little between its points" in checks.describe_gemm_efficiency(ROWS, jumpy, left_out, [5.0] * 6, 11)
+    assert "within 2× of the roofs at every M" in checks.describe_gemm_efficiency(ROWS, [1.2] * 6, [1.2] * 6,
+                                                                                  [9.0] * 6, 11.2)
+
+
+@pytest.mark.parametrize("without, with_, says", [
+    (0.74, 0.28, "explain 55% of the gap"),  # Zen 3's S(B): 1 - ln 1.28 / ln 1.74 = 0.554
+    (0.50, 0.48, "changes it by less than the 10% noise"),
+    (0.30, 0.60, "worse with it"),
+    (0.05, 0.04, "already within the 10% noise"),
+    (0.74, 0.05, "what is left is within the noise"),
+])
+def test_efficiency_gain_sentence_is_chosen_by_the_errors(without, with_, says):
+    text = checks.describe_efficiency_gain("S(B)", without, with_)
+    assert says in text and text.startswith(f"The model's S(B) is off by {with_:.0%} on average")
+    assert "past the GEMM sweep" in checks.describe_efficiency_gain("S(B)", without, with_, extrapolated=2)
+
+
+def test_speedup_trend_explains_a_fall_that_did_not_show():
+    # Zen 3: S = 0.528, 1.073, 1.001, 1.286; the model 1.687, 1.553, 1.120, 0.725
+    batches, s, model = [1, 2, 4, 8], [0.528, 1.073, 1.001, 1.286], [1.687, 1.553, 1.120, 0.725]
+    falls = checks.speedup_falls(batches, s, model)
+    assert falls.tested and not falls.ok
+    slow = checks.describe_slow_gemms(ROWS, ZEN3_RATIOS, ZEN3_GBS, 11.2)
+    text = checks.describe_speedup_trend(falls, batches, [5.32, 1.81, 2.32, 1.77], [1.01, 1.17, 2.1, 3.63], slow)
+    assert text.startswith("S did not fall because the iteration did not grow dearer than plain decoding: verify "
+                           "cost 1.81× a decode pass at B = 2 and 1.77× at B = 8, where the model has 1.17× and 3.63×")
+    assert "the GEMM of 2 to 64 rows" in text and "cannot predict it" in text
+    assert "a cost the roofline does not see" in checks.describe_speedup_trend(falls, batches, [5.3, 1.8, 2.3, 1.8],
+                                                                              [1.0, 1.2, 2.1, 3.6])
+    held = checks.speedup_falls(PAYS["batches"], measured_s(PAYS), PAYS["model_s"])
+    assert checks.describe_speedup_trend(held, PAYS["batches"], vd(PAYS), PAYS["model_vd"], slow) == ""

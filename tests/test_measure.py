@@ -496,3 +496,13 @@ def test_knee_rejects_bad_input(batches, times):
 def test_measured_roof_reads_as_one_line():
     text = str(m.MeasuredRoof(bandwidth=20e9, flops=1.2e12, dtype="bf16"))
     assert text == "20.0 GB/s, 1200 GFLOP/s in bf16: ridge 60 FLOP/byte, critical batch 60 tokens"
+
+
+def test_efficiency_sweep_doubles_m_past_the_rows_asked_for():
+    sizes = m.Sizes(copy_bytes=2**20, d_in=64, d_out=128, batches=(1, 2, 4), peak_n=64, warmup=1, repeats=3)
+    roof = m.MeasuredRoof(10e9, 100e9, dtype="fp32")
+    records, eff = m.efficiency_sweep(roof, 6, "cpu", "fp32", sizes=sizes, progress=False, budget_s=30.0)
+    assert [r.params["batch"] for r in records] == [1, 2, 4, 8] and eff.rows == (1, 2, 4, 8)
+    assert all(r.params["d_in"] == 64 and r.params["d_out"] == 128 for r in records)
+    # M = 1 is memory-bound on these roofs: the fp32 weight and one row in and out, 33,536 bytes at 10 GB/s
+    assert eff.ratios[0] == pytest.approx(records[0].fastest_s / ((4 * 64 * 128 + 4 * (64 + 128)) / 10e9))
