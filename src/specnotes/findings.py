@@ -5,8 +5,8 @@ GEMM against this device's roofs), :func:`verify` (Chapter 2, verify over decode
 or :func:`speedup` (Chapter 4, S(B) on the layer stacks). Each
 
 - raises ``measure.checks.Broken`` where the machine or the code is broken: a timer that disagrees
-  with itself, a NaN, more work measured faster than less beyond the noise. It is the only way a
-  measured cell fails;
+  with itself, a NaN, more work measured far faster than less (``checks.more_work_is_slower``). It is
+  the only way a measured cell fails;
 - runs the checks of agreement with the model (``Verdict``\\ s, printed, never asserted): on a CPU whose
   GEMM library runs a few rows far below both roofs, the model and the measurement part, and that is a
   finding;
