@@ -723,3 +723,58 @@ def test_speedup_trend_explains_a_fall_that_did_not_show():
                                                                               [1.0, 1.2, 2.1, 3.6])
     held = checks.speedup_falls(PAYS["batches"], measured_s(PAYS), PAYS["model_s"])
     assert checks.describe_speedup_trend(held, PAYS["batches"], vd(PAYS), PAYS["model_vd"], slow) == ""
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 3
+
+# Chapter 3's stored run (2-core AMD EPYC, one thread): k, wall-clock S (median, low, high), S from the passes,
+# Leviathan's E[N]/(1 + kc), and the loop's unmodelled ms per iteration
+E2E_K = [1, 2, 4, 6]
+E2E = {"median": [0.750, 0.743, 0.675, 0.565], "low": [0.541, 0.618, 0.548, 0.493],
+       "high": [0.961, 1.096, 0.836, 0.778], "passes": [1.018, 0.998, 0.773, 0.688],
+       "leviathan": [1.175, 1.197, 0.934, 0.817], "extra": [1.496, 1.896, 1.832, 2.305]}
+
+
+def wall(name, predicted, **changes):
+    e = {**E2E, **changes}
+    return checks.wall_clock_agrees(name, E2E_K, e["median"], e["low"], e["high"], predicted)
+
+
+def test_wall_clock_verdicts_have_a_stated_noise_margin():
+    # the passes: 1.018 <= 0.961 x 1.1 = 1.057, 0.998 <= 1.206, 0.773 <= 0.920, 0.688 <= 0.856: every k agrees
+    passes = wall("the pass times", E2E["passes"])
+    assert passes.ok and passes.sentence == ("The pass times predicted the wall-clock speedup at every k, within the "
+                                             "measured range and the 10% noise.")
+    # Leviathan: 1.175 > 1.057 at k = 1 (1.11x off) and 0.934 > 0.920 at k = 4 (1.02x): k = 1 is the worst
+    lev = wall("Leviathan's formula", E2E["leviathan"])
+    assert not lev.ok and lev.numbers["worst k"] == 1
+    assert lev.sentence == ("Leviathan's formula predicted 1.18× at k = 1, above the 0.54–0.96× the wall clock "
+                            "measured (median 0.75×), beyond the 10% noise; 2 of 4 k missed so")
+    text = checks.describe_wall_clock(lev, E2E_K, E2E["leviathan"], E2E["median"], E2E["extra"], 0.3)
+    assert text.endswith("took 1.50 ms per iteration at k = 1, which no prediction from pass times sees.")
+    # a prediction below the range: plain decoding's own loop is named
+    low = wall("the pass times", [0.4, 0.998, 0.773, 0.688])  # 0.4 < 0.541 / 1.1 = 0.492
+    assert not low.ok and "below the 0.54–0.96×" in low.sentence
+    assert "plain decoding paid 0.30 ms per token" in checks.describe_wall_clock(low, E2E_K, [0.4, 0.998, 0.773, 0.688],
+                                                                              E2E["median"], E2E["extra"], 0.3)
+    assert checks.describe_wall_clock(passes, E2E_K, E2E["passes"], E2E["median"], E2E["extra"], 0.3) == passes.sentence
+    with pytest.raises(ValueError):
+        wall("x", E2E["passes"][:3])
+
+
+@pytest.mark.parametrize("c, says", [
+    (0.43, "per-pass overhead, not the bytes, sets c (6.2× what reading the weights would give)"),  # the stored run
+    (0.09, "per-pass overhead adds 30% to it"),
+    (0.072, "equal within the 10% noise"),
+    (0.05, "faster than its share of the bytes"),
+])
+def test_overhead_sentence_follows_c(c, says):
+    text = checks.describe_overhead_c(c, 0.069)
+    assert says in text and text.startswith(f"So c = {c:.2f}, against the parameter ratio 0.069")
+
+
+def test_formula_gap_sentence():
+    assert checks.describe_formula_gap({0.0: 0.031, 1.0: -0.02}) == (
+        "On average the i.i.d. formula is close: measured E[N] differs from it by 3.1% at temperature 0 and 2.0% at "
+        "temperature 1.")
+    assert "misses the mean here" in checks.describe_formula_gap({0.0: 0.031, 1.0: 0.2})

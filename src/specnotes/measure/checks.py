@@ -724,6 +724,87 @@ def describe_cache(what: str, weight_bytes: float, cache_bytes: float) -> str:
             f"repeated passes may read it from the cache instead of memory")
 
 
+# ---------------------------------------------------------------------------------------------- Chapter 3's wall clock
+
+
+def describe_overhead_c(measured_c: float, param_ratio: float, *, overhead: float = 1.5, noise: float = NOISE) -> str:
+    """Chapter 3's sentence on the measured draft cost c (one draft step over one target step, fastest samples)
+    beside the ratio of parameter counts, the c that reading weights alone would give: ``overhead`` times it
+    or more is overhead setting c; within ``noise`` of it, the bytes do."""
+    measured_c = validate.number("measured_c", measured_c, low=0, low_open=True)
+    param_ratio = validate.number("param_ratio", param_ratio, low=0, low_open=True)
+    numbers = f"c = {measured_c:.2f}, against the parameter ratio {param_ratio:.3f}"
+    if measured_c >= overhead * param_ratio:
+        return (f"So {numbers}: per-pass overhead, not the bytes, sets c ({measured_c / param_ratio:.1f}× what "
+                "reading the weights would give). With c this large, Leviathan's formula caps the gain well below "
+                "E[N],")
+    if measured_c > param_ratio * (1 + noise):
+        extra = measured_c / param_ratio - 1
+        return (f"So {numbers}: the bytes set most of c and per-pass overhead adds {extra:.0%} to it. Even so, "
+                "Leviathan's formula caps the gain below E[N],")
+    if measured_c >= param_ratio / (1 + noise):
+        return (f"So {numbers}, equal within the {noise:.0%} noise: on this device both passes cost what their "
+                "weights cost to read. Leviathan's formula still caps the gain below E[N],")
+    return (f"So {numbers}: the draft ran faster than its share of the bytes, its weights staying in a cache "
+            "between passes. Leviathan's formula still caps the gain below E[N],")
+
+
+def describe_formula_gap(gaps: dict, *, close: float = 0.15) -> str:
+    """How far measured E[N] sits from the i.i.d. formula's at each temperature (``gaps``: temperature ->
+    measured / formula - 1): within ``close`` the formula gets the mean about right."""
+    if not gaps:
+        raise validate.BadArgument("gaps must hold at least one temperature")
+    close = validate.number("close", close, low=0, low_open=True)
+    parts = [f"{100 * abs(validate.number(f'gaps[{t}]', g)):.1f}% at temperature {t:g}" for t, g in gaps.items()]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    if all(abs(g) < close for g in gaps.values()):
+        return f"On average the i.i.d. formula is close: measured E[N] differs from it by {listed}."
+    return (f"The i.i.d. formula misses the mean here: measured E[N] differs from it by {listed}, more than "
+            f"{close:.0%} somewhere, so acceptance on this text is far from independent draws at one α.")
+
+
+def wall_clock_agrees(name: str, ks: Sequence[int], median: Sequence[float], low: Sequence[float],
+                      high: Sequence[float], predicted: Sequence[float], *, noise: float = NOISE) -> Verdict:
+    """Whether a prediction of the wall-clock speedup (``predicted`` at each k: from the pass times, or
+    Leviathan's formula) agrees with the speedup measured over paired runs (``median`` and its ``low``-``high``
+    range): it does where the prediction lies in the measured range widened by ``noise`` either side. Chapter 3's
+    wall clock adds what no prediction sees (the loop around the passes), so the sentence says which way the
+    prediction missed, and by how much, where it did."""
+    ks = _batches(ks, ("median", median), ("low", low), ("high", high), ("predicted", predicted))
+    median, low, high, predicted = (_positive(n, v) for n, v in
+                                    (("median", median), ("low", low), ("high", high), ("predicted", predicted)))
+    claim = f"{name} predict the wall-clock speedup"
+    off = {k: (p / (h * (1 + noise)) if p > h * (1 + noise) else p * (1 + noise) / lo if p < lo / (1 + noise) else 1.0)
+           for k, p, lo, h in zip(ks, predicted, low, high, strict=True)}
+    numbers = {"worst k": max(ks, key=lambda k: abs(math.log(off[k]))), "noise": noise}
+    if all(v == 1.0 for v in off.values()):
+        return Verdict(claim, True, True, f"{name[0].upper()}{name[1:]} predicted the wall-clock speedup at every k, "
+                       f"within the measured range and the {noise:.0%} noise.", numbers)
+    k = numbers["worst k"]
+    i = ks.index(k)
+    missed = [kk for kk in ks if off[kk] != 1.0]
+    which = "above" if off[k] > 1 else "below"
+    return Verdict(claim, False, True, f"{name[0].upper()}{name[1:]} predicted {predicted[i]:.2f}× at k = {k}, "
+                   f"{which} the {low[i]:.2f}–{high[i]:.2f}× the wall clock measured (median {median[i]:.2f}×), "
+                   f"beyond the {noise:.0%} noise; {len(missed)} of {len(ks)} k missed so", numbers)
+
+
+def describe_wall_clock(verdict: Verdict, ks: Sequence[int], predicted: Sequence[float], median: Sequence[float],
+                        unmodelled_ms: Sequence[float], plain_extra_ms: float) -> str:
+    """:func:`wall_clock_agrees`'s sentence and, where the prediction missed, the measured cost that explains
+    it: the loop around the passes per iteration (``unmodelled_ms`` at each k) when the prediction was too
+    high, plain decoding's own loop per token beyond its pass (``plain_extra_ms``) when it was too low."""
+    if verdict.ok:
+        return verdict.sentence
+    k = verdict.numbers["worst k"]
+    i = list(ks).index(k)
+    if predicted[i] > median[i]:
+        return (f"{verdict.sentence}: the loop around the passes (sampling, cache rollback, bookkeeping) took "
+                f"{unmodelled_ms[i]:.2f} ms per iteration at k = {k}, which no prediction from pass times sees.")
+    return (f"{verdict.sentence}: plain decoding paid {plain_extra_ms:.2f} ms per token for its own loop beyond "
+            "its pass, which made the baseline slower than its passes say and the measured speedup larger.")
+
+
 # ---------------------------------------------------------------------------------------------- acceptance
 
 Z = 3.0  # standard errors apart before two estimates count as different (positions are correlated)
