@@ -237,10 +237,11 @@ def speedup_falls(batches: Sequence[int], measured: Sequence[float], modelled: S
 def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Sequence[float], *,
                 noise: float = NOISE) -> Verdict:
     """verify/decode at growing context L falls toward 1 (Chapter 5): where this device's model has the
-    ratio's excess over 1 halve over the contexts swept, the measured ratio must end more than ``noise``
-    below where it started (medians of paired samples). Within ``noise`` it is flat: the sentence says so,
-    with the range it took on the way. Where the model has nothing fall (attention compute-bound under a
-    low ridge), or one context was measured, nothing is tested. ``numbers["outcome"]``: what the
+    ratio's excess over 1 halve over the contexts swept (from more than ``noise`` above 1), the measured
+    ratio must end more than ``noise`` below where it started (medians of paired samples). Within ``noise``
+    it is flat: the sentence says so, with the range it took on the way. Where the model has nothing fall
+    (attention compute-bound under a low ridge, or verify as cheap as decode throughout), or one context
+    was measured, nothing is tested. ``numbers["outcome"]``: what the
     measurement did, ``context.fall_verdict`` ("halved", "fell", "flat", "rose"), whatever the model says."""
     from specnotes.context import fall_verdict
 
@@ -260,6 +261,9 @@ def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Se
             "rose": f"{way}: it rose, by more than the {noise:.0%} noise."}[outcome]
     if len(contexts) < 2:
         return Verdict(claim, True, False, "One context: nothing to compare.", numbers)
+    if modelled[0] <= 1 + noise:
+        return Verdict(claim, True, False, f"{span}{said[:-1]}; the model puts verify within the {noise:.0%} noise of "
+                       "a decode pass from the first context on, so there is nothing to fall.", numbers)
     if not excess_halved(modelled[0], modelled[-1]):
         return Verdict(claim, True, False, f"{span}{said[:-1]}; the model's excess over 1 does not halve, so there "
                        "is nothing to test.", numbers)
@@ -702,6 +706,15 @@ def describe_speedup_trend(falls: Verdict, batches: Sequence[int], measured_vd: 
     return f"{text}: a cost the roofline does not see slows plain decoding as much as verification here."
 
 
+def describe_all(verdicts: Sequence[Verdict], holds: str) -> str:
+    """One sentence for a set of verdicts: ``holds`` where every one held (or tested nothing), else the
+    claim and sentence of each that did not."""
+    failed = [v for v in verdicts if not v.ok]
+    if not failed:
+        return holds
+    return " ".join(f"Not as the model says: {v.claim}. {v.sentence}" for v in failed)
+
+
 def describe_knee(knee: float | None, batches: Sequence[int]) -> str:
     """The measured knee of a step-time sweep, or that the step time never rose within it."""
     batches = validate.integers("batches", batches, low=1)
@@ -803,6 +816,67 @@ def describe_wall_clock(verdict: Verdict, ks: Sequence[int], predicted: Sequence
                 f"{unmodelled_ms[i]:.2f} ms per iteration at k = {k}, which no prediction from pass times sees.")
     return (f"{verdict.sentence}: plain decoding paid {plain_extra_ms:.2f} ms per token for its own loop beyond "
             "its pass, which made the baseline slower than its passes say and the measured speedup larger.")
+
+
+# ---------------------------------------------------------------------------------------------- Chapters 7 and 8
+
+
+def describe_pass_prices(prices: dict, *, overhead: float = 1.5, noise: float = NOISE) -> str:
+    """What sets the price of each drafter's pass on this device (Chapter 7): ``prices`` maps a drafter to
+    (its measured c, the c its share of the bytes gives). ``overhead`` times the bytes' share or more is
+    per-pass overhead setting the price; within ``noise`` of it, the bytes do."""
+    if not prices:
+        raise validate.BadArgument("prices must name at least one drafter")
+    ratio = {name: validate.number(f"{name} measured c", m, low=0, low_open=True)
+             / validate.number(f"{name} c by bytes", b, low=0, low_open=True) for name, (m, b) in prices.items()}
+    listed = " and ".join(f"the {name} {r:.2f}× its share of the bytes" for name, r in ratio.items())
+    if all(r >= overhead for r in ratio.values()):
+        return f"At these model sizes per-pass overhead sets the prices here: {listed}."
+    if all(abs(math.log(r)) <= math.log1p(noise) for r in ratio.values()):
+        return f"The prices here follow the bytes, within the {noise:.0%} noise: {listed}."
+    return f"The prices here are partly the bytes and partly per-pass overhead: {listed}."
+
+
+def describe_fused(fused_s: float, unfused_s: float, *, noise: float = NOISE) -> str:
+    """Sampling straight from the logits (reading only the rows it needs) against softmax-then-sample, which
+    writes p and q first, on the same inputs (Chapter 7): faster, about as fast, or slower, by the numbers."""
+    r = validate.number("fused_s", fused_s, low=0, low_open=True) / validate.number("unfused_s", unfused_s, low=0,
+                                                                                     low_open=True)
+    if r < 1 / (1 + noise):
+        return (f"Reading only the rows it needs, sampling from the logits ran {1 / r:.1f}× faster than writing p and "
+                "q first on the independent logits.")
+    if r <= 1 + noise:
+        return (f"On the independent logits, sampling from them took {r:.2f}× the time of writing p and q first: the "
+                f"same within the {noise:.0%} noise.")
+    return (f"On the independent logits, sampling from them took {r:.2f}× the time of writing p and q first: here its "
+            "work per row read costs more than the softmax of the rows it skips.")
+
+
+def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
+    """Chapter 8's adaptive k against each other policy (``ratios``: that policy's measured time over adaptive
+    k's; ``sampled``: the same ratio predicted by step times sampled during the run): where the prediction is a
+    clear win (``clear`` or more), adaptive k should measure faster, and it should never be far behind
+    (``behind``). A finding, chosen by the numbers."""
+    if set(ratios) != set(sampled) or not ratios:
+        raise validate.BadArgument("ratios and sampled must name the same policies")
+    claim = "adaptive k wins where the run's own step times predict it clearly, and is never far behind"
+    lost = [n for n, r in ratios.items() if sampled[n] > clear and not r > 1.0]
+    far = [n for n, r in ratios.items() if r <= behind]
+    wins = [n for n in ratios if sampled[n] > clear]
+    numbers = {"lowest ratio": min(ratios.values()), "clear wins predicted": len(wins)}
+    low = min(ratios, key=ratios.get)
+    if not lost and not far:
+        said = (f"where those step times predicted a clear win (over {', '.join(wins)}: "
+                + ", ".join(f"{sampled[n]:.2f}× predicted, {ratios[n]:.2f}× measured" for n in wins) + "), it showed; "
+                if wins else f"those step times predicted no clear win (more than {clear - 1:.0%}) over any policy; ")
+        return Verdict(claim, True, True, f"By the step times sampled during the run, {said}and adaptive k was never "
+                       f"more than {1 - behind:.0%} behind (at worst {ratios[low]:.2f}×, against the {low}).", numbers)
+    parts = [f"the step times sampled during the run predicted a clear win over the {n} ({sampled[n]:.2f}×) and it "
+             f"measured {ratios[n]:.2f}×" for n in lost]
+    parts += [f"adaptive k was {1 / ratios[n]:.2f}× slower than the {n}, more than {1 - behind:.0%} behind"
+              for n in far]
+    return Verdict(claim, False, True, "Not as predicted: " + "; ".join(parts) + ". The split of each policy's error "
+                   "below says how much of it was the machine's drift, the contexts and the rest.", numbers)
 
 
 # ---------------------------------------------------------------------------------------------- acceptance
