@@ -8,6 +8,7 @@ file plants in a copy: a NaN, a timer that disagrees with itself, more work meas
 
 import copy
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,14 @@ def test_the_more_work_plant_is_a_violation_on_every_stack_record():
         (f_less, b_less), (f_more, b_more) = rec.model.work(*least), rec.model.work(*most)
         assert rec.model.time(*most) >= 4 * rec.model.time(*least), path.name
         assert f_more >= 4 * f_less and b_more >= 4 * b_less, path.name
+
+
+def test_no_chapter_asserts_a_verdict():
+    """Agreement with the model is a finding (a glued sentence); a cell asserts only invariants."""
+    import json
+
+    root = REFERENCE.parents[3]
+    for path in sorted(root.glob("notebooks/*.ipynb")) + sorted(root.glob("book/*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+            assert not re.search(r"assert\s+\w+\.ok\b", source), f"{path.name} cell {i} asserts a Verdict"
