@@ -792,3 +792,39 @@ def test_describe_all_names_only_what_failed():
     assert checks.describe_all([ok, untested], "All grew.") == "All grew."
     text = checks.describe_all([ok, bad], "All grew.")
     assert text == "Not as the model says: c grows. From L = 512 to 8192 ...: too flat."
+
+
+def test_pass_price_sentence():
+    # Chapter 7's stored run: the draft c = 0.233 against 0.069 by bytes, the early exit 0.62 against 0.52
+    mixed = checks.describe_pass_prices({"draft": (0.233, 0.069), "early exit": (0.62, 0.52)})
+    assert mixed == ("The prices here are partly the bytes and partly per-pass overhead: the draft 3.38× its share of "
+                     "the bytes and the early exit 1.19× its share of the bytes.")
+    assert checks.describe_pass_prices({"draft": (0.233, 0.069)}).startswith("At these model sizes per-pass overhead")
+    assert "follow the bytes" in checks.describe_pass_prices({"draft": (0.072, 0.069), "early exit": (0.5, 0.52)})
+    with pytest.raises(ValueError):
+        checks.describe_pass_prices({})
+
+
+@pytest.mark.parametrize("fused, says", [(1.0, "ran 3.0× faster"), (2.9, "the same within"), (4.0, "costs more")])
+def test_fused_sentence(fused, says):
+    assert says in checks.describe_fused(fused, 3.0)
+
+
+def test_adaptive_policy_verdict():
+    # Chapter 8's stored run: plain 1.105 measured, fixed 1.008, V0 0.997 (adaptive k's time = 1)
+    ratios = {"plain decoding": 1.105, "fixed k = 2": 1.008, "V0 rule": 0.997}
+    sampled = {"plain decoding": 1.03, "fixed k = 2": 0.99, "V0 rule": 0.99}
+    v = checks.adaptive_holds(ratios, sampled)
+    assert v.ok and v.sentence == ("The step times sampled during the run predicted no clear win (more than 15%) "
+                                   "for adaptive k over any policy; and adaptive k was never more than 15% behind (at "
+                                   "worst 1.00×, against the V0 rule).")
+    v = checks.adaptive_holds(ratios, {**sampled, "plain decoding": 1.2})
+    assert v.ok and v.sentence.startswith("Where the step times sampled during the run predicted a clear win for "
+                                          "adaptive k (over the plain decoding: 1.20× predicted, 1.10× measured), it "
+                                          "showed; and adaptive k was never more than 15% behind")
+    lost = checks.adaptive_holds({**ratios, "plain decoding": 0.98}, {**sampled, "plain decoding": 1.2})
+    assert not lost.ok and "a clear win over the plain decoding (1.20×) and it measured 0.98×" in lost.sentence
+    behind = checks.adaptive_holds({**ratios, "V0 rule": 0.8}, sampled)
+    assert not behind.ok and "adaptive k was 1.25× slower than the V0 rule" in behind.sentence
+    with pytest.raises(ValueError):
+        checks.adaptive_holds(ratios, {"plain decoding": 1.0})

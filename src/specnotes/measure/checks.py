@@ -866,11 +866,13 @@ def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: 
     numbers = {"lowest ratio": min(ratios.values()), "clear wins predicted": len(wins)}
     low = min(ratios, key=ratios.get)
     if not lost and not far:
-        said = (f"where those step times predicted a clear win (over {', '.join(wins)}: "
-                + ", ".join(f"{sampled[n]:.2f}× predicted, {ratios[n]:.2f}× measured" for n in wins) + "), it showed; "
-                if wins else f"those step times predicted no clear win (more than {clear - 1:.0%}) over any policy; ")
-        return Verdict(claim, True, True, f"By the step times sampled during the run, {said}and adaptive k was never "
-                       f"more than {1 - behind:.0%} behind (at worst {ratios[low]:.2f}×, against the {low}).", numbers)
+        said = ("Where the step times sampled during the run predicted a clear win for adaptive k (over the "
+                + " and the ".join(f"{n}: {sampled[n]:.2f}× predicted, {ratios[n]:.2f}× measured" for n in wins)
+                + "), it showed"
+                if wins else "The step times sampled during the run predicted no clear win (more than "
+                f"{clear - 1:.0%}) for adaptive k over any policy")
+        return Verdict(claim, True, True, f"{said}; and adaptive k was never more than {1 - behind:.0%} behind (at "
+                       f"worst {ratios[low]:.2f}×, against the {low}).", numbers)
     parts = [f"the step times sampled during the run predicted a clear win over the {n} ({sampled[n]:.2f}×) and it "
              f"measured {ratios[n]:.2f}×" for n in lost]
     parts += [f"adaptive k was {1 / ratios[n]:.2f}× slower than the {n}, more than {1 - behind:.0%} behind"
