@@ -658,7 +658,10 @@ def predicted_vs_measured(ax=None, groups: Sequence = (), *, band: tuple[float, 
         ax.set_ylabel("Predicted speedup S (×, held out)")
         ax.set_title(title or "The model against the published record")
         _legend(ax, source, loc="upper left", fontsize=8)
+    return ax
 
+
+# ----------------------------------------------------------------------------------------------
 # a paged KV cache, slot by slot (Chapter 9)
 
 SLOT_COLORS = {  # Okabe-Ito, as the rest of the book; the pending-over-a-rejected-draft slot is also hatched
