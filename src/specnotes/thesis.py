@@ -134,9 +134,13 @@ def _short_name(source: str) -> str:
 
 def figure(data: Thesis | None = None, ax=None):
     """Draw ``data`` (default: ``thesis()``) with :func:`specnotes.plots.speedup_by_gpu`; returns the Axes."""
+    import matplotlib.pyplot as plt
+
     from specnotes import plots
 
     data = thesis() if data is None else data
+    if ax is None:  # outside the house style's rc_context, so that the inline backend shows the figure
+        _, ax = plt.subplots(figsize=(9, 5.2))
     title = f"The win shrinks as the batch grows: S(B) on {len({c.accelerator for c in data.curves})} GPUs"
     return plots.speedup_by_gpu(ax, data.curves, data.published, title=f"{title}\n{data.setup}",
                                 source=data.source)
