@@ -14,6 +14,7 @@ pytestmark = pytest.mark.built
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from book_toc import toc_files as walk_toc  # noqa: E402  (a plain module: no Sphinx needed; tested in test_site)
+from site_checks import says_what_it_shows  # noqa: E402  (shared with test_browser)
 
 
 def toc_files():
@@ -102,9 +103,6 @@ def test_advisor_page_shows_its_stored_reports_and_plots():
 
 # ---- figures and alt text ------------------------------------------------------------------------
 
-GENERIC_ALT = re.compile(r"^(png|jpe?g|svg|image|img|figure|fig|plot|chart|graph|output|picture)(\s*\d+)?$", re.I)
-
-
 def article(html):
     """The page's own content: the article, without the theme's header, sidebars and footer."""
     match = re.search(r'<article class="bd-article"[^>]*>(.*?)</article>', html, re.S)
@@ -126,16 +124,6 @@ def images(html):
 
     Images().feed(article(html))
     return found
-
-
-def says_what_it_shows(src, alt):
-    """Alt text a reader who cannot see the image can use: several words, not a file name or a placeholder."""
-    if alt is None:
-        return False
-    alt = alt.strip()
-    name = src.rsplit("/", 1)[-1]
-    return (len(alt.split()) >= 6 and not GENERIC_ALT.match(alt) and name not in alt
-            and not re.search(r"\.(png|jpe?g|svg|gif)\b", alt, re.I) and "_images/" not in alt)
 
 
 @pytest.mark.parametrize("src, alt, ok", [

@@ -765,3 +765,25 @@ def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, tit
         if legend:
             _legend(ax, source, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# a figure as an <img> with alt text (widgets: an Output widget's image has no alt on the website)
+
+
+def image_html(fig, alt: str, dpi: int = 100) -> str:
+    """``fig`` as an HTML ``<img>`` (an inline PNG) whose alt text is ``alt``, scaled to fit its container;
+    closes ``fig``. For an ``ipywidgets.HTML`` that shows a plot: stored in the widget state, it keeps its
+    alt text on the website, where an ``Output`` widget's image would have none."""
+    import base64
+    import html
+    import io
+
+    if not alt or not alt.strip():
+        raise ValueError("alt: say what the figure shows (a reader who cannot see it gets this text)")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return (f'<img alt="{html.escape(alt.strip(), quote=True)}" src="data:image/png;base64,{data}" '
+            'style="max-width: 100%; height: auto;">')
