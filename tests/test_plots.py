@@ -279,26 +279,29 @@ def test_speedup_by_gpu_one_colour_per_gpu_crossover_and_memory_marked():
               _curve("GPU-B", batches=(1, 2, 4, 8), speedups=(2.0, 2.0, 2.0, 2.0), crossover=None, max_batch=8)]
     points = [Points("bench, engine 1.0", "GPU-A", (1, 16), (1.7, 1.5))]
     ax = plots.speedup_by_gpu(None, curves, points, title="t", source="published: bench")
-    labels = legend_texts(ax)
-    assert labels[1:] == ["model: GPU-A, idealized", "model: GPU-A, calibrated (fitted on B ≤ 16)",
-                          "model: GPU-A, calibrated, extrapolated past B = 16", "model: GPU-B, idealized",
-                          "measured: bench, engine 1.0, GPU-A", "model: B*, where S falls to 1 for good",
-                          "model: memory full (the largest batch that fits)"]
+    assert legend_texts(ax) == [
+        "S = 1: below it, speculation slows decoding",
+        "model: idealized, one colour per GPU (named where its curve ends)",
+        "model: calibrated to the published points (fitted on B ≤ 16)", "model: calibrated, extrapolated past B = 16",
+        "measured: bench, engine 1.0, GPU-A", "model: B*, where S falls to 1 for good",
+        "model: memory full (the largest batch that fits)"]
     assert ax.get_legend().get_title().get_text() == "published: bench"
-    by_label = {line.get_label(): line for line in ax.get_lines()}
-    a, b = by_label["model: GPU-A, idealized"], by_label["model: GPU-B, idealized"]
-    assert a.get_color() != b.get_color()
-    assert by_label["measured: bench, engine 1.0, GPU-A"].get_color() == a.get_color()  # points on their GPU's colour
-    fitted = by_label["model: GPU-A, calibrated (fitted on B ≤ 16)"]
-    extrapolated = by_label["model: GPU-A, calibrated, extrapolated past B = 16"]
-    assert list(fitted.get_xdata()) == [1, 4, 16] and list(extrapolated.get_xdata()) == [16, 64]  # they join
-    assert fitted.get_linestyle() == "--" and extrapolated.get_linestyle() == ":"
-    # B* on S = 1, named with its GPU; no B* for curves that pay at every batch that fits
-    assert [t.get_text() for t in ax.texts] == ["GPU-A: B* = 32"]
-    (star,) = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    # each GPU named once, in its colour, where its idealized curve ends; B* on S = 1 in the GPU's colour
+    texts = {t.get_text(): t for t in ax.texts}
+    assert sorted(texts) == ["B* = 32", "GPU-A", "GPU-B"]
+    assert texts["GPU-A"].xy == (64, 0.8) and texts["GPU-B"].xy == (8, 2.0)
+    assert texts["GPU-A"].get_color() != texts["GPU-B"].get_color()
+    assert texts["B* = 32"].get_color() == texts["GPU-A"].get_color()
+    lines = ax.get_lines()
+    (measured,) = [line for line in lines if line.get_marker() == "s"]
+    assert measured.get_color() == texts["GPU-A"].get_color()  # published points on their GPU's colour
+    dashed = [line for line in lines if line.get_linestyle() == "--" and line.get_color() == measured.get_color()]
+    dotted = [line for line in lines if line.get_linestyle() == ":"]
+    assert [list(d.get_xdata()) for d in dashed] == [[1, 4, 16]] and list(dotted[0].get_xdata()) == [16, 64]  # joined
+    (star,) = [line for line in lines if line.get_marker() == "o"]
     assert list(star.get_xdata()) == [32] and list(star.get_ydata()) == [1.0]
     # each curve ends with a bar at its last batch (memory full)
-    ends = sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines() if line.get_marker() == "|")
+    ends = sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in lines if line.get_marker() == "|")
     assert ends == [(8, 2.0), (64, 0.8), (64, 1.1)]
     assert ax.get_xscale() == "log" and "Batch size B" in ax.get_xlabel() and "S(B)" in ax.get_ylabel()
 
@@ -319,8 +322,7 @@ def test_thesis_figure_draws_the_published_setup():
     ax = thesis.figure(data)
     labels = legend_texts(ax)
     assert any(t.startswith("measured: ") and t.endswith("H100-SXM") for t in labels)
-    for gpu in thesis.GPUS:
-        assert f"model: {gpu}, idealized" in labels
+    assert set(thesis.GPUS) <= {t.get_text() for t in ax.texts}  # every GPU named on its curve
     assert data.setup.split(",")[0] in ax.get_title()
 
 

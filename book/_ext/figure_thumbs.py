@@ -4,7 +4,8 @@
     ```
 
 draws, for each label, the first image inside that figure (a chapter cell's output, named with
-``mystnb: figure: name:`` in its metadata) as a small linked picture with the figure's caption under it.
+``mystnb: figure: name:`` in its metadata) as a small linked picture with the first sentence of the
+figure's caption under it.
 The image is the chapter's own stored output, copied into the page when the site is built, so it
 changes whenever the chapter is executed again; its alt text is the chapter's (``mystnb: image: alt:``).
 A label that names no figure, or a figure with no image (a cell not executed yet), is a build warning:
@@ -68,7 +69,7 @@ def _thumb(app: Sphinx, fromdoc: str, label: str, where) -> nodes.Node | None:
         thumb.attributes.pop(size, None)
     link = nodes.reference("", "", thumb, refuri=uri, internal=True)
     caption = next(iter(fig.findall(nodes.caption)), None)
-    text = caption.astext() if caption is not None else label
+    text = caption.astext().split(". ")[0].rstrip(".") + "." if caption is not None else label  # its first sentence
     caption_link = nodes.reference("", text, refuri=uri, internal=True)
     return nodes.container("", nodes.paragraph("", "", link), nodes.paragraph("", "", caption_link),
                            classes=["specnotes-thumb"])

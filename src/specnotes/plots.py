@@ -348,7 +348,8 @@ def speedup_by_gpu(ax=None, curves: Sequence = (), points: Sequence = (), *, tit
     curves: objects with ``accelerator``, ``model`` ("idealized" | "calibrated"), ``batches``, ``speedups``,
         ``crossover`` (B*, or None), ``max_batch`` (the last batch that fits; the curve ends there with a
         bar) and ``fitted_up_to`` (calibrated: past this batch the line is dotted, "extrapolated")
-        (:class:`specnotes.thesis.Curve`). One colour per GPU: idealized solid, calibrated dashed.
+        (:class:`specnotes.thesis.Curve`). One colour per GPU, its name written where its curve ends (read
+        on a phone too, where a long legend is not); idealized solid, calibrated dashed.
     points: published measurements, objects with ``label``, ``accelerator``, ``batches``, ``speedups``
         (:class:`specnotes.thesis.Points`), markers in their GPU's colour.
     source: where the published points come from, the legend's title. Returns the Axes.
@@ -368,52 +369,70 @@ def speedup_by_gpu(ax=None, curves: Sequence = (), points: Sequence = (), *, tit
         if len(p.batches) != len(p.speedups) or not len(p.batches):
             raise ValueError(f"{p.label}: {len(p.batches)} batches but {len(p.speedups)} speedups")
         colors.setdefault(p.accelerator, PALETTE[len(colors) % len(PALETTE)])
+    top = max(max(c.speedups) for c in curves) * 1.12
+    grey = {"color": "0.3"}
+    handles = [Line2D([], [], color="0.4", linestyle="--", linewidth=1),
+               Line2D([], [], **grey, **MODEL)]
+    labels = ["S = 1: below it, speculation slows decoding",
+              "model: idealized, one colour per GPU (named where its curve ends)"]
     with house_style():
         ax = _axes(ax)
         ax.axhspan(0, 1, color="0.5", alpha=0.08, linewidth=0)
-        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="S = 1: below it, speculation slows decoding")
-        crossings = 0
-        for c in curves:
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
+        crossings, named = 0, set()
+        for c in sorted(curves, key=lambda c: c.model != "idealized"):  # names go on the idealized curves
             color, batches, speedups = colors[c.accelerator], list(c.batches), list(c.speedups)
             if c.model == "idealized":
-                ax.plot(batches, speedups, color=color, label=f"model: {c.accelerator}, idealized", **MODEL)
+                ax.plot(batches, speedups, color=color, **MODEL)
             else:
                 fit = c.fitted_up_to if c.fitted_up_to is not None else batches[-1]
                 inside = [i for i, b in enumerate(batches) if b <= fit]
-                beyond = [i for i, b in enumerate(batches) if b >= fit] or [len(batches) - 1]
                 ax.plot([batches[i] for i in inside], [speedups[i] for i in inside], color=color,
-                        label=f"model: {c.accelerator}, calibrated (fitted on B ≤ {fit})",
                         **{**MODEL, "linestyle": "--"})
-                if len(beyond) > 1:
-                    start = max(0, beyond[0] - (0 if batches[beyond[0]] == fit else 1))
-                    ax.plot(batches[start:], speedups[start:], color=color, linestyle=":", linewidth=2.0,
-                            label=f"model: {c.accelerator}, calibrated, extrapolated past B = {fit}")
+                text = f"model: calibrated to the published points (fitted on B ≤ {fit})"
+                if text not in labels:
+                    handles.append(Line2D([], [], **grey, **{**MODEL, "linestyle": "--"}))
+                    labels.append(text)
+                if batches[-1] > fit:
+                    start = max(i for i, b in enumerate(batches) if b <= fit)
+                    ax.plot(batches[start:], speedups[start:], color=color, linestyle=":", linewidth=2.0)
+                    text = f"model: calibrated, extrapolated past B = {fit}"
+                    if text not in labels:
+                        handles.append(Line2D([], [], **grey, linestyle=":", linewidth=2.0))
+                        labels.append(text)
             ax.plot([batches[-1]], [speedups[-1]], color=color, marker="|", markersize=16, markeredgewidth=2.5,
                     linestyle="none")
+            if c.accelerator not in named:  # the GPU's name where its curve ends: above it near the top
+                named.add(c.accelerator)
+                high = speedups[-1] > 0.85 * top
+                ax.annotate(c.accelerator, (batches[-1], speedups[-1]), xytext=(0, 10) if high else (8, 0),
+                            textcoords="offset points", ha="center" if high else "left",
+                            va="bottom" if high else "center", fontsize=9, fontweight="bold", color=color)
             if c.crossover is not None and c.crossover <= batches[-1]:
                 ax.plot([c.crossover], [1.0], color=color, marker="o", markersize=8, markerfacecolor="white",
                         markeredgewidth=2, linestyle="none")
-                ax.annotate(f"{c.accelerator}: B* = {c.crossover:g}", (c.crossover, 1.0), ha="right", fontsize=8,
-                            xytext=(-8, -14 - 12 * crossings), textcoords="offset points", color=color,
+                ax.annotate(f"B* = {c.crossover:g}", (c.crossover, 1.0), ha="right", fontsize=9,
+                            xytext=(-8, -14 - 13 * crossings), textcoords="offset points", color=color,
                             fontweight="bold")
                 crossings += 1
         for j, p in enumerate(points):
-            ax.plot(list(p.batches), list(p.speedups), color=colors[p.accelerator],
-                    marker=MARKERS[(j + 1) % len(MARKERS)], label=f"measured: {p.label}, {p.accelerator}", **MEASURED)
-        handles, labels = ax.get_legend_handles_labels()
+            (line,) = ax.plot(list(p.batches), list(p.speedups), color=colors[p.accelerator],
+                              marker=MARKERS[(j + 1) % len(MARKERS)], **MEASURED)
+            handles.append(line)
+            labels.append(f"measured: {p.label}, {p.accelerator}")
         handles += [Line2D([], [], color="0.3", marker="o", markerfacecolor="white", markeredgewidth=2,
                            linestyle="none"),
                     Line2D([], [], color="0.3", marker="|", markersize=14, markeredgewidth=2.5, linestyle="none")]
         labels += ["model: B*, where S falls to 1 for good", "model: memory full (the largest batch that fits)"]
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:g}"))
-        ax.set_xlim(0.8, max(c.batches[-1] for c in curves) * 1.4)
-        ax.set_ylim(0, max(max(c.speedups) for c in curves) * 1.12)
+        ax.set_xlim(0.8, max(c.batches[-1] for c in curves) * 2.6)  # room for the names
+        ax.set_ylim(0, top)
         ax.set_xlabel("Batch size B (sequences decoding together)")
         ax.set_ylabel("Speedup S(B) (× plain decoding)")
         ax.set_title(title or "Speculative decoding speedup vs batch size, by GPU")
-        _legend(ax, source, handles=handles, labels=labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
-                fontsize=8)
+        _legend(ax, source, handles=handles, labels=labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
+                fontsize=9)
     return ax
 
 

@@ -140,7 +140,7 @@ def figure(data: Thesis | None = None, ax=None):
 
     data = thesis() if data is None else data
     if ax is None:  # outside the house style's rc_context, so that the inline backend shows the figure
-        _, ax = plt.subplots(figsize=(9, 5.2))
+        _, ax = plt.subplots(figsize=(8, 5))
     title = f"The win shrinks as the batch grows: S(B) on {len({c.accelerator for c in data.curves})} GPUs"
     return plots.speedup_by_gpu(ax, data.curves, data.published, title=f"{title}\n{data.setup}",
                                 source=data.source)
