@@ -670,6 +670,7 @@ def test_advisor_page_is_colab_ready_and_in_the_toc():
     assert len(reports) == 6
     for c in reports:
         assert c["metadata"]["mystnb"]["markdown_format"] == "gfm" and "hide-input" in c["metadata"]["tags"]
+        assert c["metadata"]["mystnb"]["image"]["alt"].startswith("Plot of ")  # the plot says what it shows
     # the page shows both: a report inside its calibration's fit and reports that extrapolate past it
     sources = ["".join(c["source"]) for c in reports]
     assert any("['extrapolations'] == []" in s for s in sources)
