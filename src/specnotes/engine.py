@@ -1,0 +1,535 @@
+"""llama.cpp's ``llama-server``, an engine someone else wrote, started and stopped from Python on this machine.
+
+    make engine                                   # build it (scripts/build_engine.sh) and convert the shipped pair
+    python -m specnotes.engine measure --out s.json   # S(B) on it: speculation off and on, pairs repeated
+    python -m specnotes.engine serve --slots 4 --k 4  # just serve (on 127.0.0.1), for `bench serve` by hand
+
+The binary is built from the pinned ``llama-cpp-python`` sdist (``LLAMA_CPP_PYTHON``), which vendors llama.cpp,
+into ``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1 at a free port with ``slots``
+parallel slots (``-np``; continuous batching over them), with or without a draft model (``-md``, speculation
+type ``draft-simple``, ``k`` drafts per step: ``--spec-draft-n-max k``, with no minimum and no confidence
+cut-off, so every step drafts k), waits for ``/health``, and stops it on exit, also on error (a context
+manager, and ``atexit`` for anything left). The KV cache is float32 (``-ctk f32 -ctv f32``), as specnotes'
+own. ``Server.metrics()`` reads the engine's own counters from ``/metrics`` (tokens, time generating, drafted
+and accepted tokens): :func:`measure_pairs` records them with every run, so the record says from the engine
+itself that speculation ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specnotes import validate
+
+LLAMA_CPP_PYTHON = "0.3.36"  # the pinned sdist (make engine reads it here)
+SHIPPED_CONTEXT = 256  # the shipped pair's training block: its context
+MODEL_NAMES = {"target": "specnotes-target", "draft": "specnotes-draft"}
+
+
+class EngineNotBuilt(RuntimeError):
+    """No llama-server binary for the pinned version: run ``make engine``."""
+
+
+class EngineStartError(RuntimeError):
+    """llama-server exited or did not become healthy; the message holds the end of its log."""
+
+
+def repo_root() -> Path | None:
+    """The checkout this package runs from (src layout), or None for an installed package."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").exists() and (root / "src" / "specnotes").is_dir() else None
+
+
+def engine_dir() -> Path:
+    """Where ``make engine`` builds: ``$SPECNOTES_ENGINE_DIR``, else ``_build/engine`` in the checkout (or in the
+    current folder for an installed package)."""
+    if os.environ.get("SPECNOTES_ENGINE_DIR"):
+        return Path(os.environ["SPECNOTES_ENGINE_DIR"])
+    return (repo_root() or Path.cwd()) / "_build" / "engine"
+
+
+def version_dir(version: str = LLAMA_CPP_PYTHON) -> Path:
+    return engine_dir() / f"llama-cpp-python-{version}"
+
+
+def binary(version: str = LLAMA_CPP_PYTHON) -> Path | None:
+    """The built ``llama-server`` for ``version``, or None."""
+    path = version_dir(version) / "bin" / "llama-server"
+    return path if path.is_file() and os.access(path, os.X_OK) and (path.parent.parent / "build-info.txt").is_file() \
+        else None
+
+
+def require_binary(version: str = LLAMA_CPP_PYTHON) -> Path:
+    path = binary(version)
+    if path is None:
+        raise EngineNotBuilt(f"no llama-server built for llama-cpp-python {version} under {engine_dir()}: run "
+                             "`make engine` (it builds llama.cpp's server from the pinned sdist, CPU only; about "
+                             "30 minutes on 2 cores)")
+    return path
+
+
+def build_info(version: str = LLAMA_CPP_PYTHON) -> dict:
+    """What ``scripts/build_engine.sh`` recorded: version, llama.cpp commit, flags, build seconds, compiler."""
+    path = version_dir(version) / "build-info.txt"
+    info = {}
+    for line in path.read_text().splitlines():
+        for key in ("llama-cpp-python", "llama.cpp commit", "build seconds", "compiler", "cpu"):
+            if line.startswith(key + " "):
+                info[key] = line[len(key) + 1:]
+        if line.startswith("GGML_NATIVE="):
+            info["flags"] = line
+    return info
+
+
+# ---------------------------------------------------------------------------------------------- model files
+
+
+def models_dir() -> Path:
+    return engine_dir() / "models"
+
+
+def shipped_ggufs(folder: Path | None = None) -> dict[str, Path]:
+    """The shipped target and draft as float32 GGUF files (written once, again when the weights change):
+    {"target": path, "draft": path}. Their context is the 256-byte training block."""
+    from specnotes import gguf_export, model
+
+    folder = Path(folder or models_dir())
+    paths = {}
+    for which in ("target", "draft"):
+        path = folder / f"{MODEL_NAMES[which]}-f32.gguf"
+        weights = model.data_file(f"{which}.pt")
+        if not path.exists() or path.stat().st_mtime < Path(str(weights)).stat().st_mtime:
+            gguf_export.write_gguf(model.load_model(which), path, MODEL_NAMES[which], context=SHIPPED_CONTEXT)
+        paths[which] = path
+    return paths
+
+
+def big_gguf(folder: Path | None = None, seed: int = 0, **shape) -> Path:
+    """``gguf_export.big_config(**shape)`` with random weights (seeded) as a float32 GGUF, written once: a model
+    larger than a CPU's last-level cache. Served as its own draft, every draft is accepted (α = 1)."""
+    from specnotes import gguf_export
+
+    config = gguf_export.big_config(**shape)
+    folder = Path(folder or models_dir())
+    path = folder / (f"random-{config.n_layers}x{config.d_model}-ff{config.d_ff}-h{config.n_heads}-s{seed}-f32.gguf")
+    if not path.exists():
+        gguf_export.write_gguf(gguf_export.random_model(config, seed), path, path.stem, context=SHIPPED_CONTEXT)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- the server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(url: str, payload: dict | None = None, timeout: float = 30.0):
+    """GET (or POST ``payload`` as JSON) ``url`` and decode the JSON answer."""
+    data = None if payload is None else json.dumps(payload).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"} if data else {})
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text from llama-server's ``/metrics`` -> {name without the ``llamacpp:`` prefix: value}
+    (labelled series keep their labels in the name)."""
+    values = {}
+    for line in text.splitlines():
+        match = re.match(r"^llamacpp:(\S+)\s+(\S+)$", line.strip())
+        if match:
+            values[match[1]] = float(match[2])
+    return values
+
+
+_RUNNING: set[Server] = set()
+
+
+@atexit.register
+def _stop_all():
+    for server in list(_RUNNING):
+        server.stop()
+
+
+@dataclass
+class Server:
+    """One llama-server process on 127.0.0.1. ``with Server(model, ...) as s:`` starts it and waits until it is
+    healthy; leaving the block stops it (SIGTERM, then SIGKILL), on error too."""
+
+    model: Path
+    draft: Path | None = None
+    k: int = 4
+    slots: int = 1
+    context: int = SHIPPED_CONTEXT  # per slot
+    threads: int | None = None
+    name: str = "specnotes-target"
+    batch: int = 512
+    extra: tuple[str, ...] = ()
+    ready_timeout_s: float = 120.0
+    log_path: Path | None = None
+    port: int = field(default=0, init=False)
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.model = Path(self.model)
+        self.draft = None if self.draft is None else Path(self.draft)
+        self.k = validate.integer("k", self.k, low=1)
+        self.slots = validate.integer("slots", self.slots, low=1)
+        self.context = validate.integer("context", self.context, low=8)
+        self.threads = validate.integer("threads", self.threads or os.cpu_count() or 1, low=1)
+        for path in (self.model, self.draft):
+            if path is not None and not path.is_file():
+                raise validate.BadArgument(f"no model file at {path}")
+
+    def __hash__(self):
+        return id(self)
+
+    @property
+    def speculative(self) -> bool:
+        return self.draft is not None
+
+    @property
+    def url(self) -> str:
+        """The OpenAI base URL (what ``bench serve --url`` takes)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self, binary_path: Path | None = None) -> list[str]:
+        """The llama-server command line (the port is chosen at start)."""
+        cmd = [str(binary_path or require_binary()), "-m", str(self.model), "--alias", self.name,
+               "--host", "127.0.0.1", "--port", str(self.port), "-np", str(self.slots),
+               "-c", str(self.context * self.slots), "-b", str(self.batch), "-t", str(self.threads),
+               "-tb", str(self.threads), "-ctk", "f32", "-ctv", "f32", "--metrics", "--no-webui", "--no-warmup"]
+        if self.draft is not None:
+            cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
+                    "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "--spec-draft-threads", str(self.threads),
+                    "--spec-draft-threads-batch", str(self.threads), "-ctkd", "f32", "-ctvd", "f32"]
+        return cmd + list(self.extra)
+
+    def start(self) -> Server:
+        path = require_binary()
+        self.port = free_port()
+        self.log_path = Path(self.log_path or engine_dir() / "logs" / f"llama-server-{self.port}.log")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(self.command(path), stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        _RUNNING.add(self)
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_ready(self):
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise EngineStartError(f"llama-server exited with code {self.process.returncode}; its log "
+                                       f"({self.log_path}) ends:\n{self.log_tail()}")
+            try:
+                if http_json(f"{self.root}/health", timeout=2.0).get("status") == "ok":
+                    return
+            except (urllib.error.URLError, OSError, json.JSONDecodeError):
+                pass
+            time.sleep(0.1)
+        raise EngineStartError(f"llama-server was not healthy after {self.ready_timeout_s:g} s (timeout); its log "
+                               f"({self.log_path}) ends:\n{self.log_tail()}")
+
+    def stop(self):
+        """SIGTERM to the server's process group, SIGKILL after 10 s; waits for it. Safe to call twice."""
+        process, self.process = self.process, None
+        _RUNNING.discard(self)
+        if process is None or process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                process.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def metrics(self) -> dict[str, float]:
+        """The engine's own counters (``/metrics``): ``tokens_predicted_total``, ``tokens_predicted_seconds_total``,
+        ``n_decode_total``, ``spec_decode_num_draft_tokens_total``, ``spec_decode_num_accepted_tokens_total``, ..."""
+        with urllib.request.urlopen(f"{self.root}/metrics", timeout=10) as resp:
+            return parse_metrics(resp.read().decode())
+
+    def props(self) -> dict:
+        return http_json(f"{self.root}/props")
+
+    def tokenize(self, text: str) -> list[int]:
+        return http_json(f"{self.root}/tokenize", {"content": text})["tokens"]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return http_json(f"{self.root}/detokenize", {"tokens": list(tokens)})["content"]
+
+    def complete_tokens(self, prompt: list[int] | str, n: int) -> list[int]:
+        """Greedy completion of ``prompt`` (token ids, or text) by ``/completion``: the ``n`` token ids generated."""
+        answer = http_json(f"{self.root}/completion",
+                           {"prompt": prompt, "n_predict": n, "temperature": 0.0, "top_k": 1, "ignore_eos": True,
+                            "return_tokens": True, "cache_prompt": False, "samplers": ["top_k", "temperature"]},
+                           timeout=120)
+        return list(answer["tokens"])
+
+    def version(self) -> str:
+        """``llama-server --version``'s first line that names the build."""
+        out = subprocess.run([str(require_binary()), "--version"], capture_output=True, text=True, timeout=30)
+        lines = [line for line in (out.stdout + out.stderr).splitlines() if "version" in line.lower()]
+        return lines[0].strip() if lines else ""
+
+
+# ---------------------------------------------------------------------------------------------- S(B) on it
+
+
+def engine_counters(before: dict, after: dict) -> dict:
+    """What the engine counted between two ``/metrics`` reads: tokens, seconds generating (summed over slots),
+    decode calls, drafted and accepted tokens, and what they imply: the engine's seconds per generated token
+    per slot (its TPOT) and its acceptance (accepted / drafted)."""
+    delta = lambda key: after.get(key, 0.0) - before.get(key, 0.0)
+    tokens, seconds = delta("tokens_predicted_total"), delta("tokens_predicted_seconds_total")
+    drafted, accepted = delta("spec_decode_num_draft_tokens_total"), delta("spec_decode_num_accepted_tokens_total")
+    return {"tokens_predicted": tokens, "seconds_generating": seconds, "decode_calls": delta("n_decode_total"),
+            "draft_tokens": drafted, "draft_accepted": accepted,
+            "verify_steps": delta("spec_decode_num_drafts_total"),
+            "tpot_s": seconds / tokens if tokens else None, "acceptance": accepted / drafted if drafted else None}
+
+
+def run_one(server_args: dict, concurrencies: list[int], label: str, max_tokens: int, prompt_chars: int | None,
+            requests: int | None, warmup: int, timeout_s: float, progress=print):
+    """Start a server, measure every concurrency with ``engine_client``, read the engine's counters, stop it.
+    -> (engine_client Results of the run, the engine's counters over the measured levels)."""
+    import asyncio
+
+    from specnotes import engine_client
+
+    with Server(**server_args) as server:
+        before = None
+
+        def level_progress(message):
+            progress(f"  {label}: {message}")
+
+        async def go():
+            nonlocal before
+            if warmup:
+                await engine_client.measure_run(server.url, server.name, [1], max_tokens, prompt_chars, warmup,
+                                                0, timeout_s, progress=lambda *_: None)
+            before = server.metrics()
+            return await engine_client.measure_run(server.url, server.name, concurrencies, max_tokens, prompt_chars,
+                                                   requests, 0, timeout_s, progress=level_progress)
+
+        run = asyncio.run(go())
+        counters = engine_counters(before, server.metrics())
+        command = " ".join(server.command())
+    results = engine_client.results(run.levels, server.url, server.name, label, max_tokens, run.prompt_chars,
+                                    command, run.prompts, run.temperature, run.context)
+    results.notes["engine"] = counters
+    return results, counters
+
+
+def engine_provenance(server_args: dict) -> dict:
+    """The engine's side of the provenance: version, commit, build flags, CPU, threads, slots, k, models."""
+    info = build_info()
+    return {"engine": "llama.cpp llama-server", "llama_cpp_python": info.get("llama-cpp-python"),
+            "llama_cpp_commit": info.get("llama.cpp commit"), "build_flags": info.get("flags"),
+            "compiler": info.get("compiler"), "cpu": cpu_name(), "machine": platform.machine(),
+            "cores": os.cpu_count(), "threads": server_args.get("threads"), "slots": server_args.get("slots"),
+            "k": server_args.get("k"), "context_per_slot": server_args.get("context", SHIPPED_CONTEXT),
+            "model": str(Path(server_args["model"]).name),
+            "draft": str(Path(server_args["draft"]).name) if server_args.get("draft") else None,
+            "kv_cache": "f32", "spec_type": "draft-simple (n_min 0, p_min 0: k drafts every step)"}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4, pairs: int = 2,
+                  max_tokens: int = 128, prompt_chars: int | None = 64, requests: int | None = None,
+                  warmup: int = 2, threads: int | None = None, timeout_s: float = 120.0, name: str = "specnotes-target",
+                  command: str = "", progress=print):
+    """S(B) on llama-server: ``pairs`` times, a run with speculation off then one with it on (``k`` drafts per
+    step from ``draft``), each on a fresh server with ``max(concurrencies)`` slots, every concurrency in turn.
+    Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section
+    ``engine_speedup``, each record's params saying its ``pair``; sections ``engine_serve_off`` and
+    ``engine_serve_on`` likewise), with the engine's provenance and its own counters for every run. Nothing is
+    returned unless every run completed."""
+    from specnotes import engine_client
+    from specnotes.measure.records import Results
+
+    concurrencies = validate.integers("concurrencies", concurrencies, low=1)
+    pairs = validate.integer("pairs", pairs, low=1)
+    slots = max(concurrencies)
+    base = {"model": model, "slots": slots, "threads": threads, "name": name, "k": k}
+    sections = {engine_client.SPEEDUP: [], f"{engine_client.SECTION}_off": [], f"{engine_client.SECTION}_on": []}
+    engine_runs = []
+    start = time.perf_counter()
+    for pair in range(pairs):
+        runs = {}
+        for which in ("off", "on"):
+            args = base | ({"draft": draft} if which == "on" else {})
+            label = "off" if which == "off" else f"on, k={k}"
+            progress(f"pair {pair + 1}/{pairs}, speculation {label}")
+            runs[which], counters = run_one(args, concurrencies, label, max_tokens, prompt_chars, requests, warmup,
+                                            timeout_s, progress)
+            engine_runs.append({"pair": pair, "speculation": which, **counters})
+        doc = engine_client.speedup(runs["off"], runs["on"], command)
+        for section, records in doc.sections.items():
+            for r in records:
+                r.params["pair"] = pair
+            sections[section].extend(records)
+    args = base | {"draft": draft}
+    prov = engine_client.provenance(f"llama-server on 127.0.0.1 ({cpu_name()})", name, f"S(B): on, k={k} over off",
+                                    command)
+    prov |= {"host": cpu_name(), "engine_build": engine_provenance(args)}
+    notes = {"what": "S(B) on llama.cpp's llama-server, measured by specnotes' own client (engine_client); "
+                     f"{pairs} pairs (off, then on), each on fresh servers; engine_speedup params.pair says which",
+             "engine_runs": engine_runs, "pairs": pairs, "seconds": round(time.perf_counter() - start, 1)}
+    return Results(prov, sections, notes)
+
+
+def pair_table(results) -> list[dict]:
+    """One row per concurrency of ``measure_pairs``' document: S(B) from TPOT in each pair, their median and
+    spread (max / min), S from tokens per second, and the engine's own acceptance and TPOTs."""
+    from specnotes import engine_client
+
+    by: dict[int, list] = {}
+    for r in results.sections[engine_client.SPEEDUP]:
+        by.setdefault(r.params["concurrency"], []).append(r)
+    rows = []
+    for c, records in sorted(by.items()):
+        s = sorted(r.extra["speedup"] for r in records)
+        rate = [r.extra["speedup_tokens_per_s"] for r in records]
+        acc = [r.extra.get("engine_acceptance_on") for r in records if r.extra.get("engine_acceptance_on") is not None]
+        rows.append({"concurrency": c, "pairs": len(s), "S (TPOT) each": s, "S (TPOT)": s[len(s) // 2] if len(s) % 2
+                     else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2, "S min": s[0], "S max": s[-1],
+                     "spread max/min": s[-1] / s[0], "S (tokens/s) each": sorted(rate),
+                     "engine acceptance": sum(acc) / len(acc) if acc else None,
+                     "TPOT off ms": 1e3 * min(r.extra["tpot_off_median_s"] for r in records),
+                     "TPOT on ms": 1e3 * min(r.extra["tpot_on_median_s"] for r in records)})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def main(argv=None) -> int:
+    from specnotes import engine_client
+    from specnotes.measure.records import save_results
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m specnotes.engine", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    convert = commands.add_parser("convert", help="write the shipped pair (and --big) as GGUF files")
+    convert.add_argument("--big", action="store_true", help="also the random model larger than the LLC")
+    serve = commands.add_parser("serve", help="serve on 127.0.0.1 until interrupted (for bench serve by hand)")
+    measure = commands.add_parser("measure", help="S(B) on llama-server: pairs of runs, speculation off and on")
+    for p in (serve, measure):
+        p.add_argument("--k", type=int, default=4, help="drafts per step (speculation on)")
+        p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+        p.add_argument("--big", action="store_true", help="the random model larger than the LLC, its own draft")
+    serve.add_argument("--slots", type=int, default=4)
+    serve.add_argument("--no-draft", action="store_true", help="speculation off")
+    measure.add_argument("--concurrency", default="1,2,4", help="comma-separated requests in flight")
+    measure.add_argument("--pairs", type=int, default=2, help="off/on pairs to run (their spread is reported)")
+    measure.add_argument("--max-tokens", type=int, default=128)
+    measure.add_argument("--prompt-chars", type=int, default=64)
+    measure.add_argument("--requests", type=int, default=None)
+    measure.add_argument("--timeout", type=float, default=120.0)
+    measure.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.command == "convert":
+        paths = shipped_ggufs()
+        if args.big:
+            paths["big"] = big_gguf()
+        for which, path in paths.items():
+            print(f"{which}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        return 0
+    try:
+        require_binary()
+    except EngineNotBuilt as e:
+        parser.error(str(e))
+    if args.big:
+        target = draft = big_gguf()
+        name = "specnotes-random-big"
+    else:
+        paths = shipped_ggufs()
+        target, draft, name = paths["target"], paths["draft"], MODEL_NAMES["target"]
+    if args.command == "serve":
+        with Server(target, None if args.no_draft else draft, args.k, args.slots, threads=args.threads,
+                    name=name) as server:
+            print(f"serving {name} on {server.url} (slots {args.slots}, "
+                  f"{'no draft' if args.no_draft else f'draft k={args.k}'}); Ctrl-C stops it")
+            try:
+                while server.process.poll() is None:
+                    time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+        return 0
+    try:
+        concurrencies = [int(c) for c in args.concurrency.split(",")]
+        engine_client.check_writable("--out", args.out)
+    except ValueError as e:
+        parser.error(str(e))
+    command = "python -m specnotes.engine " + " ".join(argv)
+    try:
+        results = measure_pairs(target, draft, concurrencies, args.k, args.pairs, args.max_tokens,
+                                args.prompt_chars, args.requests, 2, args.threads, args.timeout, name, command)
+    except (engine_client.EngineError, EngineStartError) as e:
+        print(f"error: {e}\nNothing was written: a record is only written when every run completed.",
+              file=sys.stderr)
+        return 1
+    for row in pair_table(results):
+        acc = row["engine acceptance"]
+        print(f"B = {row['concurrency']}: S = {row['S (TPOT)']:.3f} (pairs: "
+              f"{', '.join(f'{s:.3f}' for s in row['S (TPOT) each'])}; max/min {row['spread max/min']:.2f}), "
+              f"engine acceptance {'-' if acc is None else f'{acc:.3f}'}")
+    print(f"wrote {save_results(results, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

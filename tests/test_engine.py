@@ -1,0 +1,170 @@
+"""llama.cpp's llama-server with the shipped pair (``specnotes.engine``).
+
+Tests marked ``engine`` need the binary (``make engine``) and run in ``make engine-smoke`` (part of ``make
+test``): the conversion checked on the engine itself (every byte tokenizes and detokenizes to itself; the
+engine's greedy output equals specnotes' token for token, with speculation off and on) and a smoke measurement
+of S(B) at two concurrencies through the book's own client. The rest runs in plain ``make unit``.
+"""
+
+import json
+
+import pytest
+
+from specnotes import engine, engine_client, generate, measure, model
+
+PROMPT_CHARS, NEW_TOKENS = 64, 128  # 192 bytes: inside the 256-byte block the pair was trained on
+
+
+# ---------------------------------------------------------------------------------------------- no engine needed
+
+
+METRICS = """# HELP llamacpp:tokens_predicted_total Number of generation tokens processed
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 300
+llamacpp:tokens_predicted_seconds_total 1.5
+llamacpp:n_decode_total 120
+llamacpp:spec_decode_num_draft_tokens_total 400
+llamacpp:spec_decode_num_accepted_tokens_total 220
+llamacpp:spec_decode_num_drafts_total 100
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 80
+"""
+
+
+def test_the_engines_counters_are_read_and_differenced():
+    after = engine.parse_metrics(METRICS)
+    assert after["tokens_predicted_total"] == 300
+    assert after['spec_decode_num_accepted_tokens_per_pos_total{position="0"}'] == 80
+    before = {"tokens_predicted_total": 100, "tokens_predicted_seconds_total": 0.5,
+              "spec_decode_num_draft_tokens_total": 0, "spec_decode_num_accepted_tokens_total": 0}
+    c = engine.engine_counters(before, after)
+    assert c["tokens_predicted"] == 200 and c["tpot_s"] == pytest.approx(1.0 / 200)
+    assert c["draft_tokens"] == 400 and c["acceptance"] == pytest.approx(0.55) and c["verify_steps"] == 100
+    assert engine.engine_counters(after, after)["acceptance"] is None  # nothing drafted: no acceptance
+
+
+def test_a_missing_engine_says_how_to_build_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECNOTES_ENGINE_DIR", str(tmp_path))
+    assert engine.binary() is None and engine.engine_dir() == tmp_path
+    with pytest.raises(engine.EngineNotBuilt, match="make engine"):
+        engine.require_binary()
+    with pytest.raises(ValueError, match="no model file"):
+        engine.Server(tmp_path / "none.gguf")
+
+
+def test_the_command_line_drafts_k_every_step(tmp_path):
+    target, draft = tmp_path / "t.gguf", tmp_path / "d.gguf"
+    target.write_bytes(b"")
+    draft.write_bytes(b"")
+    off = engine.Server(target, slots=4, threads=2).command(binary_path=tmp_path / "llama-server")
+    on = engine.Server(target, draft, k=3, slots=4, threads=2).command(binary_path=tmp_path / "llama-server")
+    assert "-md" not in off and off[off.index("-np") + 1] == "4" and off[off.index("-c") + 1] == str(4 * 256)
+    assert on[on.index("-md") + 1] == str(draft) and on[on.index("--spec-draft-n-max") + 1] == "3"
+    assert on[on.index("--spec-draft-p-min") + 1] == "0" and on[on.index("--spec-type") + 1] == "draft-simple"
+    assert "f32" == on[on.index("-ctk") + 1] == on[on.index("-ctv") + 1]
+    with pytest.raises(ValueError, match="k must be"):
+        engine.Server(target, draft, k=0)
+
+
+def test_a_failed_run_writes_no_record(tmp_path, monkeypatch):
+    # the second run of the pair fails: the command exits 1 and the earlier file stays as it was
+    monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    calls = []
+
+    def run_one(args, *rest, **kw):
+        calls.append(args)
+        if "draft" in args:
+            raise engine_client.EngineError("at concurrency 2: HTTP 500")
+        return measure.Results({}, {}), {}
+
+    monkeypatch.setattr(engine, "run_one", run_one)
+    out = tmp_path / "s.json"
+    out.write_text("earlier\n")
+    assert engine.main(["measure", "--concurrency", "1,2", "--out", str(out)]) == 1
+    assert out.read_text() == "earlier\n" and len(calls) == 2
+
+
+# ---------------------------------------------------------------------------------------------- on the engine
+
+
+@pytest.fixture(scope="module")
+def pair():
+    engine.require_binary()  # under -m engine a missing binary fails: make engine-smoke builds it first
+    return engine.shipped_ggufs()
+
+
+def prompts(n: int = 4) -> list[str]:
+    return engine_client.default_prompts(n, PROMPT_CHARS)
+
+
+@pytest.mark.engine
+def test_every_byte_tokenizes_and_detokenizes_to_itself(pair):
+    with engine.Server(pair["target"], threads=2) as server:
+        # detokenize: each of the 256 token ids is its own byte (the server gives a piece that is not valid
+        # UTF-8 on its own as a list of byte values)
+        answer = engine.http_json(f"{server.root}/tokenize", {"content": list(range(256)), "with_pieces": True})
+        pieces = answer["tokens"]
+        assert [p["id"] for p in pieces] == list(range(256))
+        as_bytes = [p["piece"].encode() if isinstance(p["piece"], str) else bytes(p["piece"]) for p in pieces]
+        assert as_bytes == [bytes([i]) for i in range(256)]
+        # tokenize: text whose UTF-8 uses every byte that valid UTF-8 can hold (all but 0xC0, 0xC1, 0xF5-0xFF)
+        text = "".join(map(chr, range(1, 0x800))) + "\u0800\uffff\U00010000\U0010ffff" + "".join(
+            chr(0x1000 * i + 0x80 + j) for i in range(1, 16) for j in range(0, 0x40, 7))
+        ids = server.tokenize(text)
+        assert ids == list(text.encode("utf-8"))
+        assert set(range(256)) - set(ids) == {0, 0xC0, 0xC1, *range(0xF5, 0x100)}
+        assert server.detokenize(ids) == text
+
+
+def specnotes_greedy(which: str, prompt: str, n: int) -> list[int]:
+    out = generate.generate(model.load_model(which), [model.encode(prompt)], n, temperature=0.0)
+    return out.tokens[0].tolist()
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("which", ["target", "draft"])
+def test_greedy_output_equals_specnotes_token_for_token(pair, which):
+    with engine.Server(pair[which], threads=2, name=which) as server:
+        for prompt in prompts():
+            ids = model.encode(prompt).tolist()
+            theirs = server.complete_tokens(ids, NEW_TOKENS)
+            ours = specnotes_greedy(which, prompt, NEW_TOKENS)
+            first = next((i for i, (a, b) in enumerate(zip(theirs, ours, strict=True)) if a != b), None)
+            assert first is None, f"{which}: parted at token {first} of {NEW_TOKENS} on {prompt!r}"
+
+
+@pytest.mark.engine
+def test_speculation_on_the_engine_keeps_the_greedy_output(pair):
+    # the draft proposes, the target verifies: at temperature 0 the output is the target's own, on 2 slots at once
+    with engine.Server(pair["target"], pair["draft"], k=4, slots=2, threads=2) as server:
+        before = server.metrics()
+        for prompt in prompts(2):
+            assert server.complete_tokens(model.encode(prompt).tolist(), NEW_TOKENS) == \
+                specnotes_greedy("target", prompt, NEW_TOKENS)
+        counters = engine.engine_counters(before, server.metrics())
+    assert counters["draft_tokens"] > 0 and 0 < counters["draft_accepted"] <= counters["draft_tokens"]
+
+
+@pytest.mark.engine
+def test_smoke_s_of_b_on_the_engine(pair, tmp_path):
+    """Two concurrencies, speculation off and on, through bench serve's client; the record has both runs, the
+    engine's own counters (drafts only with speculation on), and TPOTs the engine's own timings confirm."""
+    out = tmp_path / "s.json"
+    argv = ["measure", "--concurrency", "1,2", "--pairs", "1", "--max-tokens", "32", "--requests", "4",
+            "--threads", "2", "--out", str(out)]
+    assert engine.main(argv) == 0
+    result = measure.load_results(out)
+    records = result.sections[engine_client.SPEEDUP]
+    assert [r.params["concurrency"] for r in records] == [1, 2]
+    for r in records:
+        assert r.extra["speedup"] > 0 and r.extra["engine_draft_tokens_on"] > 0
+        assert "engine_draft_tokens_off" not in r.extra or r.extra["engine_draft_tokens_off"] == 0
+        # the client's TPOT and the engine's own agree within a factor 2 (different start points and noise)
+        for which in ("off", "on"):
+            ratio = r.extra[f"tpot_{which}_median_s"] / r.extra[f"engine_tpot_median_s_{which}"]
+            assert 0.5 < ratio < 2, (which, ratio)
+    runs = {(r["speculation"]): r for r in result.notes["engine_runs"]}
+    assert runs["on"]["draft_tokens"] > 0 and runs["off"]["draft_tokens"] == 0
+    build = result.provenance["engine_build"]
+    assert build["llama_cpp_python"] == engine.LLAMA_CPP_PYTHON and build["llama_cpp_commit"]
+    assert result.provenance["command"].startswith("python -m specnotes.engine measure")
+    json.dumps(result.to_dict())  # plain JSON all through
