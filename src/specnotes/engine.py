@@ -390,15 +390,23 @@ def cpu_name() -> str:
 def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4, pairs: int = 2,
                   max_tokens: int = 128, prompt_chars: int | None = 64, requests: int | None = None,
                   warmup: int = 2, threads: int | None = None, timeout_s: float = 120.0, name: str = "specnotes-target",
-                  command: str = "", progress=print):
+                  command: str = "", progress=print, kind: str = "shipped", roofs: bool = False):
     """S(B) on llama-server: ``pairs`` times, a run with speculation off then one with it on (``k`` drafts per
     step from ``draft``), each on a fresh server with ``max(concurrencies)`` slots, every concurrency in turn.
     Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section
     ``engine_speedup``, each record's params saying its ``pair``; sections ``engine_serve_off`` and
     ``engine_serve_on`` likewise), with the engine's provenance and its own counters for every run. Nothing is
-    returned unless every run completed."""
+    returned unless every run completed. ``kind``: "shipped" (the shipped pair: specnotes' own decoder measures
+    its acceptance on the same prompts, ``notes["specnotes_acceptance"]``) or "big" (``big_gguf``, its own
+    draft). ``roofs``: measure this machine's copy bandwidth and float32 GEMM peak first (``notes["roofs"]``),
+    for the cost model beside the measurement."""
     from specnotes import engine_client
     from specnotes.measure.records import Results
+
+    kind = validate.choice("kind", kind, KINDS)
+    extra_notes = {"kind": kind}
+    if roofs:
+        extra_notes["roofs"] = measured_roofs()
 
     concurrencies = validate.integers("concurrencies", concurrencies, low=1)
     pairs = validate.integer("pairs", pairs, low=1)
@@ -427,8 +435,126 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
     prov |= {"host": cpu_name(), "engine_build": engine_provenance(args)}
     notes = {"what": "S(B) on llama.cpp's llama-server, measured by specnotes' own client (engine_client); "
                      f"{pairs} pairs (off, then on), each on fresh servers; engine_speedup params.pair says which",
-             "engine_runs": engine_runs, "pairs": pairs, "seconds": round(time.perf_counter() - start, 1)}
+             "engine_runs": engine_runs, "pairs": pairs, "k": k, "max_tokens": max_tokens,
+             "seconds": round(time.perf_counter() - start, 1), **extra_notes}
+    if kind == "shipped":
+        first = sections[engine_client.SPEEDUP][0].params
+        prompts = engine_client.default_prompts(64, first["prompt_chars"])
+        progress("specnotes' own decoder on the same prompts")
+        notes["specnotes_acceptance"] = specnotes_acceptance(prompts, k, max_tokens)
+    else:
+        notes["big_config"] = big_shape_notes(model)
     return Results(prov, sections, notes)
+
+
+KINDS = ("shipped", "big")
+
+
+def big_shape_notes(path: Path) -> dict:
+    """The config of a ``big_gguf`` file, read back from its own metadata."""
+    import gguf
+
+    fields = gguf.GGUFReader(str(path)).fields
+    value = lambda key: fields[key].contents()
+    return {"n_layers": value("llama.block_count"), "d_model": value("llama.embedding_length"),
+            "n_heads": value("llama.attention.head_count"), "d_ff": value("llama.feed_forward_length"),
+            "vocab_size": 256, "file_bytes": path.stat().st_size}
+
+
+def measured_roofs() -> dict:
+    """This machine's float32 roofs as the book measures them (``measure.measured_roofline`` on the CPU)."""
+    import torch
+
+    from specnotes import measure
+
+    roof = measure.measured_roofline("cpu", torch.float32)
+    return {"bandwidth": roof.bandwidth, "flops": roof.flops, "dtype": roof.dtype, "threads": torch.get_num_threads(),
+            "llc_bytes": measure.llc_bytes()}
+
+
+# ---------------------------------------------------------------------------------------------- the records
+
+
+REFERENCE = Path(__file__).parent / "data" / "reference"
+
+
+def reference_path(kind: str = "shipped", cpu: str | None = None) -> Path:
+    """``data/reference/llama-server-<kind>-<cpu>.json``: where ``measure --record`` writes."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (cpu or cpu_name()).lower()).strip("-")
+    return REFERENCE / f"llama-server-{validate.choice('kind', kind, KINDS)}-{slug}.json"
+
+
+def load_reference(kind: str = "shipped"):
+    """The committed llama-server record of ``kind`` (the one the book shows)."""
+    from specnotes.measure.records import load_results
+
+    found = sorted(REFERENCE.glob(f"llama-server-{validate.choice('kind', kind, KINDS)}-*.json"))
+    if not found:
+        raise FileNotFoundError(f"no llama-server-{kind}-*.json in {REFERENCE}")
+    return load_results(found[0])
+
+
+def model_beside(results, batches: list[int] | None = None) -> list[dict]:
+    """The cost model beside a ``measure_pairs`` record, at each concurrency it measured: S(B) from the
+    per-kernel roofline with the recording machine's measured roofs (``notes["roofs"]``, no overheads), and
+    the overhead-bound limit, where every pass (one draft token, or the target over 1 or k+1 tokens) costs the
+    same fixed time: S = E[N] / (k + 1). α: specnotes' own decoder on the same prompts (the shipped pair), or
+    1 (the big pair, its own draft). For the big pair also the verify/decode time ratio each S implies,
+    r = (k + 1)/S − k (α = 1, draft = target), beside the roofline's."""
+    from specnotes import cost, measure, model
+
+    notes = results.notes
+    k = notes["k"]
+    roof = measure.MeasuredRoof(notes["roofs"]["bandwidth"], notes["roofs"]["flops"], dtype="fp32")
+    accel = roof.as_accelerator(name="the recording CPU (measured roofs)")
+    if notes["kind"] == "shipped":
+        card = model.model_card()
+        target, draft = (shape_of(model.ModelConfig(**card[w]["config"])) for w in ("target", "draft"))
+        alpha = notes["specnotes_acceptance"]["alpha"]
+    else:
+        c = notes["big_config"]
+        target = draft = shape_of(model.ModelConfig(c["n_layers"], c["d_model"], c["n_heads"], c["d_ff"]))
+        alpha = 1.0
+    en = cost.expected_tokens(alpha, k)
+    context = notes.get("max_tokens", 128) // 2 + 64
+    rows = []
+    for row in pair_table(results):
+        b = row["concurrency"]
+        s_roof = cost.batch_speedup(target, draft, accel, b, k, alpha, context=context, dtype="fp32")
+        out = {"concurrency": b, "S measured": row["S (TPOT)"], "S min": row["S min"], "S max": row["S max"],
+               "S roofline": s_roof, "S overhead-bound": en / (k + 1)}
+        if notes["kind"] == "big":
+            plain = cost.pass_time(target, accel, b, 1, context, dtype="fp32")
+            verify = cost.pass_time(target, accel, b, k + 1, context, dtype="fp32")
+            out |= {"verify/decode measured": (k + 1) / row["S (TPOT)"] - k, "verify/decode roofline": verify / plain}
+        rows.append(out)
+    return rows
+
+
+def specnotes_acceptance(prompts: list[str], k: int, max_tokens: int, which: tuple[str, str] = ("target", "draft")
+                         ) -> dict:
+    """The shipped pair's acceptance on ``prompts`` by specnotes' own decoder at temperature 0 (the engine's
+    setting): ``accepted_per_drafted`` (what llama-server's counters give: accepted / drafted), the book's α
+    (accepted / checked, ``GenerationStats.alpha``) and E[N] per iteration."""
+    from specnotes import generate, measure, model
+
+    target, draft = (model.load_model(w) for w in which)
+    with measure.num_threads(1):
+        out = generate.speculative_generate(target, draft, [model.encode(p) for p in prompts], max_tokens, k=k)
+    stats = out.stats
+    accepted = stats.accepted[stats.active]
+    drafted = stats.drafts_proposed[stats.active]
+    return {"accepted_per_drafted": float(accepted.sum() / drafted.sum()), "alpha": stats.alpha,
+            "mean_tokens_per_iteration": stats.mean_tokens_per_iteration, "drafted": int(drafted.sum()),
+            "accepted": int(accepted.sum()), "prompts": len(prompts), "max_tokens": max_tokens, "k": k}
+
+
+def shape_of(config):
+    """A specnotes ``ModelConfig`` as the cost model's shape, float32 weights and KV (as served here)."""
+    from specnotes import cost
+
+    return cost.ModelShape(config.n_layers, config.d_model, config.n_heads, config.n_heads, config.d_ff,
+                           config.vocab_size, weight_bytes=4, kv_bytes=4)
 
 
 def pair_table(results) -> list[dict]:
@@ -479,7 +605,11 @@ def main(argv=None) -> int:
     measure.add_argument("--prompt-chars", type=int, default=64)
     measure.add_argument("--requests", type=int, default=None)
     measure.add_argument("--timeout", type=float, default=120.0)
-    measure.add_argument("--out", type=Path, required=True)
+    measure.add_argument("--roofs", action="store_true", help="also measure this machine's roofs (for the model)")
+    measure.add_argument("--record", action="store_true",
+                         help="write the book's reference record, data/reference/llama-server-<kind>-<cpu>.json "
+                              "(roofs included)")
+    measure.add_argument("--out", type=Path, default=None, help="the JSON file to write")
     args = parser.parse_args(argv)
     if args.command == "convert":
         paths = shipped_ggufs()
@@ -509,15 +639,20 @@ def main(argv=None) -> int:
             except KeyboardInterrupt:
                 pass
         return 0
+    kind = "big" if args.big else "shipped"
+    out = reference_path(kind) if args.record else args.out
     try:
+        if out is None:
+            raise validate.BadArgument("pass --out FILE, or --record to write the book's reference record")
         concurrencies = [int(c) for c in args.concurrency.split(",")]
-        engine_client.check_writable("--out", args.out)
+        engine_client.check_writable("--out", out)
     except ValueError as e:
         parser.error(str(e))
     command = "python -m specnotes.engine " + " ".join(argv)
     try:
         results = measure_pairs(target, draft, concurrencies, args.k, args.pairs, args.max_tokens,
-                                args.prompt_chars, args.requests, 2, args.threads, args.timeout, name, command)
+                                args.prompt_chars, args.requests, 2, args.threads, args.timeout, name, command,
+                                kind=kind, roofs=args.roofs or args.record)
     except (engine_client.EngineError, EngineStartError) as e:
         print(f"error: {e}\nNothing was written: a record is only written when every run completed.",
               file=sys.stderr)
@@ -527,7 +662,7 @@ def main(argv=None) -> int:
         print(f"B = {row['concurrency']}: S = {row['S (TPOT)']:.3f} (pairs: "
               f"{', '.join(f'{s:.3f}' for s in row['S (TPOT) each'])}; max/min {row['spread max/min']:.2f}), "
               f"engine acceptance {'-' if acc is None else f'{acc:.3f}'}")
-    print(f"wrote {save_results(results, args.out)}")
+    print(f"wrote {save_results(results, out)}")
     return 0
 
 
