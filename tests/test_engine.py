@@ -168,3 +168,35 @@ def test_smoke_s_of_b_on_the_engine(pair, tmp_path):
     assert build["llama_cpp_python"] == engine.LLAMA_CPP_PYTHON and build["llama_cpp_commit"]
     assert result.provenance["command"].startswith("python -m specnotes.engine measure")
     json.dumps(result.to_dict())  # plain JSON all through
+
+
+def rows(measured, roofline=(2.4, 2.3, 2.2), limit=0.64):
+    return [{"concurrency": b, "S measured": s, "S roofline": r, "S overhead-bound": limit}
+            for b, s, r in zip((1, 2, 4), measured, roofline, strict=True)]
+
+
+@pytest.mark.parametrize("measured, ok, says", [
+    ((0.55, 0.6, 0.62), True, "overhead-bound on this pair"),
+    ((2.1, 2.0, 2.3), False, "nearer the roofline"),
+    ((0.6, 1.9, 2.0), False, "only at B = 1 is it nearer"),
+])
+def test_the_overhead_sentence_follows_the_numbers(measured, ok, says):
+    verdict = engine.overhead_verdict(rows(measured))
+    assert verdict.ok is ok and verdict.tested and says in verdict.sentence
+
+
+def test_the_acceptance_sentence_follows_the_numbers():
+    ours = {"accepted_per_drafted": 0.54, "alpha": 0.77, "mean_tokens_per_iteration": 3.2}
+    assert engine.acceptance_verdict(0.52, ours).ok
+    bad = engine.acceptance_verdict(0.30, ours)
+    assert not bad.ok and "do not draft alike" in bad.sentence
+
+
+@pytest.mark.parametrize("r, says", [((1.1, 1.2, 1.4), "at every batch"), ((1.2, 1.8, 2.5), "only at B = 1"),
+                                     ((2.0, 2.5, 3.0), "Above 1.5 at every batch")])
+def test_the_verify_sentence_follows_the_numbers(r, says):
+    k = 4
+    table = [{"concurrency": b, "S measured": (k + 1) / (k + rr), "verify/decode measured": rr,
+              "verify/decode roofline": 1.0} for b, rr in zip((1, 2, 4), r, strict=True)]
+    verdict = engine.verify_verdict(table)
+    assert says in verdict.sentence and verdict.ok is (r[0] <= 1.5)

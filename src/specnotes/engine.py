@@ -668,3 +668,78 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ---------------------------------------------------------------------------------------------- what the records say
+
+
+def overhead_verdict(rows: list[dict]):
+    """Is the engine overhead-bound on this pair? ``model_beside`` rows: at every concurrency the measured S(B)
+    must lie nearer (as a ratio) the overhead-bound limit E[N]/(k + 1) than the roofline's S. A
+    ``measure.checks.Verdict`` whose sentence says which, with the numbers."""
+    import math
+
+    from specnotes.measure.checks import Verdict
+
+    nearer = [abs(math.log(r["S measured"] / r["S overhead-bound"])) < abs(math.log(r["S measured"] / r["S roofline"]))
+              for r in rows]
+    s = ", ".join(f"{r['S measured']:.2f}" for r in rows)
+    b = ", ".join(str(r["concurrency"]) for r in rows)
+    limit, roof = rows[0]["S overhead-bound"], ", ".join(f"{r['S roofline']:.2f}" for r in rows)
+    if all(nearer):
+        sentence = (f"At B = {b} the engine measured S = {s}: near the overhead-bound limit E[N]/(k + 1) = "
+                    f"{limit:.2f}, far below the roofline's {roof}. Every pass costs about the same fixed time, "
+                    "whatever it reads: this engine is overhead-bound on this pair, and speculation, which trades "
+                    "passes for bytes, can only lose.")
+    elif not any(nearer):
+        sentence = (f"At B = {b} the engine measured S = {s}, nearer the roofline's {roof} than the overhead-bound "
+                    f"limit {limit:.2f}: on this machine the pair's passes cost what they read, not a fixed time.")
+    else:
+        which = ", ".join(str(r["concurrency"]) for r, n in zip(rows, nearer, strict=True) if n)
+        sentence = (f"At B = {b} the engine measured S = {s}; only at B = {which} is it nearer the overhead-bound "
+                    f"limit {limit:.2f} than the roofline ({roof}).")
+    return Verdict("the engine is overhead-bound on the shipped pair", all(nearer), True, sentence,
+                   {"S measured": s, "S overhead-bound": limit, "S roofline": roof})
+
+
+def acceptance_verdict(engine_acceptance: float, ours: dict, margin: float = 0.05):
+    """The engine's accepted / drafted against specnotes' own decoder on the same prompts (``specnotes_acceptance``):
+    at temperature 0 both run the same greedy pair, so they should agree within ``margin``."""
+    from specnotes.measure.checks import Verdict
+
+    theirs, mine = engine_acceptance, ours["accepted_per_drafted"]
+    ok = abs(theirs - mine) <= margin
+    sentence = (f"llama-server accepted {theirs:.1%} of the tokens it drafted; specnotes' own decoder, on the same "
+                f"prompts with the same k, accepts {mine:.1%} (its α, accepted over checked, is {ours['alpha']:.2f}, "
+                f"E[N] = {ours['mean_tokens_per_iteration']:.2f} tokens per iteration)"
+                + (": the same pair, the same greedy acceptance." if ok else
+                   f": they differ by more than {margin:.0%}, so the two do not draft alike."))
+    return Verdict("the engine accepts what specnotes accepts", ok, True, sentence,
+                   {"engine": theirs, "specnotes": mine, "margin": margin})
+
+
+def verify_verdict(rows: list[dict], bar: float = 1.5):
+    """The big pair (α = 1, its own draft): the verify/decode time ratio r = (k + 1)/S − k each measured S(B)
+    implies. Memory-bound, verifying k + 1 tokens costs about one decode pass (r near 1); the sentence says at
+    which concurrencies r stays below ``bar`` and how it grows with B, beside the roofline's r."""
+    from specnotes.measure.checks import Verdict
+
+    r = [row["verify/decode measured"] for row in rows]
+    b = [row["concurrency"] for row in rows]
+    below = [bb for bb, rr in zip(b, r, strict=True) if rr <= bar]
+    listed = ", ".join(f"{rr:.2f}" for rr in r)
+    roof = ", ".join(f"{row['verify/decode roofline']:.2f}" for row in rows)
+    measured = ", ".join(f"{row['S measured']:.2f}" for row in rows)
+    sentence = (f"With every draft accepted, S(B) = {measured} at B = {', '.join(map(str, b))} says one verify "
+                f"pass over k + 1 tokens costs r = {listed} decode passes (the roofline: {roof}). ")
+    if below == b:
+        sentence += (f"Below {bar} at every batch measured: reading the weights once for k + 1 tokens costs about "
+                     "what reading them for one does. That is the bandwidth trade, on a real engine.")
+    elif below:
+        sentence += (f"Below {bar} only at B = {', '.join(map(str, below))}: the verify pass is nearly free while "
+                     "the weights dominate, and its price rises as the batch's tokens per weight read grow.")
+    else:
+        sentence += (f"Above {bar} at every batch measured: on this machine the verify pass's arithmetic, not the "
+                     "weight reads, sets its price.")
+    return Verdict("a verify pass costs about one decode pass while memory-bound", bool(below), True, sentence,
+                   {"r": listed, "bar": bar})
