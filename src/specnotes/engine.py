@@ -9,9 +9,14 @@ into ``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1
 parallel slots (``-np``; continuous batching over them), with or without a draft model (``-md``, speculation
 type ``draft-simple``, ``k`` drafts per step: ``--spec-draft-n-max k``, with no minimum and no confidence
 cut-off, so every step drafts k), waits for ``/health``, and stops it on exit, also on error (a context
-manager, and ``atexit`` for anything left). The KV cache is float32 (``-ctk f32 -ctv f32``), as specnotes'
-own. ``Server.metrics()`` reads the engine's own counters from ``/metrics`` (tokens, time generating, drafted
-and accepted tokens): :func:`measure_pairs` records them with every run, so the record says from the engine
+manager, and ``atexit`` for anything left). Attention runs in float32, as specnotes' own: a float32 KV cache
+(``-ctk f32 -ctv f32``) *and* flash attention off (``-fa off``). With flash attention on (the default,
+``auto``, picks it on a CPU) llama.cpp casts a float32 K and V to float16 before its flash-attention kernel
+(``src/llama-graph.cpp``), and accumulates V in float16: logprobs then drift from float64 by up to 6e-4
+(7.6e-6 with it off), enough to flip a near-tie and part the greedy output from specnotes' (found by
+``tests/test_engine.py``: at token 52 of one prompt, where the top two logits lie 2.6e-4 apart).
+``Server.metrics()`` reads the engine's own counters from ``/metrics`` (tokens, time generating, drafted and
+accepted tokens): :func:`measure_pairs` records them with every run, so the record says from the engine
 itself that speculation ran.
 """
 
@@ -219,7 +224,8 @@ class Server:
         cmd = [str(binary_path or require_binary()), "-m", str(self.model), "--alias", self.name,
                "--host", "127.0.0.1", "--port", str(self.port), "-np", str(self.slots),
                "-c", str(self.context * self.slots), "-b", str(self.batch), "-t", str(self.threads),
-               "-tb", str(self.threads), "-ctk", "f32", "-ctv", "f32", "--metrics", "--no-webui", "--no-warmup"]
+               "-tb", str(self.threads), "-ctk", "f32", "-ctv", "f32", "-fa", "off", "--metrics", "--no-webui",
+               "--no-warmup"]
         if self.draft is not None:
             cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
                     "--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "--spec-draft-threads", str(self.threads),
@@ -374,7 +380,8 @@ def engine_provenance(server_args: dict) -> dict:
             "k": server_args.get("k"), "context_per_slot": server_args.get("context", SHIPPED_CONTEXT),
             "model": str(Path(server_args["model"]).name),
             "draft": str(Path(server_args["draft"]).name) if server_args.get("draft") else None,
-            "kv_cache": "f32", "spec_type": "draft-simple (n_min 0, p_min 0: k drafts every step)"}
+            "kv_cache": "f32", "flash_attention": "off (float32 attention)",
+            "spec_type": "draft-simple (n_min 0, p_min 0: k drafts every step)"}
 
 
 def cpu_name() -> str:
@@ -406,7 +413,7 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
     kind = validate.choice("kind", kind, KINDS)
     extra_notes = {"kind": kind}
     if roofs:
-        extra_notes["roofs"] = measured_roofs()
+        extra_notes["roofs"] = measured_roofs(threads)
 
     concurrencies = validate.integers("concurrencies", concurrencies, low=1)
     pairs = validate.integer("pairs", pairs, low=1)
@@ -461,14 +468,17 @@ def big_shape_notes(path: Path) -> dict:
             "vocab_size": 256, "file_bytes": path.stat().st_size}
 
 
-def measured_roofs() -> dict:
-    """This machine's float32 roofs as the book measures them (``measure.measured_roofline`` on the CPU)."""
+def measured_roofs(threads: int | None = None) -> dict:
+    """This machine's float32 roofs as the book measures them (``measure.measured_roofline`` on the CPU), with
+    ``threads`` torch threads (the engine's)."""
     import torch
 
     from specnotes import measure
 
-    roof = measure.measured_roofline("cpu", torch.float32)
-    return {"bandwidth": roof.bandwidth, "flops": roof.flops, "dtype": roof.dtype, "threads": torch.get_num_threads(),
+    with measure.num_threads(threads):
+        roof = measure.measured_roofline("cpu", torch.float32)
+        used = torch.get_num_threads()
+    return {"bandwidth": roof.bandwidth, "flops": roof.flops, "dtype": roof.dtype, "threads": used,
             "llc_bytes": measure.llc_bytes()}
 
 
@@ -521,12 +531,13 @@ def model_beside(results, batches: list[int] | None = None) -> list[dict]:
     for row in pair_table(results):
         b = row["concurrency"]
         s_roof = cost.batch_speedup(target, draft, accel, b, k, alpha, context=context, dtype="fp32")
-        out = {"concurrency": b, "S measured": row["S (TPOT)"], "S min": row["S min"], "S max": row["S max"],
+        out = {"concurrency": b, "S measured": row["S"], "S min": row["S min"], "S max": row["S max"],
+               "S (client tokens/s)": row["S (client tokens/s)"],
                "S roofline": s_roof, "S overhead-bound": en / (k + 1)}
         if notes["kind"] == "big":
             plain = cost.pass_time(target, accel, b, 1, context, dtype="fp32")
             verify = cost.pass_time(target, accel, b, k + 1, context, dtype="fp32")
-            out |= {"verify/decode measured": (k + 1) / row["S (TPOT)"] - k, "verify/decode roofline": verify / plain}
+            out |= {"verify/decode measured": (k + 1) / row["S"] - k, "verify/decode roofline": verify / plain}
         rows.append(out)
     return rows
 
@@ -558,24 +569,32 @@ def shape_of(config):
 
 
 def pair_table(results) -> list[dict]:
-    """One row per concurrency of ``measure_pairs``' document: S(B) from TPOT in each pair, their median and
-    spread (max / min), S from tokens per second, and the engine's own acceptance and TPOTs."""
+    """One row per concurrency of ``measure_pairs``' document. S(B) from the engine's own per-request TPOT (off
+    over on, medians) in each pair, their median, min, max and spread (max / min); S from the client's output
+    tokens per second, and from the client's TPOT; how far the client's TPOT was from the engine's (the
+    cross-check); the engine's acceptance; the fastest pair's TPOTs."""
     from specnotes import engine_client
 
     by: dict[int, list] = {}
     for r in results.sections[engine_client.SPEEDUP]:
         by.setdefault(r.params["concurrency"], []).append(r)
+    median = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:][:2]) / 2
     rows = []
     for c, records in sorted(by.items()):
-        s = sorted(r.extra["speedup"] for r in records)
-        rate = [r.extra["speedup_tokens_per_s"] for r in records]
-        acc = [r.extra.get("engine_acceptance_on") for r in records if r.extra.get("engine_acceptance_on") is not None]
-        rows.append({"concurrency": c, "pairs": len(s), "S (TPOT) each": s, "S (TPOT)": s[len(s) // 2] if len(s) % 2
-                     else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2, "S min": s[0], "S max": s[-1],
-                     "spread max/min": s[-1] / s[0], "S (tokens/s) each": sorted(rate),
+        s = sorted(r.extra.get("speedup_engine_tpot", r.extra["speedup"]) for r in records)
+        acc = [r.extra["engine_acceptance_on"] for r in records if r.extra.get("engine_acceptance_on") is not None]
+        cross = [r.extra[key] for r in records for key in ("tpot_client_over_engine_off", "tpot_client_over_engine_on")
+                 if key in r.extra]
+        rows.append({"concurrency": c, "pairs": len(s), "S each": s, "S": median(s), "S min": s[0], "S max": s[-1],
+                     "spread max/min": s[-1] / s[0],
+                     "S (client tokens/s)": median([r.extra["speedup_tokens_per_s"] for r in records]),
+                     "S (client TPOT)": median([r.extra["speedup"] for r in records]),
+                     "client/engine TPOT": (min(cross), max(cross)) if cross else None,
                      "engine acceptance": sum(acc) / len(acc) if acc else None,
-                     "TPOT off ms": 1e3 * min(r.extra["tpot_off_median_s"] for r in records),
-                     "TPOT on ms": 1e3 * min(r.extra["tpot_on_median_s"] for r in records)})
+                     "TPOT off ms": 1e3 * min(r.extra.get("engine_tpot_median_s_off", r.extra["tpot_off_median_s"])
+                                              for r in records),
+                     "TPOT on ms": 1e3 * min(r.extra.get("engine_tpot_median_s_on", r.extra["tpot_on_median_s"])
+                                             for r in records)})
     return rows
 
 
@@ -595,7 +614,9 @@ def main(argv=None) -> int:
     measure = commands.add_parser("measure", help="S(B) on llama-server: pairs of runs, speculation off and on")
     for p in (serve, measure):
         p.add_argument("--k", type=int, default=4, help="drafts per step (speculation on)")
-        p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+        p.add_argument("--threads", type=int, default=1,
+                       help="CPU threads for the target and the draft (default 1: on a shared 2-core machine "
+                            "llama.cpp's spinning worker threads stall each other for seconds)")
         p.add_argument("--big", action="store_true", help="the random model larger than the LLC, its own draft")
     serve.add_argument("--slots", type=int, default=4)
     serve.add_argument("--no-draft", action="store_true", help="speculation off")
@@ -659,8 +680,9 @@ def main(argv=None) -> int:
         return 1
     for row in pair_table(results):
         acc = row["engine acceptance"]
-        print(f"B = {row['concurrency']}: S = {row['S (TPOT)']:.3f} (pairs: "
-              f"{', '.join(f'{s:.3f}' for s in row['S (TPOT) each'])}; max/min {row['spread max/min']:.2f}), "
+        print(f"B = {row['concurrency']}: S = {row['S']:.3f} (engine TPOT; pairs: "
+              f"{', '.join(f'{s:.3f}' for s in row['S each'])}; max/min {row['spread max/min']:.2f}; client tokens/s "
+              f"{row['S (client tokens/s)']:.3f}, client TPOT {row['S (client TPOT)']:.3f}), "
               f"engine acceptance {'-' if acc is None else f'{acc:.3f}'}")
     print(f"wrote {save_results(results, out)}")
     return 0

@@ -471,7 +471,7 @@ def speedup(off: Results, on: Results, command: str = "") -> Results:
                    "tpot_off_median_s": x.median_s, "tpot_on_median_s": y.median_s,
                    "ttft_off_median_s": x.extra["ttft_median_s"], "ttft_on_median_s": y.extra["ttft_median_s"],
                    "tokens_from_off": sources["off"], "tokens_from_on": sources["on"],
-                   "tpot_from_chunks": bool(chunked),
+                   "tpot_from_chunks": bool(chunked), **engine_speedup(x, y),
                    **{f"{key}_{which}": r.extra[key] for which, r in (("off", x), ("on", y))
                       for key in ("engine_tpot_median_s", "engine_acceptance", "engine_draft_tokens",
                                   "engine_draft_accepted") if key in r.extra}}))
@@ -481,6 +481,19 @@ def speedup(off: Results, on: Results, command: str = "") -> Results:
                                   f"{SECTION}_on": list(b.values())},
                            {"off": off.provenance, "on": on.provenance,
                             "what": "S(B) at each concurrency B (requests in flight) both runs measured"})
+
+
+def engine_speedup(off: Record, on: Record) -> dict:
+    """Where the engine timed its own requests (llama-server's ``timings``): S from its median per-request TPOT
+    (``speedup_engine_tpot``), and how far the client's median TPOT is from the engine's in each run
+    (``tpot_client_over_engine_off`` / ``_on``). The client's clock sees tokens when they arrive; on a busy
+    machine an engine producing a token every millisecond can stream them in bursts, and then the engine's
+    own clock is the one to trust (the client's tokens per second, over a whole level, stays right)."""
+    a, b = off.extra.get("engine_tpot_median_s"), on.extra.get("engine_tpot_median_s")
+    if not a or not b:
+        return {}
+    return {"speedup_engine_tpot": a / b, "tpot_client_over_engine_off": off.median_s / a,
+            "tpot_client_over_engine_on": on.median_s / b}
 
 
 def speedup_table(results: Results) -> list[dict]:
