@@ -66,21 +66,37 @@ def test_the_command_line_drafts_k_every_step(tmp_path):
 
 
 def test_a_failed_run_writes_no_record(tmp_path, monkeypatch):
-    # the second run of the pair fails: the command exits 1 and the earlier file stays as it was
+    # a level fails on the server with speculation: the command exits 1 and the earlier file stays as it was
     monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
-    calls = []
+    started = []
 
-    def run_one(args, *rest, **kw):
-        calls.append(args)
-        if "draft" in args:
-            raise engine_client.EngineError("at concurrency 2: HTTP 500")
-        return measure.Results({}, {}), {}
+    class FakeServer:
+        def __init__(self, **args):
+            self.args, self.name, self.url = args, args["name"], "http://127.0.0.1:9/v1"
 
-    monkeypatch.setattr(engine, "run_one", run_one)
+        def __enter__(self):
+            started.append(self.args)
+            return self
+
+        def __exit__(self, *exc):
+            started.remove(self.args)
+
+        def metrics(self):
+            return {}
+
+    async def fails(*args, **kw):
+        raise engine_client.EngineError("at concurrency 2: HTTP 500")
+
+    async def nothing(*args, **kw):
+        return None
+
+    monkeypatch.setattr(engine, "Server", FakeServer)
+    monkeypatch.setattr(engine, "warm", nothing)
+    monkeypatch.setattr(engine, "pair_levels", fails)
     out = tmp_path / "s.json"
     out.write_text("earlier\n")
     assert engine.main(["measure", "--concurrency", "1,2", "--out", str(out)]) == 1
-    assert out.read_text() == "earlier\n" and len(calls) == 2
+    assert out.read_text() == "earlier\n" and started == []  # both servers stopped
 
 
 # ---------------------------------------------------------------------------------------------- on the engine

@@ -116,3 +116,8 @@ def test_the_big_model_overflows_a_last_level_cache():
     assert gguf_export.weight_bytes(config) > 100e6  # far above this machine's 48 MB L3
     m = gguf_export.random_model(gguf_export.big_config(n_layers=1, d_model=64, n_heads=2, d_ff=128), seed=3)
     assert gguf_export.weight_bytes(m.config) == 4 * sum(p.numel() for p in m.parameters())
+    # its greedy text is printable ASCII, so an engine streams it as text
+    from specnotes import generate
+
+    out = generate.generate(m, [model.encode("It is a truth")], 64).tokens[0]
+    assert all(32 <= int(t) < 127 for t in out)

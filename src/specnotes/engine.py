@@ -23,6 +23,7 @@ itself that speculation ran.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
 import json
 import os
@@ -338,36 +339,31 @@ def engine_counters(before: dict, after: dict) -> dict:
             "tpot_s": seconds / tokens if tokens else None, "acceptance": accepted / drafted if drafted else None}
 
 
-def run_one(server_args: dict, concurrencies: list[int], label: str, max_tokens: int, prompt_chars: int | None,
-            requests: int | None, warmup: int, timeout_s: float, progress=print):
-    """Start a server, measure every concurrency with ``engine_client``, read the engine's counters, stop it.
-    -> (engine_client Results of the run, the engine's counters over the measured levels)."""
-    import asyncio
-
+async def pair_levels(servers: dict, name: str, concurrencies: list[int], max_tokens: int,
+                      prompt_chars: int | None, requests: int | None, timeout_s: float, progress=print) -> dict:
+    """One pair of runs, interleaved: at each concurrency a level on the server without speculation, then the
+    same level on the one with it, so both see the same minute of a busy machine. -> {"off": Run, "on": Run},
+    each holding its levels in order."""
     from specnotes import engine_client
 
-    with Server(**server_args) as server:
-        before = None
+    runs: dict = {}
+    for c in concurrencies:
+        for which in ("off", "on"):
+            run = await engine_client.measure_run(servers[which].url, name, [c], max_tokens, prompt_chars, requests,
+                                                  0, timeout_s, progress=lambda m, w=which: progress(f"  {w}: {m}"))
+            if which in runs:
+                runs[which].levels.extend(run.levels)
+            else:
+                runs[which] = run
+    return runs
 
-        def level_progress(message):
-            progress(f"  {label}: {message}")
 
-        async def go():
-            nonlocal before
-            if warmup:
-                await engine_client.measure_run(server.url, server.name, [1], max_tokens, prompt_chars, warmup,
-                                                0, timeout_s, progress=lambda *_: None)
-            before = server.metrics()
-            return await engine_client.measure_run(server.url, server.name, concurrencies, max_tokens, prompt_chars,
-                                                   requests, 0, timeout_s, progress=level_progress)
+async def warm(server: Server, max_tokens: int, prompt_chars: int | None, requests: int, timeout_s: float):
+    from specnotes import engine_client
 
-        run = asyncio.run(go())
-        counters = engine_counters(before, server.metrics())
-        command = " ".join(server.command())
-    results = engine_client.results(run.levels, server.url, server.name, label, max_tokens, run.prompt_chars,
-                                    command, run.prompts, run.temperature, run.context)
-    results.notes["engine"] = counters
-    return results, counters
+    if requests:
+        await engine_client.measure_run(server.url, server.name, [1], max_tokens, prompt_chars, requests, 0,
+                                        timeout_s, progress=lambda *_: None)
 
 
 def engine_provenance(server_args: dict) -> dict:
@@ -398,8 +394,9 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
                   max_tokens: int = 128, prompt_chars: int | None = 64, requests: int | None = None,
                   warmup: int = 2, threads: int | None = None, timeout_s: float = 120.0, name: str = "specnotes-target",
                   command: str = "", progress=print, kind: str = "shipped", roofs: bool = False):
-    """S(B) on llama-server: ``pairs`` times, a run with speculation off then one with it on (``k`` drafts per
-    step from ``draft``), each on a fresh server with ``max(concurrencies)`` slots, every concurrency in turn.
+    """S(B) on llama-server: two servers with ``max(concurrencies)`` slots, one without speculation and one with
+    ``k`` drafts per step from ``draft``, both up at once; ``pairs`` times, each concurrency in turn on one and
+    then the other (``pair_levels``: interleaved, so a busy minute hits both runs of a pair alike).
     Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section
     ``engine_speedup``, each record's params saying its ``pair``; sections ``engine_serve_off`` and
     ``engine_serve_on`` likewise), with the engine's provenance and its own counters for every run. Nothing is
@@ -419,29 +416,39 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
     pairs = validate.integer("pairs", pairs, low=1)
     slots = max(concurrencies)
     base = {"model": model, "slots": slots, "threads": threads, "name": name, "k": k}
+    labels = {"off": "off", "on": f"on, k={k}"}
     sections = {engine_client.SPEEDUP: [], f"{engine_client.SECTION}_off": [], f"{engine_client.SECTION}_on": []}
     engine_runs = []
     start = time.perf_counter()
-    for pair in range(pairs):
-        runs = {}
-        for which in ("off", "on"):
-            args = base | ({"draft": draft} if which == "on" else {})
-            label = "off" if which == "off" else f"on, k={k}"
-            progress(f"pair {pair + 1}/{pairs}, speculation {label}")
-            runs[which], counters = run_one(args, concurrencies, label, max_tokens, prompt_chars, requests, warmup,
-                                            timeout_s, progress)
-            engine_runs.append({"pair": pair, "speculation": which, **counters})
-        doc = engine_client.speedup(runs["off"], runs["on"], command)
-        for section, records in doc.sections.items():
-            for r in records:
-                r.params["pair"] = pair
-            sections[section].extend(records)
+    with Server(**base) as off_server, Server(**base, draft=draft) as on_server:
+        servers = {"off": off_server, "on": on_server}
+        for server in servers.values():
+            asyncio.run(warm(server, max_tokens, prompt_chars, warmup, timeout_s))
+        for pair in range(pairs):
+            progress(f"pair {pair + 1}/{pairs}: each concurrency with speculation off, then on")
+            before = {which: server.metrics() for which, server in servers.items()}
+            runs = asyncio.run(pair_levels(servers, name, concurrencies, max_tokens, prompt_chars, requests, timeout_s,
+                                           progress))
+            docs = {}
+            for which, server in servers.items():
+                counters = engine_counters(before[which], server.metrics())
+                engine_runs.append({"pair": pair, "speculation": which, **counters})
+                run = runs[which]
+                docs[which] = engine_client.results(run.levels, server.url, name, labels[which], max_tokens,
+                                                    run.prompt_chars, " ".join(server.command()), run.prompts,
+                                                    run.temperature, run.context)
+            doc = engine_client.speedup(docs["off"], docs["on"], command)
+            for section, records in doc.sections.items():
+                for r in records:
+                    r.params["pair"] = pair
+                sections[section].extend(records)
     args = base | {"draft": draft}
     prov = engine_client.provenance(f"llama-server on 127.0.0.1 ({cpu_name()})", name, f"S(B): on, k={k} over off",
                                     command)
     prov |= {"host": cpu_name(), "engine_build": engine_provenance(args)}
     notes = {"what": "S(B) on llama.cpp's llama-server, measured by specnotes' own client (engine_client); "
-                     f"{pairs} pairs (off, then on), each on fresh servers; engine_speedup params.pair says which",
+                     f"{pairs} pairs, each level off then on (interleaved, two servers up at once); "
+                     "engine_speedup params.pair says which pair",
              "engine_runs": engine_runs, "pairs": pairs, "k": k, "max_tokens": max_tokens,
              "seconds": round(time.perf_counter() - start, 1), **extra_notes}
     if kind == "shipped":
@@ -474,12 +481,13 @@ def measured_roofs(threads: int | None = None) -> dict:
     import torch
 
     from specnotes import measure
+    from specnotes.measure.devices import llc_bytes
 
     with measure.num_threads(threads):
         roof = measure.measured_roofline("cpu", torch.float32)
         used = torch.get_num_threads()
     return {"bandwidth": roof.bandwidth, "flops": roof.flops, "dtype": roof.dtype, "threads": used,
-            "llc_bytes": measure.llc_bytes()}
+            "llc_bytes": llc_bytes()}
 
 
 # ---------------------------------------------------------------------------------------------- the records
@@ -565,7 +573,7 @@ def shape_of(config):
     from specnotes import cost
 
     return cost.ModelShape(config.n_layers, config.d_model, config.n_heads, config.n_heads, config.d_ff,
-                           config.vocab_size, weight_bytes=4, kv_bytes=4)
+                           config.vocab_size, weight_bytes=4, kv_bytes=4, compute="fp32")
 
 
 def pair_table(results) -> list[dict]:
@@ -710,9 +718,9 @@ def overhead_verdict(rows: list[dict]):
     limit, roof = rows[0]["S overhead-bound"], ", ".join(f"{r['S roofline']:.2f}" for r in rows)
     if all(nearer):
         sentence = (f"At B = {b} the engine measured S = {s}: near the overhead-bound limit E[N]/(k + 1) = "
-                    f"{limit:.2f}, far below the roofline's {roof}. Every pass costs about the same fixed time, "
-                    "whatever it reads: this engine is overhead-bound on this pair, and speculation, which trades "
-                    "passes for bytes, can only lose.")
+                    f"{limit:.2f}, far below the roofline's {roof}. A pass costs the engine about the same time "
+                    "whatever it reads, the draft's as much as the target's: this engine is overhead-bound on this "
+                    "pair, and speculation, which trades passes for bytes, can only lose.")
     elif not any(nearer):
         sentence = (f"At B = {b} the engine measured S = {s}, nearer the roofline's {roof} than the overhead-bound "
                     f"limit {limit:.2f}: on this machine the pair's passes cost what they read, not a fixed time.")

@@ -148,11 +148,22 @@ def big_config(n_layers: int = 6, d_model: int = 768, n_heads: int = 12, d_ff: i
     return ModelConfig(n_layers=n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_seq_len=4096)
 
 
+PRINTABLE = range(32, 127)  # the bytes a random model may emit: printable ASCII
+
+
 def random_model(config: ModelConfig, seed: int = 0) -> Transformer:
     """Random weights (N(0, 0.02), norms 1), float32: the book's init, seeded. Its outputs mean nothing; its
-    cost is a real model's of that shape."""
+    cost is a real model's of that shape. The LM head's rows for bytes outside printable ASCII are zero, so
+    their logits are 0 while the printable ones' are random around 0: greedy decoding emits printable ASCII
+    (the chance that all 95 are negative at once is 2^-95), which an engine streams as text (random bytes
+    are mostly not UTF-8, and a server holds back incomplete characters)."""
     torch.manual_seed(validate.integer("seed", seed, low=0))
-    return Transformer(config).eval()
+    m = Transformer(config).eval()
+    with torch.no_grad():
+        keep = torch.zeros(config.vocab_size, dtype=torch.bool)
+        keep[list(PRINTABLE)] = True
+        m.lm_head.weight[~keep] = 0.0
+    return m
 
 
 def weight_bytes(config: ModelConfig) -> int:
