@@ -216,7 +216,7 @@ def test_the_acceptance_sentence_follows_the_numbers():
                                      ((2.0, 2.5, 3.0), "Above 1.5 at every batch")])
 def test_the_verify_sentence_follows_the_numbers(r, says):
     k = 4
-    table = [{"concurrency": b, "S measured": (k + 1) / (k + rr), "verify/decode measured": rr,
+    table = [{"concurrency": b, "S measured": (k + 1) / (k + 2 * rr), "verify/decode measured": rr,
               "verify/decode roofline": 1.0} for b, rr in zip((1, 2, 4), r, strict=True)]
     verdict = engine.verify_verdict(table)
     assert says in verdict.sentence and verdict.ok is (r[0] <= 1.5)

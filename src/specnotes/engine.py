@@ -512,13 +512,24 @@ def load_reference(kind: str = "shipped"):
     return load_results(found[0])
 
 
+def engine_step_passes(k: int) -> str:
+    """What one speculative step of llama-server's ``draft-simple`` runs, per slot (llama.cpp at the pinned
+    version, ``tools/server/server-context.cpp`` and ``common/speculative.cpp``): the target verifies k + 1
+    tokens; the draft model re-evaluates that same batch ("always re-evaluate for simplicity",
+    TAG_SPEC_AVOID_DRAFT_REEVAL), then runs k passes of one token (the last accepted token, then k − 1 drafts).
+    One draft pass more than the textbook k, over k + 1 tokens."""
+    return f"target over {k + 1} tokens + draft over {k + 1} tokens + {k} draft passes of 1 token"
+
+
 def model_beside(results, batches: list[int] | None = None) -> list[dict]:
-    """The cost model beside a ``measure_pairs`` record, at each concurrency it measured: S(B) from the
-    per-kernel roofline with the recording machine's measured roofs (``notes["roofs"]``, no overheads), and
-    the overhead-bound limit, where every pass (one draft token, or the target over 1 or k+1 tokens) costs the
-    same fixed time: S = E[N] / (k + 1). α: specnotes' own decoder on the same prompts (the shipped pair), or
-    1 (the big pair, its own draft). For the big pair also the verify/decode time ratio each S implies,
-    r = (k + 1)/S − k (α = 1, draft = target), beside the roofline's."""
+    """The cost model beside a ``measure_pairs`` record, at each concurrency it measured, for llama-server's step
+    (``engine_step_passes``): T_step = k·T_draft(B, 1) + T_draft(B, k + 1) + T_target(B, k + 1), and
+    S(B) = E[N]·T_target(B, 1) / T_step. "S roofline": each pass at the per-kernel roofline with the recording
+    machine's measured roofs (``notes["roofs"]``), no overheads. "S overhead-bound": every pass costs the same
+    fixed time, S = E[N] / (k + 2). α: specnotes' own decoder on the same prompts (the shipped pair), or 1 (the
+    big pair, its own draft). For the big pair also the verify/decode time ratio r = T(B, k+1) / T(B, 1) each
+    measured S implies (α = 1, draft = target: S = (k + 1) / (k + 2r), so r = ((k + 1)/S − k) / 2), beside the
+    roofline's."""
     from specnotes import cost, measure, model
 
     notes = results.notes
@@ -535,17 +546,17 @@ def model_beside(results, batches: list[int] | None = None) -> list[dict]:
         alpha = 1.0
     en = cost.expected_tokens(alpha, k)
     context = notes.get("max_tokens", 128) // 2 + 64
+    t = lambda shape, b, n: cost.pass_time(shape, accel, b, n, context, dtype="fp32")
     rows = []
     for row in pair_table(results):
         b = row["concurrency"]
-        s_roof = cost.batch_speedup(target, draft, accel, b, k, alpha, context=context, dtype="fp32")
+        step = k * t(draft, b, 1) + t(draft, b, k + 1) + t(target, b, k + 1)
         out = {"concurrency": b, "S measured": row["S"], "S min": row["S min"], "S max": row["S max"],
-               "S (client tokens/s)": row["S (client tokens/s)"],
-               "S roofline": s_roof, "S overhead-bound": en / (k + 1)}
+               "S (client tokens/s)": row["S (client tokens/s)"], "S roofline": en * t(target, b, 1) / step,
+               "S overhead-bound": en / (k + 2)}
         if notes["kind"] == "big":
-            plain = cost.pass_time(target, accel, b, 1, context, dtype="fp32")
-            verify = cost.pass_time(target, accel, b, k + 1, context, dtype="fp32")
-            out |= {"verify/decode measured": (k + 1) / row["S"] - k, "verify/decode roofline": verify / plain}
+            out |= {"verify/decode measured": ((k + 1) / row["S"] - k) / 2,
+                    "verify/decode roofline": t(target, b, k + 1) / t(target, b, 1)}
         rows.append(out)
     return rows
 
@@ -696,16 +707,13 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 # ---------------------------------------------------------------------------------------------- what the records say
 
 
 def overhead_verdict(rows: list[dict]):
     """Is the engine overhead-bound on this pair? ``model_beside`` rows: at every concurrency the measured S(B)
-    must lie nearer (as a ratio) the overhead-bound limit E[N]/(k + 1) than the roofline's S. A
+    must lie nearer (as a ratio) the overhead-bound limit E[N]/(k + 2) than the roofline's S. A
     ``measure.checks.Verdict`` whose sentence says which, with the numbers."""
     import math
 
@@ -717,7 +725,7 @@ def overhead_verdict(rows: list[dict]):
     b = ", ".join(str(r["concurrency"]) for r in rows)
     limit, roof = rows[0]["S overhead-bound"], ", ".join(f"{r['S roofline']:.2f}" for r in rows)
     if all(nearer):
-        sentence = (f"At B = {b} the engine measured S = {s}: near the overhead-bound limit E[N]/(k + 1) = "
+        sentence = (f"At B = {b} the engine measured S = {s}: near the overhead-bound limit E[N]/(k + 2) = "
                     f"{limit:.2f}, far below the roofline's {roof}. A pass costs the engine about the same time "
                     "whatever it reads, the draft's as much as the target's: this engine is overhead-bound on this "
                     "pair, and speculation, which trades passes for bytes, can only lose.")
@@ -749,9 +757,9 @@ def acceptance_verdict(engine_acceptance: float, ours: dict, margin: float = 0.0
 
 
 def verify_verdict(rows: list[dict], bar: float = 1.5):
-    """The big pair (α = 1, its own draft): the verify/decode time ratio r = (k + 1)/S − k each measured S(B)
-    implies. Memory-bound, verifying k + 1 tokens costs about one decode pass (r near 1); the sentence says at
-    which concurrencies r stays below ``bar`` and how it grows with B, beside the roofline's r."""
+    """The big pair (α = 1, its own draft): the verify/decode time ratio r = ((k + 1)/S − k)/2 each measured S(B)
+    implies (``model_beside``). Memory-bound, verifying k + 1 tokens costs about one decode pass (r near 1); the
+    sentence says at which concurrencies r stays below ``bar`` and how it grows with B, beside the roofline's r."""
     from specnotes.measure.checks import Verdict
 
     r = [row["verify/decode measured"] for row in rows]
@@ -773,3 +781,7 @@ def verify_verdict(rows: list[dict], bar: float = 1.5):
                      "weight reads, sets its price.")
     return Verdict("a verify pass costs about one decode pass while memory-bound", bool(below), True, sentence,
                    {"r": listed, "bar": bar})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
