@@ -197,6 +197,7 @@ def rows(measured, roofline=(2.4, 2.3, 2.2), limit=0.64):
 
 @pytest.mark.parametrize("measured, ok, says", [
     ((0.55, 0.6, 0.62), True, "overhead-bound on this pair"),
+    ((0.2, 0.6, 0.62), True, "below it at B = 1"),
     ((2.1, 2.0, 2.3), False, "nearer the roofline"),
     ((0.6, 1.9, 2.0), False, "only at B = 1 is it nearer"),
 ])
