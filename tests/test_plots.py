@@ -260,3 +260,196 @@ def test_ratio_vs_tokens_pairs_model_and_measured_and_marks_1_and_k_plus_1():
 def test_ratio_vs_tokens_rejects_bad_curves(curves):
     with pytest.raises(ValueError):
         plots.ratio_vs_tokens(None, curves, k=4)
+
+
+# ---- the intro's figure: S(B) by GPU -------------------------------------------------------------
+
+def _curve(accel, model="idealized", batches=(1, 4, 16, 64), speedups=(2.0, 1.8, 1.2, 0.8), crossover=32,
+           max_batch=64, fitted_up_to=None):
+    from specnotes.thesis import Curve
+
+    return Curve(accel, model, tuple(batches), tuple(speedups), crossover, max_batch, fitted_up_to)
+
+
+def test_speedup_by_gpu_one_colour_per_gpu_crossover_and_memory_marked():
+    from specnotes.thesis import Points
+
+    curves = [_curve("GPU-A"), _curve("GPU-A", "calibrated", speedups=(1.7, 1.6, 1.3, 1.1), crossover=None,
+                                      fitted_up_to=16),
+              _curve("GPU-B", batches=(1, 2, 4, 8), speedups=(2.0, 2.0, 2.0, 2.0), crossover=None, max_batch=8)]
+    points = [Points("bench, engine 1.0", "GPU-A", (1, 16), (1.7, 1.5))]
+    ax = plots.speedup_by_gpu(None, curves, points, title="t", source="published: bench")
+    assert legend_texts(ax) == [
+        "S = 1: below it, speculation slows decoding",
+        "model: idealized, one colour per GPU (named where its curve ends)",
+        "model: calibrated to the published points (fitted on B ≤ 16)", "model: calibrated, extrapolated past B = 16",
+        "measured: bench, engine 1.0, GPU-A", "model: B*, where S falls to 1 for good",
+        "model: memory full (the largest batch that fits)"]
+    assert ax.get_legend().get_title().get_text() == "published: bench"
+    # each GPU named once, in its colour, where its idealized curve ends; B* on S = 1 in the GPU's colour
+    texts = {t.get_text(): t for t in ax.texts}
+    assert sorted(texts) == ["B* = 32", "GPU-A", "GPU-B"]
+    assert texts["GPU-A"].xy == (64, 0.8) and texts["GPU-B"].xy == (8, 2.0)
+    assert texts["GPU-A"].get_color() != texts["GPU-B"].get_color()
+    assert texts["B* = 32"].get_color() == texts["GPU-A"].get_color()
+    lines = ax.get_lines()
+    (measured,) = [line for line in lines if line.get_marker() == "s"]
+    assert measured.get_color() == texts["GPU-A"].get_color()  # published points on their GPU's colour
+    dashed = [line for line in lines if line.get_linestyle() == "--" and line.get_color() == measured.get_color()]
+    dotted = [line for line in lines if line.get_linestyle() == ":"]
+    assert [list(d.get_xdata()) for d in dashed] == [[1, 4, 16]] and list(dotted[0].get_xdata()) == [16, 64]  # joined
+    (star,) = [line for line in lines if line.get_marker() == "o"]
+    assert list(star.get_xdata()) == [32] and list(star.get_ydata()) == [1.0]
+    # each curve ends with a bar at its last batch (memory full)
+    ends = sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in lines if line.get_marker() == "|")
+    assert ends == [(8, 2.0), (64, 0.8), (64, 1.1)]
+    assert ax.get_xscale() == "log" and "Batch size B" in ax.get_xlabel() and "S(B)" in ax.get_ylabel()
+
+
+@pytest.mark.parametrize("curves, points, message", [
+    ([], [], "at least one curve"),
+    ([_curve("A", model="fitted")], [], "'idealized' or 'calibrated'"),
+    ([_curve("A", batches=(1, 2))], [], "2 batches but 4 speedups"),
+])
+def test_speedup_by_gpu_rejects_bad_curves(curves, points, message):
+    with pytest.raises(ValueError, match=message):
+        plots.speedup_by_gpu(None, curves, points)
+
+
+def test_thesis_figure_draws_the_published_setup():
+    thesis = pytest.importorskip("specnotes.thesis")
+    data = thesis.thesis()
+    ax = thesis.figure(data)
+    labels = legend_texts(ax)
+    assert any(t.startswith("measured: ") and t.endswith("H100-SXM") for t in labels)
+    assert set(thesis.GPUS) <= {t.get_text() for t in ax.texts}  # every GPU named on its curve
+    assert data.setup.split(",")[0] in ax.get_title()
+
+
+# ---- Chapter 2's timeline --------------------------------------------------------------------------
+
+def test_iteration_rows_put_drafts_then_verify_against_expected_decode_steps():
+    plain, spec = plots.iteration_rows("model", 4, 3.36, 10e-3, 2e-3, 12e-3)
+    assert plain[0] == "model: plain decoding, E[N] = 3.36 steps" and plain[2] == "model"
+    assert [n for n, _ in plain[1]] == ["decode"] * 4
+    assert [s for _, s in plain[1]] == pytest.approx([10e-3] * 3 + [3.6e-3])  # the last step a fraction
+    assert spec[1] == [("draft", 2e-3)] * 4 + [("verify", 12e-3)]
+    (_, whole, _), _ = plots.iteration_rows("measured", 2, 3.0, 1.0, 0.1, 1.0)
+    assert len(whole) == 3  # E[N] = 3 exactly: no zero-width fraction
+
+
+@pytest.mark.parametrize("args", [("guess", 4, 3.0, 1, 1, 1), ("model", 0, 3.0, 1, 1, 1), ("model", 4, 0.0, 1, 1, 1),
+                                  ("model", 4, 3.0, 1, 0, 1)])
+def test_iteration_rows_reject_bad_input(args):
+    with pytest.raises(ValueError):
+        plots.iteration_rows(*args)
+
+
+def test_iteration_timeline_bars_to_scale_with_speedup():
+    rows = (plots.iteration_rows("model", 4, 3.36, 10e-3, 1e-3, 11e-3)
+            + plots.iteration_rows("measured", 4, 3.36, 20e-3, 5e-3, 60e-3))
+    ax = plots.iteration_timeline(None, rows, title="B = 1", source="test host")
+    assert ax.get_title() == "B = 1" and "(ms)" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_yticklabels()] == [r[0] for r in reversed(rows)]
+    bars = ax.collections
+    assert len(bars) == 4 + 5 + 4 + 5  # one rectangle per pass
+    # to scale: the measured verify bar is 60 ms wide, the model's 11 ms; the top row is the first one
+    widths = [b.get_paths()[0].get_extents().width for b in bars]
+    assert widths[8] == pytest.approx(11) and widths[17] == pytest.approx(60)
+    assert bars[0].get_paths()[0].get_extents().y0 > bars[-1].get_paths()[0].get_extents().y0
+    # hatched model bars, filled measured ones
+    assert bars[0].get_hatch() == "///" and not bars[-1].get_hatch()
+    speedups = [t.get_text() for t in ax.texts]
+    assert speedups == [f"S = {33.6 / 15:.2f}×", f"S = {67.2 / 80:.2f}×"]
+    assert ax.get_legend().get_title().get_text() == "test host"
+    assert plots.iteration_timeline(None, rows, legend=False).get_legend() is None
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([], "at least one row"),
+    ([("x", [], "model")], "at least one pass"),
+    ([("x", [("prefill", 1.0)], "model")], "a pass is one of"),
+    ([("x", [("decode", 0.0)], "model")], "decode pass of 0.0"),
+    ([("x", [("decode", 1.0)], "guess")], "kind must be"),
+])
+def test_iteration_timeline_rejects_bad_rows(rows, message):
+    with pytest.raises(ValueError, match=message):
+        plots.iteration_timeline(None, rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------- Chapter 9's cache
+
+
+class Block:  # the duck type of kvcache.BlockView
+    def __init__(self, states, published=None, hit=False):
+        self.states, self.published, self.hit = tuple(states), published, hit
+
+    @property
+    def stale(self):
+        return self.published is not None and any(s != "verified" for s in self.states)
+
+
+class View:  # the duck type of kvcache.CacheView
+    def __init__(self, blocks, block_size=4, stage="committed"):
+        self.blocks, self.block_size, self.stage = blocks, block_size, stage
+        self.verified, self.known, self.written = 7, 8, 9
+
+
+VIEW = View([Block(["verified"] * 4, "aaaa0000", hit=True),
+             Block(["verified"] * 3 + ["pending over a rejected draft"], "bbbb1111"),
+             Block(["rejected", "free", "free", "free"])])
+
+
+def test_paged_cache_draws_every_slot_in_its_state_and_names_the_published_blocks():
+    ax = plots.paged_cache(view=VIEW, title="a cache", flag={"aaaa0000": "served to B"})
+    assert ax.get_title() == "a cache" and "slot in the block (4 per block)" in ax.get_xlabel()
+    cells = [p for p in ax.patches if p.get_facecolor()[3] > 0 and p.get_width() == 1]
+    assert len(cells) == 12  # 3 blocks of 4 slots
+    colors = {matplotlib.colors.to_hex(p.get_facecolor()) for p in cells}
+    assert colors == {plots.SLOT_COLORS[s].lower() for s in ("verified", "pending", "rejected", "free")}
+    assert sum(p.get_hatch() == "xx" for p in cells) == 1  # the pending slot that holds a rejected draft
+    labels = {t.get_text(): matplotlib.colors.to_hex(t.get_color()) for t in ax.texts}
+    assert labels["published #bbbb1111: not all verified!"] == "#d55e00"  # a stale block, in red
+    assert labels["published #aaaa0000: served to B"] == "#d55e00"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["block 0 (hit)", "block 1", "block 2"]
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {plots.SLOT_LABELS[s] for s in
+                                                                    ("verified", "pending over a rejected draft",
+                                                                     "rejected", "free")}
+
+
+def test_paged_cache_rejects_views_it_cannot_draw():
+    with pytest.raises(ValueError, match="at least one block"):
+        plots.paged_cache(view=View([]))
+    with pytest.raises(ValueError, match="block 0 has 3 slots"):
+        plots.paged_cache(view=View([Block(["verified"] * 3)]))
+    with pytest.raises(ValueError, match="unknown slot state 'maybe'"):
+        plots.paged_cache(view=View([Block(["maybe"] * 4)]))
+
+
+def test_cache_story_lays_out_rows_of_panels_with_one_legend():
+    fig = plots.cache_story([[(VIEW, "one"), (VIEW, "two", {"aaaa0000": "x"})], [(VIEW, "three")]], title="story",
+                            row_titles=["eager", "rule"], notes=["diverges", "equal"])
+    titles = [ax.get_title() for ax in fig.get_axes() if ax.get_visible()]
+    assert titles == ["one", "two", "three"]
+    assert len(fig.legends) == 1
+    assert "block served by a prefix-cache hit" in [t.get_text() for t in fig.legends[0].texts]
+    assert [sub.get_suptitle() for sub in fig.subfigs] == ["eager", "rule"] and fig.get_suptitle() == "story"
+    with pytest.raises(ValueError, match="at least one row"):
+        plots.cache_story([], title="x")
+
+
+def test_recompute_vs_hit_rate_draws_measured_ends_and_the_linear_model():
+    ax = plots.recompute_vs_hit_rate(rules=[("keep", 2.0), ("drop", 3.5)], no_cache_ms=10.0, gap=("drop", "keep"),
+                                     source="CPU")
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    model = lines["model: drop, linear in the hit rate"]
+    assert model.get_ydata()[0] == pytest.approx(10.0) and model.get_ydata()[-1] == pytest.approx(3.5)
+    assert list(lines["measured: keep, every request hits"].get_ydata()) == [2.0]
+    assert list(lines["measured: no prefix caching"].get_xdata()) == [0.0]
+    assert any(t.get_text() == "recompute per hit: +1.50 ms" for t in ax.texts)
+    assert "(ms)" in ax.get_ylabel() and "hit" in ax.get_xlabel()
+    with pytest.raises(ValueError, match="gap must name two of the rules"):
+        plots.recompute_vs_hit_rate(rules=[("keep", 2.0)], no_cache_ms=10.0, gap=("drop", "keep"))
+    with pytest.raises(ValueError, match="finite and positive"):
+        plots.recompute_vs_hit_rate(rules=[("keep", -2.0)], no_cache_ms=10.0)

@@ -493,22 +493,22 @@ def measured_roofs(threads: int | None = None) -> dict:
 # ---------------------------------------------------------------------------------------------- the records
 
 
-REFERENCE = Path(__file__).parent / "data" / "reference"
+REFERENCE = Path(__file__).parent / "data" / "reference" / "llama-server"
 
 
 def reference_path(kind: str = "shipped", cpu: str | None = None) -> Path:
-    """``data/reference/llama-server-<kind>-<cpu>.json``: where ``measure --record`` writes."""
+    """``data/reference/llama-server/<kind>-<cpu>.json``: where ``measure --record`` writes."""
     slug = re.sub(r"[^a-z0-9]+", "-", (cpu or cpu_name()).lower()).strip("-")
-    return REFERENCE / f"llama-server-{validate.choice('kind', kind, KINDS)}-{slug}.json"
+    return REFERENCE / f"{validate.choice('kind', kind, KINDS)}-{slug}.json"
 
 
 def load_reference(kind: str = "shipped"):
     """The committed llama-server record of ``kind`` (the one the book shows)."""
     from specnotes.measure.records import load_results
 
-    found = sorted(REFERENCE.glob(f"llama-server-{validate.choice('kind', kind, KINDS)}-*.json"))
+    found = sorted(REFERENCE.glob(f"{validate.choice('kind', kind, KINDS)}-*.json"))
     if not found:
-        raise FileNotFoundError(f"no llama-server-{kind}-*.json in {REFERENCE}")
+        raise FileNotFoundError(f"no {kind}-*.json in {REFERENCE}")
     return load_results(found[0])
 
 
@@ -652,7 +652,7 @@ def main(argv=None) -> int:
     measure.add_argument("--timeout", type=float, default=120.0)
     measure.add_argument("--roofs", action="store_true", help="also measure this machine's roofs (for the model)")
     measure.add_argument("--record", action="store_true",
-                         help="write the book's reference record, data/reference/llama-server-<kind>-<cpu>.json "
+                         help="write the book's reference record, data/reference/llama-server/<kind>-<cpu>.json "
                               "(roofs included)")
     measure.add_argument("--out", type=Path, default=None, help="the JSON file to write")
     args = parser.parse_args(argv)

@@ -338,6 +338,105 @@ def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, max_batch: i
 
 
 # ----------------------------------------------------------------------------------------------
+# S(B) on several GPUs: the book in one figure (the intro)
+
+
+def speedup_by_gpu(ax=None, curves: Sequence = (), points: Sequence = (), *, title: str | None = None,
+                   source: str | None = None):
+    """S(B) of one setup on several GPUs: model curves that end where memory is full, B* marked on S = 1.
+
+    curves: objects with ``accelerator``, ``model`` ("idealized" | "calibrated"), ``batches``, ``speedups``,
+        ``crossover`` (B*, or None), ``max_batch`` (the last batch that fits; the curve ends there with a
+        bar) and ``fitted_up_to`` (calibrated: past this batch the line is dotted, "extrapolated")
+        (:class:`specnotes.thesis.Curve`). One colour per GPU, its name written where its curve ends (read
+        on a phone too, where a long legend is not); idealized solid, calibrated dashed.
+    points: published measurements, objects with ``label``, ``accelerator``, ``batches``, ``speedups``
+        (:class:`specnotes.thesis.Points`), markers in their GPU's colour.
+    source: where the published points come from, the legend's title. Returns the Axes.
+    """
+    from matplotlib.lines import Line2D
+
+    if not curves:
+        raise ValueError("speedup_by_gpu needs at least one curve")
+    colors: dict[str, str] = {}
+    for c in curves:
+        if c.model not in ("idealized", "calibrated"):
+            raise ValueError(f"{c.accelerator}: a curve's model is 'idealized' or 'calibrated', got {c.model!r}")
+        if len(c.batches) != len(c.speedups) or not len(c.batches):
+            raise ValueError(f"{c.accelerator} {c.model}: {len(c.batches)} batches but {len(c.speedups)} speedups")
+        colors.setdefault(c.accelerator, PALETTE[len(colors) % len(PALETTE)])
+    for p in points:
+        if len(p.batches) != len(p.speedups) or not len(p.batches):
+            raise ValueError(f"{p.label}: {len(p.batches)} batches but {len(p.speedups)} speedups")
+        colors.setdefault(p.accelerator, PALETTE[len(colors) % len(PALETTE)])
+    top = max(max(c.speedups) for c in curves) * 1.12
+    grey = {"color": "0.3"}
+    handles = [Line2D([], [], color="0.4", linestyle="--", linewidth=1),
+               Line2D([], [], **grey, **MODEL)]
+    labels = ["S = 1: below it, speculation slows decoding",
+              "model: idealized, one colour per GPU (named where its curve ends)"]
+    with house_style():
+        ax = _axes(ax)
+        ax.axhspan(0, 1, color="0.5", alpha=0.08, linewidth=0)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
+        crossings, named = 0, set()
+        for c in sorted(curves, key=lambda c: c.model != "idealized"):  # names go on the idealized curves
+            color, batches, speedups = colors[c.accelerator], list(c.batches), list(c.speedups)
+            if c.model == "idealized":
+                ax.plot(batches, speedups, color=color, **MODEL)
+            else:
+                fit = c.fitted_up_to if c.fitted_up_to is not None else batches[-1]
+                inside = [i for i, b in enumerate(batches) if b <= fit]
+                ax.plot([batches[i] for i in inside], [speedups[i] for i in inside], color=color,
+                        **{**MODEL, "linestyle": "--"})
+                text = f"model: calibrated to the published points (fitted on B ≤ {fit})"
+                if text not in labels:
+                    handles.append(Line2D([], [], **grey, **{**MODEL, "linestyle": "--"}))
+                    labels.append(text)
+                if batches[-1] > fit:
+                    start = max(i for i, b in enumerate(batches) if b <= fit)
+                    ax.plot(batches[start:], speedups[start:], color=color, linestyle=":", linewidth=2.0)
+                    text = f"model: calibrated, extrapolated past B = {fit}"
+                    if text not in labels:
+                        handles.append(Line2D([], [], **grey, linestyle=":", linewidth=2.0))
+                        labels.append(text)
+            ax.plot([batches[-1]], [speedups[-1]], color=color, marker="|", markersize=16, markeredgewidth=2.5,
+                    linestyle="none")
+            if c.accelerator not in named:  # the GPU's name where its curve ends: above it near the top
+                named.add(c.accelerator)
+                high = speedups[-1] > 0.85 * top
+                ax.annotate(c.accelerator, (batches[-1], speedups[-1]), xytext=(0, 10) if high else (8, 0),
+                            textcoords="offset points", ha="center" if high else "left",
+                            va="bottom" if high else "center", fontsize=9, fontweight="bold", color=color)
+            if c.crossover is not None and c.crossover <= batches[-1]:
+                ax.plot([c.crossover], [1.0], color=color, marker="o", markersize=8, markerfacecolor="white",
+                        markeredgewidth=2, linestyle="none")
+                ax.annotate(f"B* = {c.crossover:g}", (c.crossover, 1.0), ha="right", fontsize=9,
+                            xytext=(-8, -14 - 13 * crossings), textcoords="offset points", color=color,
+                            fontweight="bold")
+                crossings += 1
+        for j, p in enumerate(points):
+            (line,) = ax.plot(list(p.batches), list(p.speedups), color=colors[p.accelerator],
+                              marker=MARKERS[(j + 1) % len(MARKERS)], **MEASURED)
+            handles.append(line)
+            labels.append(f"measured: {p.label}, {p.accelerator}")
+        handles += [Line2D([], [], color="0.3", marker="o", markerfacecolor="white", markeredgewidth=2,
+                           linestyle="none"),
+                    Line2D([], [], color="0.3", marker="|", markersize=14, markeredgewidth=2.5, linestyle="none")]
+        labels += ["model: B*, where S falls to 1 for good", "model: memory full (the largest batch that fits)"]
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set_xlim(0.8, max(c.batches[-1] for c in curves) * 2.6)  # room for the names
+        ax.set_ylim(0, top)
+        ax.set_xlabel("Batch size B (sequences decoding together)")
+        ax.set_ylabel("Speedup S(B) (× plain decoding)")
+        ax.set_title(title or "Speculative decoding speedup vs batch size, by GPU")
+        _legend(ax, source, handles=handles, labels=labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
+                fontsize=9)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
 # S(B, L): the speedup over batch size and context length (Chapter 5)
 
 
@@ -605,4 +704,261 @@ def ratio_vs_tokens(ax=None, curves: Sequence = (), *, k: int, title: str | None
         ax.set_ylabel("Pass time / decode pass time (×)")
         ax.set_title(title or "What verifying costs, relative to decoding")
         _legend(ax, source, loc="best", fontsize=8)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# one speculative iteration on a timeline (Chapter 2)
+
+PASS_COLORS = {"draft": PALETTE[1], "verify": PALETTE[0], "decode": PALETTE[2]}
+PASS_NAMES = {"draft": "draft step: one draft pass, 1 token per sequence",
+              "verify": "verify pass: the target over k + 1 tokens per sequence",
+              "decode": "decode step: the target over 1 token per sequence"}
+
+
+def iteration_rows(kind: str, k: int, tokens: float, t_decode: float, t_draft: float, t_verify: float) -> list:
+    """The two rows of :func:`iteration_timeline` for one source of times (``kind``: "model" | "measured"):
+    plain decoding, ``tokens`` decode steps (E[N]; a fractional last step is drawn as a fraction), and one
+    speculative iteration, ``k`` draft steps then the verify pass, which yields ``tokens`` on average."""
+    _kind(kind)
+    if k < 1 or tokens <= 0 or min(t_decode, t_draft, t_verify) <= 0:
+        raise ValueError(f"need k >= 1, tokens > 0 and positive times; got k={k}, tokens={tokens}, "
+                         f"times {t_decode}, {t_draft}, {t_verify}")
+    whole, part = int(tokens), tokens - int(tokens)
+    plain = [("decode", t_decode)] * whole + ([("decode", part * t_decode)] if part > 1e-9 else [])
+    spec = [("draft", t_draft)] * k + [("verify", t_verify)]
+    return [(f"{kind}: plain decoding, E[N] = {tokens:.2f} steps", plain, kind),
+            (f"{kind}: speculative, {k} drafts + verify", spec, kind)]
+
+
+def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, title: str | None = None,
+                       source: str | None = None):
+    """Gantt chart of passes to scale: each row ``(label, [(pass, seconds), ...], "model" | "measured")`` is a
+    bar of back-to-back passes ("draft", "verify" or "decode"); measured rows filled, model rows hatched.
+    A row made of draft and verify passes is labelled with its speedup over the plain-decoding row of the
+    same kind above it (plain time / speculative time). Top row first. The legend sits under the axes
+    (``legend=False`` leaves it out, e.g. on the first of two panels). Returns the Axes."""
+    from matplotlib.patches import Patch
+
+    if not rows:
+        raise ValueError("iteration_timeline needs at least one row")
+    for label, segments, kind in rows:
+        _kind(kind)
+        if not segments:
+            raise ValueError(f"{label}: a row needs at least one pass")
+        for name, seconds in segments:
+            if name not in PASS_COLORS:
+                raise ValueError(f"{label}: a pass is one of {sorted(PASS_COLORS)}, got {name!r}")
+            if not seconds > 0:
+                raise ValueError(f"{label}: a {name} pass of {seconds} s")
+    scale, unit = _time_unit(max(sum(s for _, s in segments) for _, segments, _ in rows))
+    plain: dict[str, float] = {}
+    with house_style():
+        ax = _axes(ax)
+        for i, (_, segments, kind) in enumerate(rows):
+            y, start = len(rows) - 1 - i, 0.0
+            for name, seconds in segments:
+                color = PASS_COLORS[name]
+                style = ({"facecolor": color, "edgecolor": "white"} if kind == "measured"
+                         else {"facecolor": "white", "edgecolor": color, "hatch": "///"})
+                ax.broken_barh([(start / scale, seconds / scale)], (y - 0.32, 0.64), linewidth=1.2, **style)
+                start += seconds
+            names = {name for name, _ in segments}
+            if names == {"decode"}:
+                plain[kind] = start
+            elif kind in plain and "verify" in names:
+                ax.annotate(f"S = {plain[kind] / start:.2f}×", (start / scale, y), xytext=(6, 0),
+                            textcoords="offset points", va="center", fontsize=9, fontweight="bold")
+        ax.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.grid(False, axis="y")
+        ax.set_xlim(0, max(sum(s for _, s in segments) for _, segments, _ in rows) / scale * 1.18)
+        ax.set_xlabel(f"Time ({unit}), to scale")
+        ax.set_title(title or "One speculative iteration against the decode steps it replaces")
+        handles = [Patch(facecolor=PASS_COLORS[n], edgecolor="white", label=PASS_NAMES[n]) for n in PASS_COLORS]
+        kinds = {kind for _, _, kind in rows}
+        if "model" in kinds:
+            handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="///", label="model: hatched"))
+        if "measured" in kinds:
+            handles.append(Patch(facecolor="0.3", edgecolor="white", label="measured: filled"))
+        if legend:
+            _legend(ax, source, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# a figure as an <img> with alt text (widgets: an Output widget's image has no alt on the website)
+
+
+def image_html(fig, alt: str, dpi: int = 100) -> str:
+    """``fig`` as an HTML ``<img>`` (an inline PNG) whose alt text is ``alt``, scaled to fit its container;
+    closes ``fig``. For an ``ipywidgets.HTML`` that shows a plot: stored in the widget state, it keeps its
+    alt text on the website, where an ``Output`` widget's image would have none."""
+    import base64
+    import html
+    import io
+
+    if not alt or not alt.strip():
+        raise ValueError("alt: say what the figure shows (a reader who cannot see it gets this text)")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return (f'<img alt="{html.escape(alt.strip(), quote=True)}" src="data:image/png;base64,{data}" '
+            'style="max-width: 100%; height: auto;">')
+
+
+# ----------------------------------------------------------------------------------------------
+# a paged KV cache, slot by slot (Chapter 9)
+
+SLOT_COLORS = {  # Okabe-Ito, as the rest of the book; the pending-over-a-rejected-draft slot is also hatched
+    "verified": "#0072B2",
+    "draft": "#E69F00",
+    "rejected": "#D55E00",
+    "pending": "#009E73",
+    "pending over a rejected draft": "#009E73",
+    "free": "#EEEEEE",
+}
+SLOT_LABELS = {
+    "verified": "verified token's K/V",
+    "draft": "draft, awaiting the verdict",
+    "rejected": "rejected draft's K/V (stale)",
+    "pending": "pending token (K/V not yet computed)",
+    "pending over a rejected draft": "pending token's slot, holding a rejected draft's K/V",
+    "free": "free (never written)",
+}
+
+
+def paged_cache(ax=None, view=None, *, title: str | None = None, legend: bool = True, source: str | None = None,
+                flag: dict | None = None):
+    """One sequence's paged KV cache at one moment: a row per block (block 0 on top), a cell per slot, coloured
+    by its state; a block registered in the prefix cache is labelled with its hash, in red when it was published
+    holding something other than verified tokens, and a block served by a prefix-cache hit is outlined.
+
+    view: a ``kvcache.CacheView`` (anything with ``block_size``, ``blocks`` of ``states``, ``published``,
+        ``hit`` and ``stale``, ``verified``, ``known`` and ``written``), read from a real cache by
+        ``kvcache.Recorder``. flag: {hash: note} for blocks to point out (in red), e.g. the stale block a
+        request was served. Returns the Axes.
+    """
+    flag = flag or {}
+    if view is None or not view.blocks:
+        raise ValueError("paged_cache needs a CacheView with at least one block")
+    bs, n = view.block_size, len(view.blocks)
+    with house_style():
+        ax = _axes(ax)
+        for j, block in enumerate(view.blocks):
+            if len(block.states) != bs:
+                raise ValueError(f"block {j} has {len(block.states)} slots, the view says {bs}")
+            for i, state in enumerate(block.states):
+                if state not in SLOT_COLORS:
+                    raise ValueError(f"unknown slot state {state!r}; known: {', '.join(SLOT_COLORS)}")
+                ax.add_patch(plt.Rectangle((i, n - 1 - j), 1, 1, facecolor=SLOT_COLORS[state], edgecolor="white",
+                                           linewidth=1.0, hatch="xx" if state.startswith("pending over") else None))
+            if block.hit:
+                ax.add_patch(plt.Rectangle((0, n - 1 - j), bs, 1, fill=False, edgecolor="black", linewidth=2.2))
+            if block.published is not None:
+                stale = block.stale or block.published in flag
+                label = f"published #{block.published}" + (": not all verified!" if block.stale else "")
+                label += f": {flag[block.published]}" if block.published in flag else ""
+                ax.text(bs + 0.3, n - 0.5 - j, label, va="center", ha="left", fontsize=8,
+                        color="#D55E00" if stale else "0.2", fontweight="bold" if stale else "normal")
+        ax.set_xlim(0, bs)
+        ax.set_ylim(0, n)
+        ax.set_yticks([n - 0.5 - j for j in range(n)], [f"block {j}" + (" (hit)" if b.hit else "")
+                                                        for j, b in enumerate(view.blocks)])
+        step = max(1, bs // 4)
+        ax.set_xticks([i + 0.5 for i in range(0, bs, step)], [str(i) for i in range(0, bs, step)])
+        ax.tick_params(length=0)
+        ax.grid(False)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_visible(False)
+        ax.set_xlabel(f"slot in the block ({bs} per block)\nverified {view.verified} · known {view.known} · "
+                      f"written {view.written}", fontsize=9)
+        ax.set_title(title or f"Paged KV cache, {view.stage}", fontsize=10)
+        if legend:
+            states = [s for s in SLOT_COLORS if any(s in b.states for b in view.blocks)]
+            handles = [plt.Rectangle((0, 0), 1, 1, facecolor=SLOT_COLORS[s], edgecolor="0.6",
+                                     hatch="xx" if s.startswith("pending over") else None) for s in states]
+            leg = ax.legend(handles, [SLOT_LABELS[s] for s in states], loc="upper left", bbox_to_anchor=(0, -0.22),
+                            ncol=2, fontsize=8, frameon=False, title=source)
+            if source:
+                leg.get_title().set_fontsize(8)
+    return ax
+
+
+def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (), notes: Sequence[str] = (),
+                source: str | None = None, panel_width: float = 4.3):
+    """Rows of ``paged_cache`` panels: ``panels`` is a list of rows, each a list of ``(view, panel title)`` or
+    ``(view, panel title, flag)`` (``paged_cache``'s flag);
+    ``row_titles``: what each row is (e.g. the policy); ``notes``: one line under each row (what happened next).
+    One legend for every state any panel shows. Returns the Figure."""
+    rows = [list(r) for r in panels]
+    if not rows or not all(rows):
+        raise ValueError("cache_story needs at least one row of (view, title) panels")
+    cols = max(len(r) for r in rows)
+    tallest = max(len(panel[0].blocks) for r in rows for panel in r)
+    with house_style():
+        fig = plt.figure(figsize=(panel_width * cols, (0.36 * tallest + 2.3) * len(rows) + 0.9), layout="constrained")
+        subfigs = fig.subfigures(len(rows), 1, squeeze=False)[:, 0]
+        for r, (sub, row) in enumerate(zip(subfigs, rows, strict=True)):
+            axes = sub.subplots(1, cols, squeeze=False)[0]
+            for c, ax in enumerate(axes):
+                if c < len(row):
+                    paged_cache(ax, row[c][0], title=row[c][1], legend=False, flag=(row[c][2:] or [None])[0])
+                else:
+                    ax.set_visible(False)
+            if r < len(row_titles):
+                sub.suptitle(row_titles[r], fontsize=11, fontweight="bold", x=0.01, ha="left")
+            if r < len(notes):
+                sub.supxlabel(notes[r], fontsize=10, x=0.01, ha="left", color="0.15")
+        seen = [s for s in SLOT_COLORS if any(s in b.states for r in rows for panel in r for b in panel[0].blocks)]
+        handles = [plt.Rectangle((0, 0), 1, 1, facecolor=SLOT_COLORS[s], edgecolor="0.6",
+                                 hatch="xx" if s.startswith("pending over") else None) for s in seen]
+        handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
+        fig.legend(handles, [SLOT_LABELS[s] for s in seen] + ["block served by a prefix-cache hit"],
+                   loc="outside lower center", ncol=min(3, len(handles)), fontsize=9, frameon=False, title=source,
+                   title_fontsize=8)
+        fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, gap: tuple[str, str] | None = None,
+                          title: str | None = None, source: str | None = None):
+    """Admission time per request against the fraction of requests that hit the prefix cache, for each hit rule.
+
+    rules: ``(label, ms per request when every request hits)``, measured; ``no_cache_ms``: ms per request with
+        no prefix caching (every request a miss), measured. Both are drawn as markers at hit rates 1 and 0; the
+        lines between them are the model: a fraction h of requests hits, so t(h) = h·t_hit + (1 − h)·t_miss.
+        The gap between two rules at h is h times the recompute per hit; ``gap``: two labels, (with the
+        recompute, without it), whose gap at h = 1 is marked. Returns the Axes.
+    """
+    rules = [(str(label), float(ms)) for label, ms in rules]
+    if not rules:
+        raise ValueError("recompute_vs_hit_rate needs at least one rule")
+    miss = float(no_cache_ms)
+    if not (math.isfinite(miss) and miss > 0) or not all(math.isfinite(ms) and ms > 0 for _, ms in rules):
+        raise ValueError("admission times must be finite and positive (ms)")
+    h = np.linspace(0, 1, 50)
+    with house_style():
+        ax = _axes(ax)
+        for i, (label, ms) in enumerate(rules):
+            color = PALETTE[i % len(PALETTE)]
+            ax.plot(h, h * ms + (1 - h) * miss, color=color, label=f"model: {label}, linear in the hit rate", **MODEL)
+            ax.plot([1.0], [ms], color=color, marker=MARKERS[i % len(MARKERS)], label=f"measured: {label}, every "
+                    "request hits", **MEASURED)
+        ax.plot([0.0], [miss], color="0.3", marker="s", label="measured: no prefix caching", **MEASURED)
+        if gap is not None:
+            times = dict(rules)
+            if gap[0] not in times or gap[1] not in times:
+                raise ValueError(f"gap must name two of the rules {list(times)}, got {gap}")
+            hi, lo = times[gap[0]], times[gap[1]]
+            ax.annotate("", xy=(1.0, hi), xytext=(1.0, lo), arrowprops={"arrowstyle": "<->", "color": "0.2"})
+            ax.text(0.98, min(hi, lo) * 0.6, f"recompute per hit: {hi - lo:+.2f} ms", ha="right", va="top",
+                    fontsize=9, color="0.2")  # under the lines, which all end near h = 1
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Fraction of requests that hit the prefix cache")
+        ax.set_ylabel("Admission time per request (ms)")
+        ax.set_title(title or "What the hit rule costs, per request")
+        _legend(ax, source, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)  # under the axes
     return ax
