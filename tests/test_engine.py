@@ -213,11 +213,30 @@ def test_the_acceptance_sentence_follows_the_numbers():
     assert not bad.ok and "do not draft alike" in bad.sentence
 
 
-@pytest.mark.parametrize("r, says", [((1.1, 1.2, 1.4), "at every batch"), ((1.2, 1.8, 2.5), "only at B = 1"),
+@pytest.mark.parametrize("r, says", [((1.1, 1.2, 1.4), "at every batch"),
+                                     ((1.2, 1.8, 2.5), "Below 1.5 at B = 1 (a pass"),
                                      ((2.0, 2.5, 3.0), "Above 1.5 at every batch")])
 def test_the_verify_sentence_follows_the_numbers(r, says):
     k = 4
-    table = [{"concurrency": b, "S measured": (k + 1) / (k + 2 * rr), "verify/decode measured": rr,
+    table = [{"concurrency": b, "k": k, "S measured": (k + 1) / (k + 2 * rr), "verify/decode measured": rr,
               "verify/decode roofline": 1.0} for b, rr in zip((1, 2, 4), r, strict=True)]
     verdict = engine.verify_verdict(table)
     assert says in verdict.sentence and verdict.ok is (r[0] <= 1.5)
+    assert ("would cost 5" in verdict.sentence) is (r[0] <= 1.5)
+
+
+def test_the_clock_sentence_follows_the_cross_check():
+    assert "agreed with the engine's own within 3%" in engine.clock_sentence(0.97, 1.02)
+    assert "ranged from 0.02 to 1.13" in engine.clock_sentence(0.02, 1.13)
+
+
+def test_the_committed_records_read_back_and_say_what_the_chapter_says():
+    shipped, big = engine.load_reference("shipped"), engine.load_reference("big")
+    assert shipped.provenance["engine_build"]["llama_cpp_python"] == engine.LLAMA_CPP_PYTHON
+    rows = engine.model_beside(shipped)
+    assert [r["concurrency"] for r in rows] == [1, 2, 4, 8] and all(r["S measured"] > 0 for r in rows)
+    costs = engine.draft_pass_cost(shipped)
+    assert all(c["c (roofline)"] < 0.2 for c in costs)  # the bytes say a draft pass is cheap
+    runs = big.notes["engine_runs"]
+    assert all(r["draft_accepted"] == r["draft_tokens"] > 0 for r in runs if r["speculation"] == "on")
+    assert all(r["draft_tokens"] == 0 for r in runs if r["speculation"] == "off")

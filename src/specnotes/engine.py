@@ -551,7 +551,7 @@ def model_beside(results, batches: list[int] | None = None) -> list[dict]:
     for row in pair_table(results):
         b = row["concurrency"]
         step = k * t(draft, b, 1) + t(draft, b, k + 1) + t(target, b, k + 1)
-        out = {"concurrency": b, "S measured": row["S fastest"], "S median of pairs": row["S"],
+        out = {"concurrency": b, "k": k, "S measured": row["S fastest"], "S median of pairs": row["S"],
                "S min": row["S min"], "S max": row["S max"], "S each": row["S each"],
                "S (client tokens/s)": row["S (client tokens/s)"],
                "S roofline": en * t(target, b, 1) / step,
@@ -713,6 +713,50 @@ def main(argv=None) -> int:
 
 
 
+def draft_pass_cost(results) -> list[dict]:
+    """What a draft pass cost the engine, inferred from a shipped-pair record, at each concurrency: the engine's
+    tokens per step (1 + accepted / verify steps, its own counters), its step time (fastest TPOT on × tokens
+    per step), and, taking the verify pass at one plain pass's time (fastest TPOT off: the roofline's verify /
+    decode ratio for this pair is about 1), the time of each of the step's k + 1 draft passes,
+    T_draft ≈ (T_step − T_off) / (k + 1), and c = T_draft / T_off beside the roofline's c for the same passes."""
+    from specnotes import cost, measure, model
+
+    notes = results.notes
+    k = notes["k"]
+    roof = measure.MeasuredRoof(notes["roofs"]["bandwidth"], notes["roofs"]["flops"], dtype="fp32")
+    accel = roof.as_accelerator()
+    card = model.model_card()
+    target, draft = (shape_of(model.ModelConfig(**card[w]["config"])) for w in ("target", "draft"))
+    context = notes.get("max_tokens", 128) // 2 + 64
+    on = [r for r in notes["engine_runs"] if r["speculation"] == "on"]
+    per_step = 1 + sum(r["draft_accepted"] for r in on) / sum(r["verify_steps"] for r in on)
+    rows = []
+    for row in pair_table(results):
+        b = row["concurrency"]
+        t_off, t_on = row["TPOT off ms"] / 1e3, row["TPOT on ms"] / 1e3
+        step = t_on * per_step
+        t_draft = (step - t_off) / (k + 1)
+        roof_t = cost.pass_time(target, accel, b, 1, context, dtype="fp32")
+        roof_d = cost.pass_time(draft, accel, b, 1, context, dtype="fp32")
+        rows.append({"concurrency": b, "tokens per step": per_step, "step ms": 1e3 * step, "TPOT off ms": 1e3 * t_off,
+                     "draft pass ms (inferred)": 1e3 * t_draft, "c (inferred)": t_draft / t_off,
+                     "target pass ms (roofline)": 1e3 * roof_t, "draft pass ms (roofline)": 1e3 * roof_d,
+                     "c (roofline)": roof_d / roof_t})
+    return rows
+
+
+def clock_sentence(low: float, high: float, tolerance: float = 0.1) -> str:
+    """What the cross-check of the client's median TPOT against the engine's own says (``pair_table``'s
+    "client/engine TPOT" range over every level and run)."""
+    if 1 - tolerance <= low and high <= 1 + tolerance:
+        return (f"The client's median TPOT agreed with the engine's own within {max(1 - low, high - 1):.0%} at every "
+                "level, and the client counted exactly the tokens the engine generated.")
+    return (f"The client counted exactly the tokens the engine generated, but its median TPOT ranged from {low:.2f} "
+            f"to {high:.2f} times the engine's own: at about a millisecond per token a busy machine delayed the "
+            "server's streaming thread, and the tokens arrived in bursts. Here the engine's clock is the one to "
+            "trust.")
+
+
 # ---------------------------------------------------------------------------------------------- what the records say
 
 
@@ -779,12 +823,15 @@ def verify_verdict(rows: list[dict], bar: float = 1.5):
     measured = ", ".join(f"{row['S measured']:.2f}" for row in rows)
     sentence = (f"With every draft accepted, S(B) = {measured} at B = {', '.join(map(str, b))} says one verify "
                 f"pass over k + 1 tokens costs r = {listed} decode passes (the roofline: {roof}). ")
+    k = rows[0].get("k")
+    paid = f" (a pass that paid per token would cost {k + 1})" if k else ""
     if below == b:
-        sentence += (f"Below {bar} at every batch measured: reading the weights once for k + 1 tokens costs about "
-                     "what reading them for one does. That is the bandwidth trade, on a real engine.")
+        sentence += (f"Below {bar} at every batch measured{paid}: reading the weights once for k + 1 tokens costs "
+                     "little more than reading them for one. That is the bandwidth trade, on a real engine.")
     elif below:
-        sentence += (f"Below {bar} only at B = {', '.join(map(str, below))}: the verify pass is nearly free while "
-                     "the weights dominate, and its price rises as the batch's tokens per weight read grow.")
+        sentence += (f"Below {bar} at B = {', '.join(map(str, below))}{paid}: reading the weights once for k + 1 "
+                     "tokens costs little more than reading them for one, and the price rises as the batch's "
+                     "tokens per weight read grow.")
     else:
         sentence += (f"Above {bar} at every batch measured: on this machine the verify pass's arithmetic, not the "
                      "weight reads, sets its price.")
