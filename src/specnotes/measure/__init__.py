@@ -43,7 +43,7 @@ from specnotes.measure.probes import (
     peak_matmul_flops,
 )
 from specnotes.measure.records import SCHEMA, Record, Results, load_results, provenance, save_results
-from specnotes.measure.timing import Timing, doubling_sweep, sync, time_fn
+from specnotes.measure.timing import Timing, doubling_sweep, sync, time_fn, time_interleaved
 
 _STACK = ("StackSizes", "stack_sizes", "stack_time", "stack_overhead")
 
@@ -62,5 +62,5 @@ __all__ = [
     "Results", "Sizes", "Timing", "as_dtype", "checks", "copy_bandwidth", "default_dtype", "device_name",
     "doubling_sweep", "dtype_choice", "dtype_name", "knee", "knee_fit", "load_results", "matmul_floor",
     "matmul_sweep", "matmul_time", "measured_roofline", "num_threads", "peak_matmul_flops", "pick_device",
-    "provenance", "save_results", "sizes_for", "sync", "time_fn", *_STACK,
+    "provenance", "save_results", "sizes_for", "sync", "time_fn", "time_interleaved", *_STACK,
 ]
