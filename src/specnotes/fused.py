@@ -37,6 +37,7 @@ from specnotes.sampling import BLOCK, FLAT, block_sums, draw_uniforms, locate_bl
 
 CHUNK_BYTES = 1 << 21  # the p and q rows exponentiated together: about 2 MB, reused, so they stay in cache
 RUN_ELEMENTS = 4096  # a run of consecutive rows shorter than this on average is gathered instead
+ROW_BY_ROW = 8  # up to this many stopping rows of a chunk, their residual is taken one row at a time
 _buffers = threading.local()
 
 
@@ -197,14 +198,21 @@ class Draws:
         """The stopping rows' weights max(0, exp(l_p) − scale·q'), in place of exp(l_p) in ``e[0]``, where
         q' = exp(l_q) and scale = Σ_p/Σ_q from the draft's logits, or q' = q and scale = Σ_p from its
         probabilities (read here, the stopping rows only): both are Σ_p·(p − q). Where most of the chunk stops,
-        every row at once (the others' rows are not needed any more), else row by row; then their block sums."""
-        p_rows, probs = e[0], self.draft_probs
+        every row at once (the others' rows are not needed any more), a few row by row, many gathered; then
+        their block sums."""
+        p_rows, probs, device = e[0], self.draft_probs, e.device
         if probs is None and 2 * len(stop) >= len(chunk):
-            p_rows.addcmul_(e[1], torch.tensor(scale, dtype=e.dtype)[:, None], value=-1)
-        else:
+            p_rows.addcmul_(e[1], torch.tensor(scale, dtype=e.dtype, device=device)[:, None], value=-1)
+        elif len(stop) <= ROW_BY_ROW:
             ps, qs = p_rows.unbind(0), (e[1] if probs is None else probs[:, i]).unbind(0)
             for j in stop:
                 ps[j].sub_(qs[j if probs is None else chunk[j]].to(e.dtype), alpha=scale[j])
+        else:
+            picked = torch.tensor(stop, dtype=torch.int64, device=device)
+            q = (e[1].index_select(0, picked) if probs is None else
+                 probs[torch.tensor([chunk[j] for j in stop], dtype=torch.int64, device=device), i].to(e.dtype))
+            factor = torch.tensor([scale[j] for j in stop], dtype=e.dtype, device=device)[:, None]
+            p_rows.index_copy_(0, picked, p_rows.index_select(0, picked).addcmul_(q, factor, value=-1))
         for j in stop:
             self.scale[chunk[j]] = scale[j]
         self.keep(p_rows.clamp_(min=0), chunk)
