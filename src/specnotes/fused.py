@@ -104,9 +104,42 @@ def sample(draft_tokens, draft_logits, draft_probs, target_logits, temperature, 
         num_accepted = (draft_tokens == best[:, :k]).long().cumprod(-1).sum(-1)
         return layout(draft_tokens, num_accepted, best[rows, num_accepted])
     dtype = torch.float64 if target_logits.dtype == torch.float64 else torch.float32
-    if B > 1 and fits_one_chunk(B, k, target_logits.shape[-1]):
+    if B == 1:
+        return one_sequence(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype)
+    if fits_one_chunk(B, k, target_logits.shape[-1]):
         return all_at_once(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype)
     return by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype)
+
+
+def one_sequence(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype):
+    """B = 1: walk the positions as the reference loop does, exponentiating a row only when it is reached, with
+    the arithmetic of ``by_position`` (its tables and chunks cost more operations than one sequence needs)."""
+    k, V = draft_tokens.shape[1], target_logits.shape[-1]
+    rows = buffer("rows", (2, 1, V), dtype, target_logits.device)
+    p_row, q_row = rows[0], rows[1]
+    u_list, x_list = u[0].tolist(), draft_tokens[0].tolist()
+    for n, x in enumerate(x_list):
+        load(p_row, target_logits[:, n], [0], temperature)
+        if draft_probs is None:
+            load(q_row, draft_logits[:, n], [0], temperature)
+        sums, at_x = rows[:, 0].sum(-1).tolist(), rows[:, 0, x].tolist()
+        if draft_probs is not None:
+            sums[1], at_x[1] = 1.0, float(draft_probs[0, n, x])
+        for side, total in enumerate(sums):
+            if not 1 <= total < math.inf:  # exp(l) unshifted overflowed or may have lost precision: redo it shifted
+                rows[side, 0] = shifted_exp((target_logits, draft_logits)[side][0, n], temperature, dtype)[0]
+                sums[side], at_x[side] = float(rows[side, 0].sum()), float(rows[side, 0, x])
+        if not u_list[n] * (at_x[1] / sums[1]) < at_x[0] / sums[0]:  # rejected: the last token from max(0, p - q)
+            if draft_probs is not None:
+                q_row.copy_(draft_probs[0, n: n + 1])
+            weights = p_row.sub_(q_row, alpha=sums[0] / sums[1]).clamp_(min=0)  # Σ_p·(p − q)
+            if not float(weights.sum()) > 0:  # p == q up to rounding: p itself
+                p_row[0] = shifted_exp(target_logits[0, n], temperature, dtype)[0]
+            return layout(draft_tokens, torch.tensor([n], device=v.device), sample_weights(p_row, v))
+    load(p_row, target_logits[:, k], [0], temperature)  # all k accepted: the bonus token from p at position k
+    if not 1 <= float(p_row.sum()) < math.inf:
+        p_row[0] = shifted_exp(target_logits[0, k], temperature, dtype)[0]
+    return layout(draft_tokens, torch.tensor([k], device=v.device), sample_weights(p_row, v))
 
 
 def by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype):
