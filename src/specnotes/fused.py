@@ -8,11 +8,13 @@ not a softmax.
 Position by position, for the sequences that accepted every draft so far, a few rows at a time (so that their
 exponentials stay in cache), it writes exp(l) of the rows of p and q into one reused buffer and sums each row;
 tests each drafted token with min(1, p(x)/q(x)), where p(x) = exp(l_p(x)) / Σ exp(l_p); and, for the sequences
-that stop there and only for them, writes the weights of their last token, max(0, p − q) up to a factor
-(exp(l_p) − (Σ_p / Σ_q)·exp(l_q), clamped at 0), with their sums over blocks of 128 tokens while the rows are in
-cache. After k acceptances the weights are exp(l) of the bonus row itself. One search at the end draws every
-sequence's last token from its weights (``sampling.sample_blocks``). Rows past a sequence's first rejection
-are never read; logit rows that follow each other in memory are read as one slice, not gathered.
+that stop there and only for them, computes in place the weights of their last token, max(0, p − q) up to a
+factor (exp(l_p) − (Σ_p / Σ_q)·exp(l_q), clamped at 0), and keeps only their sums over blocks of 128 tokens.
+After k acceptances the weights are exp(l) of the bonus row itself. At the end one search over the block sums
+finds, for every sequence, the block its draw falls in; the 128 weights of that block alone are computed again
+from the logits and searched (``sampling.locate_blocks``, ``search_block``): no row of weights is written to
+memory. Rows past a sequence's first rejection are never read; logit rows that follow each other in memory are
+read as one slice, not gathered. One sequence walks its positions with the same arithmetic and no tables.
 
 exp(l) is not shifted by the row's maximum, which would cost one more pass over every row. A row whose sum lies
 in [1, ∞) lost nothing by that: no term overflowed, and a term that fell below the smallest normal number has
@@ -171,12 +173,12 @@ def by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperat
         planes = (target_logits[:, i],) if draft_logits is None else (target_logits[:, i], draft_logits[:, i])
         views = zip(table[:, :, :R].split(step, 2), table[0, :sides, :R, None].split(step, 1),
                     table[1, :sides, :R].split(step, 1), x.expand(sides, R)[..., None].split(step, 1), strict=True)
-        kept = []
+        kept, full = [], rows[:sides]
         for c, (got, at_x, total, index) in zip(range(0, R, step), views, strict=True):
             chunk = alive[c: c + step]
-            e = rows[:sides, : len(chunk)]
-            for side, plane in enumerate(planes):
-                load(e[side], plane, chunk, temperature)
+            e = full if len(chunk) == step else rows[:sides, : len(chunk)]
+            for out, plane in zip(e.unbind(0), planes, strict=True):
+                load(out, plane, chunk, temperature)
             torch.sum(e, -1, out=total)
             torch.gather(e, 2, index, out=at_x)
             (gp, gq), (sp, sq) = got.tolist()
@@ -316,6 +318,9 @@ def load(out, plane, rows, temperature, exp=True):
     the rows are gathered in one step."""
     plain = exp and temperature == 1.0 and plane.dtype == out.dtype
     runs = consecutive(rows)
+    if len(runs) == 1 and plain:
+        torch.exp(plane[rows[0]: rows[-1] + 1], out=out)
+        return
     if len(runs) * RUN_ELEMENTS > len(rows) * plane.shape[-1]:
         picked = torch.tensor(rows, dtype=torch.int64, device=plane.device)
         if plane.dtype == out.dtype:
