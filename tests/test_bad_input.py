@@ -13,6 +13,7 @@ import contextlib
 import io
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,12 +22,16 @@ from specnotes import (
     cost,
     drafters,
     end_to_end,
+    exercises,
     generate,
     hardware,
+    kvcache,
     measure,
     model,
+    poolsim,
     refresh,
     sampling,
+    serving,
     stack,
     train,
 )
@@ -376,6 +381,42 @@ ROWS += [
         id="usable_dtype: fp8 on an A100"),
     row(command_line(calibrate.main), dict(argv=["--bogus"]), CommandLineExit,
         r"exit status 2: .*unrecognized arguments: --bogus", id="calibrate: unknown flag (was: rewrote the data)"),
+]
+
+# ---------------------------------------------------------------------- pool, prefix cache, serving (issue #26)
+RNG = np.random.default_rng(0)
+ROWS += [
+    row(poolsim.tokens_per_step, dict(rng=RNG, alpha=1.5, k=4, size=5), ValueError,
+        r"alpha must be a number in \[0.0, 1.0\], got 1.5", id="tokens_per_step: alpha 1.5 (was: [4 4 4 4 4])"),
+    row(poolsim.tokens_per_step, dict(rng=RNG, alpha=0.5, k=-1, size=5), ValueError,
+        r"k must be an integer >= 0, got -1", id="tokens_per_step: k -1 (was: zeros)"),
+    row(poolsim.tokens_per_step, dict(rng=RNG, alpha=0.5, k=2, size=-1), ValueError,
+        r"size must be an integer >= 0, got -1", id="tokens_per_step: size -1 (was: numpy ValueError)"),
+    row(poolsim.simulate, dict(rate=10.0, step_time=lambda b, k: 0.01, policy=None, alpha=0.8, output_tokens=20),
+        TypeError, r"policy must be a function B -> k", id="simulate: policy None (was: TypeError inside simpy)"),
+    row(poolsim.simulate, dict(rate=10.0, step_time=lambda b, k: -1.0, policy=lambda b: 2, alpha=0.8,
+                               output_tokens=20, requests=20, warmup=2), ValueError,
+        r"step_time\(1, 2\) \(seconds\) must be a number >= 0, got -1",
+        id="simulate: negative step time (was: ValueError inside simpy)"),
+    row(kvcache.verify_trace, dict(prompt_length=10, accepted=[5], k=3, block_size=4), ValueError,
+        r"accepted\[0\] must be an integer in \[-1, 3\], got 5", id="verify_trace: 5 accepted of k = 3 (was: a trace)"),
+    row(kvcache.verify_trace, dict(prompt_length=10, accepted=[1.7], k=3, block_size=4), TypeError,
+        r"accepted\[0\] must be an integer in \[-1, 3\], got 1.7", id="verify_trace: 1.7 (was: truncated)"),
+    row(kvcache.block_hashes, dict(tokens=list(range(8)), block_size=0, n_blocks=1), ValueError,
+        r"block_size must be an integer >= 1, got 0", id="block_hashes: block_size 0"),
+    row(kvcache.block_hashes, dict(tokens=list(range(8)), block_size=4, n_blocks=-1), ValueError,
+        r"n_blocks must be an integer in \[0, 2\], got -1", id="block_hashes: n_blocks -1"),
+    row(kvcache.block_hashes, dict(tokens=list(range(8)), block_size=4, n_blocks=3), ValueError,
+        r"n_blocks must be an integer in \[0, 2\], got 3", id="block_hashes: more blocks than tokens"),
+    row(kvcache.generate_cached, dict(model=NO_EXIT, prompts=["ab"], max_new_tokens=1, cache=kvcache.PrefixCache(NET)),
+        ValueError, r"this PrefixCache was built for another target model",
+        id="generate_cached: another model's cache"),
+    row(kvcache.first_divergence, dict(reference=torch.tensor([1, 2]), other=torch.tensor([1, 3])), ValueError,
+        r"reference must be a \[B, n\] tensor of token ids", id="first_divergence: 1-D (was: IndexError)"),
+    row(serving.crossover, dict(step_time=lambda b, k: 1.0 + k, alpha=0.8, k=1, max_batch=0), ValueError,
+        r"max_batch must be an integer >= 1, got 0", id="crossover: max_batch 0 (was: 1)"),
+    row(exercises.check_all, dict(answers="notadict"), TypeError, r"answers must be a dict \{problem id: answer\}",
+        id="check_all: a str (was: AttributeError)"),
 ]
 
 

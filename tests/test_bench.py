@@ -15,18 +15,31 @@ def test_quick_bench_writes_every_section_in_the_one_format(tmp_path):
     assert prov["device"] == "cpu" and prov["dtype_reason"] and "chapters --quick" in prov["command"]
     assert path.name == f"{bench.slug(prov['host'])}-{prov['dtype']}.json"
     results = measure.load_results(path)
-    assert set(results.sections) == {"roofline", "matmul_sweep", "stack_sweep"}
+    assert set(results.sections) == {"roofline", "stack_sweep", "matmul_sweep", "roofline_after"}
     assert [r.name for r in results.sections["roofline"]] == ["copy", "peak_matmul"]
-    assert [r.params["batch"] for r in results.sections["matmul_sweep"]] == [1, 4, 16]
+    # the decode-GEMM sweep doubles M from 1 past the widest verify pass (k + 1 = 3 rows times the last batch)
+    rows = [r.params["batch"] for r in results.sections["matmul_sweep"]]
+    assert rows == [2**i for i in range(len(rows))] and rows[-1] >= min(16, 3 * results.notes["stack_sweep_last"])
+    notes = results.notes
+    assert notes["roof"]["bandwidth"] > 0 and notes["roof"]["flops"] > 0 and notes["t0_gemm_s"] > 0
+    assert {"t0_target_s", "t0_draft_s", "cache_bytes", "stack_sweep_limit", "stacks", "alpha"} <= set(notes)
     # quick stacks: k = 2, B from 1 to at most 4; every B has decode (n = 1) and verify (n = 3) passes
     passes = {(r.params["stack"], r.params["batch"], r.params["new_tokens"]) for r in results.sections["stack_sweep"]}
     assert {("quick target", 1, 1), ("quick target", 1, 3), ("quick draft", 1, 1)} <= passes
     assert results.notes["stack_sweep_stop"] in ("done", "budget", "limit")
+    # and it holds what each chapter needs to replay (findings.recorded; tests/test_reference.py replays them on
+    # the shipped records, whose numbers are fixed, rather than on this run's, which another process can stall)
+    from specnotes import findings
+
+    replay = findings.recorded(results)
+    assert set(replay.chapters) == {1, 2, 4} and replay.model.k == 2 and replay.floor == notes["t0_gemm_s"]
+    assert replay.sweep.batches == sorted({r.params["batch"] for r in results.sections["stack_sweep"]})
 
 
 def test_budget_skips_sections_instead_of_running_over():
     results = bench.run("cpu", quick=True, budget_s=0.0)
-    assert results.sections == {} and results.notes["skipped"] == ["roofline", "matmul_sweep", "stack_sweep"]
+    assert results.sections == {}
+    assert results.notes["skipped"] == ["roofline", "stack_sweep", "matmul_sweep", "roofline_after"]
 
 
 def test_sampler_records_agree_and_carry_the_input_bytes():

@@ -568,7 +568,32 @@ def test_ratio_falls_holds_on_every_device(model, measured, tested):
 ])
 def test_ratio_falls_rejects_a_ratio_that_does_not_fall(model, measured):
     v = checks.ratio_falls(CONTEXTS, measured, model)
-    assert v.tested and not v.ok and "did not fall" in v.sentence
+    assert v.tested and not v.ok and v.sentence.endswith(": flat, within the 10% noise.")
+
+
+def test_ratio_falls_lets_the_noise_margin_choose_the_sentence():
+    # Chapter 5's stored run (issue 27, item 5): 2.125 -> 2.016 with 2.180 on the way, where the model falls
+    # 4.58 -> 2.75 (its excess halves: 1.75 <= 3.58 / 2): 2.016 is not below 2.125 / 1.1 = 1.93, so it is flat
+    contexts = [256 * 2**i for i in range(8)]
+    measured = [2.125, 2.108, 1.978, 1.935, 1.922, 2.180, 2.016, 2.016]
+    model = [4.577, 4.488, 4.330, 4.077, 3.729, 3.340, 2.995, 2.746]
+    v = checks.ratio_falls(contexts, measured, model)
+    assert v.tested and not v.ok and v.numbers["outcome"] == "flat"
+    assert v.sentence.endswith("measured 2.12 to 2.02 (1.92 to 2.18 on the way): flat, within the 10% noise.")
+    fell = checks.ratio_falls(contexts, measured[:-1] + [1.90], model)  # 1.90 < 1.93: beyond the noise
+    assert fell.ok and fell.sentence.endswith(": it fell, by more than the 10% noise.")
+    rose = checks.ratio_falls(contexts, measured[:-1] + [2.40], model)  # 2.40 > 2.125 · 1.1
+    assert not rose.ok and rose.numbers["outcome"] == "rose" and "it rose" in rose.sentence
+    halved = checks.ratio_falls(contexts, measured[:-1] + [1.5], model)
+    assert halved.ok and "more than halfway to 1" in halved.sentence
+    # where the model's excess does not halve nothing is tested, but the sentence still says what was measured
+    untested = checks.ratio_falls(contexts, measured, [3.0] * 8)
+    assert not untested.tested and untested.ok and "flat, within the 10% noise; the model's excess" in untested.sentence
+    # a model with verify as cheap as decode throughout (a ridge far above B(k+1)) predicts nothing to fall,
+    # however its 1.004 -> 1.0001 "halves": Chapter 5 on a loaded Ice Lake measured 2.16 -> 1.92 beside it
+    flat_model = checks.ratio_falls(contexts[:3], [2.16, 1.63, 1.92], [1.004, 1.002, 1.0001])
+    assert not flat_model.tested and "within the 10% noise of a decode pass from the first context on" in \
+        flat_model.sentence
 
 
 def test_ratio_falls_needs_two_contexts_and_matching_lengths():
@@ -591,3 +616,215 @@ def test_attention_time_grows_with_context():
     flat = checks.grows("attention grows", CONTEXTS[:2], [1e-4, 0.9e-4], [1e-4, 1.5e-4])  # little predicted
     assert flat.ok and not flat.tested
     assert not checks.grows("attention grows", CONTEXTS[:2], [2e-3, 1e-3], [1e-4, 1.6e-3]).ok
+
+
+# ---------------------------------------------------------------------------------------------- invariants
+
+
+def test_timer_agrees_with_itself_or_the_cell_fails():
+    checks.timer_agrees("ok", [1.0, 1.2, 1.1], median=1.1, q1=1.05, q3=1.15)
+    checks.timer_agrees("fastest only", [2.0])  # a transcription that kept the fastest time
+    checks.timer_agrees("median only", [], median=2.0)  # ... or only the median
+    for bad in ([1.0, float("nan")], [1.0, -1.0], [0.0], [1.0, float("inf")]):
+        with pytest.raises(checks.Broken, match="not a positive time"):
+            checks.timer_agrees("x", bad)
+    with pytest.raises(checks.Broken, match="disagrees with itself"):
+        checks.timer_agrees("median above every sample", [1.0, 1.1], median=1.5)
+    with pytest.raises(checks.Broken, match="out of order"):
+        checks.timer_agrees("fastest above the median", [2.0], median=1.0)
+    with pytest.raises(checks.Broken, match="out of order"):
+        checks.timer_agrees("quartiles crossed", [1.0, 2.0, 3.0], median=2.0, q1=2.5, q3=1.5)
+    with pytest.raises(checks.Broken, match="nothing was timed"):
+        checks.timer_agrees("empty", [])
+    assert issubclass(checks.Broken, AssertionError)  # a cell fails on it like on an assert
+
+
+WORK = [(1e9, 1e8), (4e9, 4e8), (1e9, 1e8)]  # (FLOPs, bytes): the second pass does 4x the first's and the third's
+
+
+def test_more_work_faster_than_less_is_broken_only_beyond_what_load_explains():
+    v = checks.more_work_is_slower(["a", "b", "c"], [1.0, 3.0, 1.1], [1.0, 4.0, 1.0], WORK)
+    assert v.ok and v.tested and v.numbers["pairs"] == 2 and v.numbers["least measured ratio"] == pytest.approx(3 / 1.1)
+    # more work measured faster, but by less than the 8x another process's load can add to one pass: load, not broken
+    assert checks.more_work_is_slower(["a", "b"], [1.0, 0.95], [1.0, 4.0], WORK[:2]).ok
+    assert checks.more_work_is_slower(["a", "b"], [1.0, 0.13], [1.0, 4.0], WORK[:2]).ok  # 7.7x: still load
+    with pytest.raises(checks.Broken, match="b ran 10.00× faster than a"):
+        checks.more_work_is_slower(["a", "b"], [1.0, 0.1], [1.0, 4.0], WORK[:2])
+    with pytest.raises(checks.Broken):  # the margin is a parameter: with none, any reversal is broken
+        checks.more_work_is_slower(["a", "b"], [1.0, 0.95], [1.0, 4.0], WORK[:2], load=1.0)
+
+
+@pytest.mark.parametrize("modelled, work", [
+    ([1.0, 3.9], WORK[:2]),  # modelled 3.9x: a library path or a stall could reverse it
+    ([1.0, 4.0], [(1e9, 1e8), (4e9, 1e8)]),  # 4x the FLOPs over the same bytes: a memory-bound pair
+    ([1.0, 4.0], [(1e9, 1e8), (1e9, 4e8)]),  # 4x the bytes, not the FLOPs
+])
+def test_pairs_that_are_not_4x_apart_by_every_measure_are_not_compared(modelled, work):
+    # the second pass measured at a twentieth of the first's time: not compared, it does not surely do more work
+    v = checks.more_work_is_slower(["a", "b"], [1.0, 0.05], modelled, work)
+    assert v.ok and not v.tested and v.numbers["pairs"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- GEMM paths
+
+ROWS = [1, 2, 4, 8, 16, 64]
+# Zen 3 (issue 25): one 8192x2048 fp32 weight at 11.2 GB/s and 45 GFLOP/s: 67.1 MB, 6.0 ms to read; M = 16 is
+# 537 MFLOP, 11.9 ms; M = 64 is 47.7 ms. Measured 5.0, 32.0, 44.0, 63.9, 71.4, 109 ms.
+ZEN3_RATIOS = [5.0 / 5.99, 32.0 / 5.99, 44.0 / 5.99, 63.9 / 5.99, 71.4 / 11.93, 109 / 47.7]
+ZEN3_GBS = [67.1 / t for t in (5.0, 32.0, 44.0, 63.9, 71.4, 109)]
+
+
+def test_slow_gemms_are_named_with_their_rows_and_bandwidth():
+    text = checks.describe_slow_gemms(ROWS, ZEN3_RATIOS, ZEN3_GBS, 11.2)
+    assert text.startswith("on this device the GEMM of 2 to 64 rows ran 2.3–10.7× its roofline time, reading its "
+                           "weight at 0.6–2.1 GB/s against the 11.2 GB/s copy roof")
+    assert checks.describe_slow_gemms(ROWS, [1.1] * 6, [10.0] * 6, 11.2) == ""
+    # two slow runs: the one with the slowest point is named
+    two = checks.describe_slow_gemms(ROWS, [2.5, 1.0, 1.0, 4.0, 3.0, 1.0], [5.0] * 6, 11.2)
+    assert "GEMM of 8 to 16 rows ran 3.0–4.0×" in two
+    assert "GEMM of 1 row ran" in checks.describe_slow_gemms([1, 2], [3.0, 1.0], [4.0, 12.0], 11.2)
+
+
+def test_gemm_efficiency_sentence_follows_the_numbers():
+    from specnotes.measure.probes import GemmEfficiency
+
+    eff = GemmEfficiency(tuple(ROWS), tuple(ZEN3_RATIOS), "zen 3", tuple(ZEN3_GBS))
+    text = checks.describe_gemm_efficiency(ROWS, ZEN3_RATIOS, eff.leave_one_out(), ZEN3_GBS, 11.2)
+    assert text.startswith("Measured over its roofline time, the GEMM took 0.83× at M = 1 to 10.67× at M = 8;")
+    assert f"within {eff.error():.0%} on average, against {eff.error([1.0] * 6):.0%} for the roofline alone" in text
+    assert "the curve, not the roofs" in text  # 100% against 345%
+    # a sweep that jumps between neighbours: the left-out points are no better than the roofs
+    jumpy = [1.0, 3.0, 1.0, 3.0, 1.0, 3.0]
+    left_out = GemmEfficiency(tuple(ROWS), tuple(jumpy)).leave_one_out()
+    assert "predicts little between its points" in checks.describe_gemm_efficiency(ROWS, jumpy, left_out, [5.0] * 6, 11)
+    assert "within 2× of the roofs at every M" in checks.describe_gemm_efficiency(ROWS, [1.2] * 6, [1.2] * 6,
+                                                                                  [9.0] * 6, 11.2)
+
+
+@pytest.mark.parametrize("without, with_, says", [
+    (0.74, 0.28, "explain 55% of the gap"),  # Zen 3's S(B): 1 - ln 1.28 / ln 1.74 = 0.554
+    (0.50, 0.48, "changes it by less than the 10% noise"),
+    (0.30, 0.60, "worse with it"),
+    (0.05, 0.04, "already within the 10% noise"),
+    (0.74, 0.05, "what is left is within the noise"),
+])
+def test_efficiency_gain_sentence_is_chosen_by_the_errors(without, with_, says):
+    text = checks.describe_efficiency_gain("S(B)", without, with_)
+    assert says in text and text.startswith(f"The model's S(B) is off by {with_:.0%} on average")
+    assert "past the GEMM sweep" in checks.describe_efficiency_gain("S(B)", without, with_, extrapolated=2)
+
+
+def test_speedup_trend_explains_a_fall_that_did_not_show():
+    # Zen 3: S = 0.528, 1.073, 1.001, 1.286; the model 1.687, 1.553, 1.120, 0.725
+    batches, s, model = [1, 2, 4, 8], [0.528, 1.073, 1.001, 1.286], [1.687, 1.553, 1.120, 0.725]
+    falls = checks.speedup_falls(batches, s, model)
+    assert falls.tested and not falls.ok
+    slow = checks.describe_slow_gemms(ROWS, ZEN3_RATIOS, ZEN3_GBS, 11.2)
+    text = checks.describe_speedup_trend(falls, batches, [5.32, 1.81, 2.32, 1.77], [1.01, 1.17, 2.1, 3.63], slow)
+    assert text.startswith("S did not fall because the iteration did not grow dearer than plain decoding: verify "
+                           "cost 1.81× a decode pass at B = 2 and 1.77× at B = 8, where the model has 1.17× and 3.63×")
+    assert "the GEMM of 2 to 64 rows" in text and "cannot predict it" in text
+    assert "a cost the roofline does not see" in checks.describe_speedup_trend(falls, batches, [5.3, 1.8, 2.3, 1.8],
+                                                                              [1.0, 1.2, 2.1, 3.6])
+    held = checks.speedup_falls(PAYS["batches"], measured_s(PAYS), PAYS["model_s"])
+    assert checks.describe_speedup_trend(held, PAYS["batches"], vd(PAYS), PAYS["model_vd"], slow) == ""
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 3
+
+# Chapter 3's stored run (2-core AMD EPYC, one thread): k, wall-clock S (median, low, high), S from the passes,
+# Leviathan's E[N]/(1 + kc), and the loop's unmodelled ms per iteration
+E2E_K = [1, 2, 4, 6]
+E2E = {"median": [0.750, 0.743, 0.675, 0.565], "low": [0.541, 0.618, 0.548, 0.493],
+       "high": [0.961, 1.096, 0.836, 0.778], "passes": [1.018, 0.998, 0.773, 0.688],
+       "leviathan": [1.175, 1.197, 0.934, 0.817], "extra": [1.496, 1.896, 1.832, 2.305]}
+
+
+def wall(name, predicted, **changes):
+    e = {**E2E, **changes}
+    return checks.wall_clock_agrees(name, E2E_K, e["median"], e["low"], e["high"], predicted)
+
+
+def test_wall_clock_verdicts_have_a_stated_noise_margin():
+    # the passes: 1.018 <= 0.961 x 1.1 = 1.057, 0.998 <= 1.206, 0.773 <= 0.920, 0.688 <= 0.856: every k agrees
+    passes = wall("the pass times", E2E["passes"])
+    assert passes.ok and passes.sentence == ("The pass times predicted the wall-clock speedup at every k, within the "
+                                             "measured range and the 10% noise.")
+    # Leviathan: 1.175 > 1.057 at k = 1 (1.11x off) and 0.934 > 0.920 at k = 4 (1.02x): k = 1 is the worst
+    lev = wall("Leviathan's formula", E2E["leviathan"])
+    assert not lev.ok and lev.numbers["worst k"] == 1
+    assert lev.sentence == ("Leviathan's formula predicted 1.18× at k = 1, above the 0.54–0.96× the wall clock "
+                            "measured (median 0.75×), beyond the 10% noise; 2 of 4 k missed so")
+    text = checks.describe_wall_clock(lev, E2E_K, E2E["leviathan"], E2E["median"], E2E["extra"], 0.3)
+    assert text.endswith("took 1.50 ms per iteration at k = 1, which no prediction from pass times sees.")
+    # a prediction below the range: plain decoding's own loop is named
+    low = wall("the pass times", [0.4, 0.998, 0.773, 0.688])  # 0.4 < 0.541 / 1.1 = 0.492
+    assert not low.ok and "below the 0.54–0.96×" in low.sentence
+    assert "plain decoding paid 0.30 ms per token" in checks.describe_wall_clock(low, E2E_K, [0.4, 0.998, 0.773, 0.688],
+                                                                              E2E["median"], E2E["extra"], 0.3)
+    assert checks.describe_wall_clock(passes, E2E_K, E2E["passes"], E2E["median"], E2E["extra"], 0.3) == passes.sentence
+    with pytest.raises(ValueError):
+        wall("x", E2E["passes"][:3])
+
+
+@pytest.mark.parametrize("c, says", [
+    (0.43, "per-pass overhead, not the bytes, sets c (6.2× what reading the weights would give)"),  # the stored run
+    (0.09, "per-pass overhead adds 30% to it"),
+    (0.072, "equal within the 10% noise"),
+    (0.05, "faster than its share of the bytes"),
+])
+def test_overhead_sentence_follows_c(c, says):
+    text = checks.describe_overhead_c(c, 0.069)
+    assert says in text and text.startswith(f"So c = {c:.2f}, against the parameter ratio 0.069")
+
+
+def test_formula_gap_sentence():
+    assert checks.describe_formula_gap({0.0: 0.031, 1.0: -0.02}) == (
+        "On average the i.i.d. formula is close: measured E[N] differs from it by 3.1% at temperature 0 and 2.0% at "
+        "temperature 1.")
+    assert "misses the mean here" in checks.describe_formula_gap({0.0: 0.031, 1.0: 0.2})
+
+
+def test_describe_all_names_only_what_failed():
+    ok = checks.Verdict("a grows", True, True, "It grew.")
+    untested = checks.Verdict("b grows", True, False, "Nothing to test.")
+    bad = checks.Verdict("c grows", False, True, "From L = 512 to 8192 ...: too flat.")
+    assert checks.describe_all([ok, untested], "All grew.") == "All grew."
+    text = checks.describe_all([ok, bad], "All grew.")
+    assert text == "Not as the model says: c grows. From L = 512 to 8192 ...: too flat."
+
+
+def test_pass_price_sentence():
+    # Chapter 7's stored run: the draft c = 0.233 against 0.069 by bytes, the early exit 0.62 against 0.52
+    mixed = checks.describe_pass_prices({"draft": (0.233, 0.069), "early exit": (0.62, 0.52)})
+    assert mixed == ("The prices here are partly the bytes and partly per-pass overhead: the draft 3.38× its share of "
+                     "the bytes and the early exit 1.19× its share of the bytes.")
+    assert checks.describe_pass_prices({"draft": (0.233, 0.069)}).startswith("At these model sizes per-pass overhead")
+    assert "follow the bytes" in checks.describe_pass_prices({"draft": (0.072, 0.069), "early exit": (0.5, 0.52)})
+    with pytest.raises(ValueError):
+        checks.describe_pass_prices({})
+
+
+@pytest.mark.parametrize("fused, says", [(1.0, "ran 3.0× faster"), (2.9, "the same within"), (4.0, "costs more")])
+def test_fused_sentence(fused, says):
+    assert says in checks.describe_fused(fused, 3.0)
+
+
+def test_adaptive_policy_verdict():
+    # Chapter 8's stored run: plain 1.105 measured, fixed 1.008, V0 0.997 (adaptive k's time = 1)
+    ratios = {"plain decoding": 1.105, "fixed k = 2": 1.008, "V0 rule": 0.997}
+    sampled = {"plain decoding": 1.03, "fixed k = 2": 0.99, "V0 rule": 0.99}
+    v = checks.adaptive_holds(ratios, sampled)
+    assert v.ok and v.sentence == ("The step times sampled during the run predicted no clear win (more than 15%) "
+                                   "for adaptive k over any policy; and adaptive k was never more than 15% behind (at "
+                                   "worst 1.00×, against the V0 rule).")
+    v = checks.adaptive_holds(ratios, {**sampled, "plain decoding": 1.2})
+    assert v.ok and v.sentence.startswith("Where the step times sampled during the run predicted a clear win for "
+                                          "adaptive k (over the plain decoding: 1.20× predicted, 1.10× measured), it "
+                                          "showed; and adaptive k was never more than 15% behind")
+    lost = checks.adaptive_holds({**ratios, "plain decoding": 0.98}, {**sampled, "plain decoding": 1.2})
+    assert not lost.ok and "a clear win over the plain decoding (1.20×) and it measured 0.98×" in lost.sentence
+    behind = checks.adaptive_holds({**ratios, "V0 rule": 0.8}, sampled)
+    assert not behind.ok and "adaptive k was 1.25× slower than the V0 rule" in behind.sentence
+    with pytest.raises(ValueError):
+        checks.adaptive_holds(ratios, {"plain decoding": 1.0})

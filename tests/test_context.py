@@ -234,9 +234,13 @@ def test_excess_halved_and_verdicts():
     assert cx.excess_halved(3.0, 2.0) and not cx.excess_halved(3.0, 2.01)
     assert not cx.excess_halved(1.0, 0.9)  # nothing above 1 to fall from
     assert cx.fall_verdict([3.0, 2.5, 1.9]) == "halved"
-    assert cx.fall_verdict([3.0, 2.5]) == "fell"
-    assert cx.fall_verdict([2.0, 2.2]) == "did not fall"
-    assert cx.fall_verdict([2.0]) == "did not fall"
+    assert cx.fall_verdict([3.0, 2.5]) == "fell"  # 2.5 < 3.0 / 1.1 = 2.73
+    assert cx.fall_verdict([2.0, 2.3]) == "rose"  # 2.3 > 2.0 · 1.1
+    assert cx.fall_verdict([2.0]) == "flat"
+    # Chapter 5's stored run (issue 27, item 5): 2.125 -> 2.016 with 2.180 on the way is flat within 10%
+    assert cx.fall_verdict([2.125, 2.108, 1.978, 1.935, 1.922, 2.180, 2.016, 2.016]) == "flat"
+    assert cx.fall_verdict([2.125, 2.016], noise=0.06) == "flat"
+    assert cx.fall_verdict([2.125, 2.016], noise=0.0) == "fell"
 
 
 def test_kv_anchored_ratios_by_hand():

@@ -1,6 +1,7 @@
 """The decode worker: continuous batching with speculation, and the drafter-state handoff."""
 
 import random
+import re
 
 import pytest
 import torch
@@ -202,3 +203,139 @@ def test_the_distribution_check_rejects_wrong_samplers(hard_position, wrong, mon
     draws = first_tokens(target, draft, prompt, 2, rows=48, repeats=25, state=dict(draft=draft))
     empirical = torch.bincount(draws, minlength=256).double() / len(draws)
     assert sampling.total_variation(empirical, p) > 3 * sampling_noise(p, len(draws))
+
+
+# ---------------------------------------------------------------------------------------------- isolation
+# One request's bad state never touches another's: every bad handoff an audit found is refused (or decoded
+# plainly) at admission, and a request that breaks inside a step fails alone. Each case runs next to healthy
+# requests whose outputs must equal plain greedy decoding, token for token.
+
+
+def bad_handoffs(target, draft, prompts):
+    """{name: (a handoff whose drafter state is bad, the message that must name the problem)}, for a request
+    whose prompt is prompts[4] and whose target state is good."""
+    good = prefill(target, prompts[4], 9, request_id=4, draft=draft)
+    same_length = torch.cat([prompts[5][: len(prompts[4]) - 1], prompts[4][-1:]])  # as long, same last token
+    other = prefill(target, same_length, 9, request_id=99, draft=draft)
+    longer = prefill(target, torch.cat([prompts[4], prompts[0]]), 9, request_id=98, draft=draft)
+
+    def handoff(**state):
+        return Handoff(4, good.target_cache, good.last_token, 9, **state)
+
+    return {
+        "stale draft_cache longer than the prompt": (handoff(prompt=good.prompt, draft_cache=longer.draft_cache),
+                                                    r"draft_cache holds \d+ tokens; the request's prefix has \d+"),
+        "empty prompt": (handoff(prompt=torch.zeros(0, dtype=torch.int64)), r"prompt holds 0 tokens"),
+        "prompt shorter than the target cache": (handoff(prompt=good.prompt[-3:]), r"prompt holds 3 tokens"),
+        "target cache as draft state": (handoff(prompt=good.prompt, draft_cache=good.target_cache),
+                                        r"draft_cache is shaped .* another model's cache"),
+        "a tensor as state": (handoff(prompt=good.prompt, draft_cache=torch.zeros(2, 3)),
+                              r"draft_cache must be a specnotes.model.KVCache, got Tensor"),
+        "{} as state": (handoff(prompt=good.prompt, draft_cache={}), r"draft_cache must be .*KVCache, got dict"),
+        "another request's cache of the same length": (handoff(prompt=good.prompt, draft_cache=other.draft_cache),
+                                                       r"draft_cache covers another prefix"),
+        "another request's prompt of the same length": (handoff(prompt=other.prompt), r"prompt is not the prefix"),
+        "a draft cache without its prompt": (handoff(draft_cache=good.draft_cache), r"without a valid prompt"),
+    }
+
+
+BAD = ["stale draft_cache longer than the prompt", "empty prompt", "prompt shorter than the target cache",
+       "target cache as draft state", "a tensor as state", "{} as state", "another request's cache of the same length",
+       "another request's prompt of the same length", "a draft cache without its prompt"]
+
+
+@pytest.mark.parametrize("policy", ["refuse", "plain"])
+@pytest.mark.parametrize("case", BAD)
+def test_a_bad_handoff_never_touches_its_healthy_neighbours(pair64, prompts, case, policy, one_thread):
+    target, draft = pair64
+    bad, message = bad_handoffs(target, draft, prompts)[case]
+    worker = DecodeWorker(target, draft, slots=3, capacity=64, k_max=3, on_missing=policy)
+    worker.admit(prefill(target, prompts[2], 12, 2, draft=draft))
+    if policy == "refuse":
+        with pytest.raises(decode_worker.InvalidDrafterState, match=message):
+            worker.admit(bad)
+        assert worker.n == 1  # nothing half-admitted
+    else:
+        assert worker.admit(bad) is False  # decoded without speculation, k = 0
+    worker.admit(prefill(target, prompts[3], 10, 3))  # a healthy neighbour admitted after it (prompt only)
+    out, failed = {}, []
+    while worker.n:
+        result = worker.step(3)
+        out.update({f.request_id: f for f in result.finished})
+        failed += result.failed
+    assert not failed
+    assert torch.equal(out[2].tokens, plain_reference(target, prompts[2], 12)) and out[2].speculated
+    assert torch.equal(out[3].tokens, plain_reference(target, prompts[3], 10)) and out[3].speculated
+    if policy == "plain":  # its target state was good: it decodes exactly, plainly, and says why
+        assert torch.equal(out[4].tokens, plain_reference(target, prompts[4], 9))
+        assert not out[4].speculated and re.search(message, out[4].reason)
+
+
+def test_a_handoff_whose_target_state_is_bad_is_refused_under_any_policy(pair64, prompts):
+    target, draft = pair64
+    good = prefill(target, prompts[0], 4, 0, draft=draft)
+    worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2, on_missing="plain")
+    for bad, message in [(Handoff(0, good.draft_cache, good.last_token, 4), r"target_cache is shaped"),
+                         (Handoff(0, {}, good.last_token, 4), r"target_cache must be a specnotes.model.KVCache"),
+                         (Handoff(0, good.target_cache, 300, 4), r"last_token must be an integer in \[0, 255\]"),
+                         (Handoff(0, good.target_cache, good.last_token, 0), r"max_new_tokens must be an integer")]:
+        with pytest.raises(BadArgument, match=message):
+            worker.admit(bad)
+    assert worker.n == 0
+
+
+def corrupt_draft_length(worker, row):
+    worker.draft_cache.lengths[row] = worker.committed[row] + 5  # stale state: ahead of the tokens it has
+
+
+def corrupt_target_length(worker, row):
+    worker.target_cache.lengths[row] -= 2
+
+
+def corrupt_last_token(worker, row):
+    worker.history[row, worker.committed[row] - 1] = 999  # not a token id: the model raises for this row only
+
+
+@pytest.mark.parametrize("corrupt,reason", [
+    (corrupt_draft_length, r"request 1: its draft cache holds \d+ tokens, more than its \d+ committed"),
+    (corrupt_target_length, r"request 1: its target cache holds \d+ tokens"),
+    (corrupt_last_token, r"request 1: BadArgument: tokens must be ids in \[0, 256\)"),
+])
+@pytest.mark.parametrize("k", [0, 3])
+def test_a_request_that_breaks_inside_a_step_fails_alone(pair64, prompts, corrupt, reason, k, one_thread):
+    target, draft = pair64
+    worker = DecodeWorker(target, draft, slots=4, capacity=64, k_max=3)
+    lengths = {0: 14, 1: 14, 2: 9, 3: 11}
+    for i, n in lengths.items():
+        worker.admit(prefill(target, prompts[i], n, i, draft=draft))
+    out, failed = {}, []
+    for step in range(40):
+        if step == 2:
+            corrupt(worker, worker.request_ids.index(1))
+        if not worker.n:
+            break
+        result = worker.step(k)
+        out.update({f.request_id: f for f in result.finished})
+        failed += result.failed
+    assert [f.request_id for f in failed] == [1] and re.search(reason, failed[0].reason), failed
+    delivered = failed[0].tokens[:-1]  # what it had before it broke (the last one may be the corrupted one)
+    assert torch.equal(delivered, plain_reference(target, prompts[1], lengths[1])[: len(delivered)])
+    for i in (0, 2, 3):  # the rest go on as if request 1 were absent
+        assert torch.equal(out[i].tokens, plain_reference(target, prompts[i], lengths[i])), i
+
+
+def test_an_error_every_request_raises_is_the_workers_and_is_raised(pair64, prompts, monkeypatch):
+    target, draft = pair64
+    worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)
+    worker.admit(prefill(target, prompts[0], 4, 0, draft=draft))
+    worker.admit(prefill(target, prompts[1], 4, 1, draft=draft))
+    before = worker.snapshot()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the sampler itself is broken")
+
+    monkeypatch.setattr(decode_worker, "speculative_sample", broken)
+    with pytest.raises(RuntimeError, match="the sampler itself is broken"):
+        worker.step(2)
+    assert worker.n == 2 and worker.request_ids[:2] == [0, 1]  # nobody was blamed for it
+    assert all(torch.equal(a, b) for a, b in zip(before, worker.snapshot(), strict=True))  # the step was undone

@@ -3,7 +3,8 @@ import pytest
 from specnotes import hardware
 from specnotes.hardware import ACCELERATORS, accelerator
 
-DESIGN_ROWS = ["T4", "L4", "A10G", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "MI300X"]
+DESIGN_ROWS = ["T4", "L4", "A10G", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "B200", "MI300X",
+               "RTX-3090", "RTX-4090", "L40S"]
 
 
 def test_table_has_every_design_row_with_a_source():
@@ -37,8 +38,10 @@ def test_bad_names_and_dtypes():
 @pytest.mark.parametrize("name,row", [
     ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA H200", "H200"),
     ("NVIDIA A100-SXM4-80GB", "A100-80GB"), ("NVIDIA A100-SXM4-40GB", "A100-40GB"), ("Tesla T4", "T4"),
-    ("NVIDIA L4", "L4"), ("NVIDIA L40S", None), ("NVIDIA A10G", "A10G"), ("NVIDIA B200", "B200"),
-    ("AMD Instinct MI300X", "MI300X"), ("NVIDIA GeForce RTX 4090", None),
+    ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"), ("NVIDIA L40", None), ("NVIDIA A10G", "A10G"),
+    ("NVIDIA B200", "B200"), ("AMD Instinct MI300X", "MI300X"), ("NVIDIA GeForce RTX 4090", "RTX-4090"),
+    ("NVIDIA GeForce RTX 3090", "RTX-3090"), ("NVIDIA GeForce RTX 3090 Ti", None), ("NVIDIA GeForce RTX 4090 D", None),
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", None), ("NVIDIA GeForce RTX 3080", None),
 ])
 def test_match_device_name(name, row):
     assert hardware.match_device_name(name) == row
@@ -73,3 +76,17 @@ def test_the_a10g_note_keeps_its_own_peak_apart_from_the_a10s():
     assert a10g.peak("bf16") == 70e12
     assert "the A10 itself has 125 TF bf16" in a10g.notes
     assert f"the A10G the {a10g.peak('bf16') / 1e12:.0f} of this row" in a10g.notes
+
+
+def test_consumer_and_workstation_rows_by_hand():
+    # datasheet/whitepaper numbers typed here independently of the table: fp32-accumulate tensor peaks
+    rtx3090, rtx4090, l40s = accelerator("RTX-3090"), accelerator("RTX-4090"), accelerator("L40S")
+    assert (rtx3090.peak("bf16"), rtx3090.mem_bandwidth, rtx3090.memory) == (71e12, 936e9, 24e9)
+    assert (rtx4090.peak("bf16"), rtx4090.mem_bandwidth, rtx4090.memory) == (165.2e12, 1008e9, 24e9)
+    assert (l40s.peak("bf16"), l40s.mem_bandwidth, l40s.memory) == (362.05e12, 864e9, 48e9)
+    # the consumer cards' ridges sit far below an H100's: speculation's headroom ends at a much smaller batch
+    assert rtx3090.ridge() == pytest.approx(71 / 0.936) and rtx3090.ridge() < 0.3 * accelerator("H100-SXM").ridge()
+    assert l40s.ridge() > accelerator("H100-SXM").ridge()  # GDDR6: more FLOPs per byte than HBM parts
+    with pytest.raises(ValueError, match="no fp8"):
+        rtx3090.ridge("fp8")  # Ampere has no fp8 tensor cores
+    assert "fp16 accumulate" in rtx3090.notes and "fp16 accumulate" in rtx4090.notes

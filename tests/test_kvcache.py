@@ -414,3 +414,133 @@ def test_bad_arguments(shipped32):
         kvcache.first_divergence(torch.zeros(2, 3), torch.zeros(3, 2))
     assert kvcache.first_divergence(torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([[1, 2, 0], [4, 0, 6]])) \
         == (1, 1)
+
+
+# ---------------------------------------------------------------- the drop rule when publishers branch
+
+
+@pytest.mark.parametrize("on_hit", ["drop", "lookahead", "drop-last"])
+def test_the_drop_rule_is_exact_when_publishers_branch(shipped64, on_hit):
+    target, draft = shipped64
+    cache = PrefixCache(target, draft, block_size=BS, policy=Policy(on_hit=on_hit))
+    # A publishes blocks 0..4 and goes on; B shares A's first 4 blocks, branches at the first token of block 4 and
+    # publishes block 4; R resumes B past block 4: it hits blocks A wrote, then a block B wrote
+    r = kvcache.branching_requests(target, LookaheadDrafter(draft), load_text("eval")[:40], cache, block=4)
+    q = kvcache.first_draft_probs(target, LookaheadDrafter(draft), [r], cache)
+    with torch.no_grad():
+        error = float((q - reference_first_draft(draft, [r])).abs().max())
+    reused = cache.stats.last_hits[0] // BS
+    if on_hit == "drop-last":  # the old rule serves block 3 (A's) before block 4 (B's): A's next token in its last slot
+        assert reused == 4 and error > 1e-3, (reused, error)
+    else:
+        assert error < 1e-9, error
+        assert reused == (3 if on_hit == "drop" else 5), reused  # drop gives back A's block 3 and B's block 4
+
+
+def test_a_failed_call_gives_back_every_block_it_held(shipped64):
+    """Fill the pool until a call runs out of blocks; then a call that fits an empty pool must succeed."""
+    target, draft = shipped64
+    prompts = first_turn_prompts(4)
+    cache = PrefixCache(target, draft, block_size=BS, num_blocks=12)  # 192 slots: one or two requests, not four
+    with pytest.raises(RuntimeError, match="out of KV blocks"):
+        speculative_generate_cached(target, LookaheadDrafter(draft), prompts, 40, cache)
+    assert cache.target.refs == [0] * 12 and cache.draft.refs == [0] * 12
+    with pytest.raises(RuntimeError, match="out of KV blocks"):
+        generate_cached(target, prompts, 40, cache)
+    assert cache.target.refs == [0] * 12
+    got = speculative_generate_cached(target, LookaheadDrafter(draft), prompts[:1], 40, cache)
+    assert torch.equal(got.tokens, generate(target, prompts[:1], 40).tokens)
+    with pytest.raises(ValueError, match="rollback can only shorten"):  # any exception, not only the pool's
+        speculative_generate_cached(target, LookaheadDrafter(draft), prompts[:2], 8, cache, sampler=grow_rollback)
+    assert cache.target.refs == [0] * 12 and cache.draft.refs == [0] * 12
+
+
+def grow_rollback(draft_tokens, draft_probs, target_probs, generator=None):
+    """A sampler that claims more accepted drafts than were drafted: the rollback raises."""
+    tokens = torch.zeros(draft_tokens.shape[0], draft_tokens.shape[1] + 1, dtype=torch.int64)
+    return tokens, torch.full((draft_tokens.shape[0],), draft_tokens.shape[1] + 5, dtype=torch.int64)
+
+
+def test_a_cache_serves_only_the_models_it_was_built_for(shipped64, shipped32):
+    target, draft = shipped64
+    cache = PrefixCache(target, draft, block_size=BS)
+    with pytest.raises(ValueError, match="built for another target model"):
+        generate_cached(shipped32[0], ["hello there"], 2, cache)
+    with pytest.raises(ValueError, match="built for another draft model"):
+        speculative_generate_cached(target, LookaheadDrafter(shipped32[1]), ["hello there"], 2, cache)
+    twin = load_target(dtype=torch.float64)  # the same shape and weights, another object: not the cache's
+    with pytest.raises(ValueError, match="built for another target model"):
+        generate_cached(twin, ["hello there"], 2, cache)
+
+
+# ---------------------------------------------------------------- what the figures read: views of the real cache
+
+
+def test_slot_states_by_hand():
+    # 10 verified, the pending token at slot 10, written up to 13; before and after the verdict
+    after = [kvcache.slot_state(i, 10, 11, 13, judged=True) for i in range(8, 15)]
+    assert after == ["verified", "verified", "pending over a rejected draft", "rejected", "rejected", "free", "free"]
+    during = [kvcache.slot_state(i, 11, 11, 15, judged=False) for i in range(9, 16)]
+    assert during == ["verified", "verified", "draft", "draft", "draft", "draft", "free"]
+    assert kvcache.slot_state(10, 10, 11, 10, judged=True) == "pending"  # no rejected draft under it
+
+
+def test_cache_view_reads_tables_hashes_and_hits():
+    pool = BlockPool(TINY, num_blocks=4, block_size=4)
+    a, b = pool.allocate(), pool.allocate()
+    pool.publish(a, bytes.fromhex("ab" * 16))
+    cache = PagedKVCache(pool, [[a, b]], [6])
+    cache.written = [8]
+    view = kvcache.cache_view(cache, 0, "committed", 3, verified=6, known=7, hit=4)
+    assert [blk.block for blk in view.blocks] == [a, b] and view.blocks[0].published == "abababab"
+    assert view.blocks[0].hit and not view.blocks[1].hit
+    assert view.blocks[1].states == ("verified", "verified", "pending over a rejected draft", "rejected")
+    assert not view.blocks[0].stale and not view.blocks[1].stale
+    pool.publish(b, bytes.fromhex("cd" * 16))  # a block published with unverified slots: stale
+    assert kvcache.cache_view(cache, 0, "committed", 3, 6, 7).blocks[1].stale
+
+
+@pytest.fixture(scope="module")
+def recorded(shipped64):
+    """The failure of Chapter 9 recorded: a first turn and resumed second turns under the eager policy and the
+    rule, with a Recorder watching every call."""
+    target, draft = shipped64
+    prompts = first_turn_prompts(3)
+    full = [encode(p).tolist() + o.tolist() for p, o in zip(prompts, generate(target, prompts, 64).tokens, strict=True)]
+    second = [f[: m * BS + 2] for f in full for m in (3, 4, 5)]
+    runs = {}
+    for name in ("written (eager publication)", "verified + drop"):
+        cache = PrefixCache(target, draft, block_size=BS, policy=POLICIES[name])
+        first, later = kvcache.Recorder(), kvcache.Recorder()
+        speculative_generate_cached(target, DraftModelDrafter(draft), prompts, 64, cache, observe=first)
+        out = speculative_generate_cached(target, DraftModelDrafter(draft), second, 24, cache, observe=later).tokens
+        runs[name] = first, later, out
+    return runs, generate(target, second, 24).tokens
+
+
+def test_the_recorder_sees_stale_blocks_published_only_under_the_eager_policy(recorded):
+    runs, reference = recorded
+    eager_first, eager_second, eager_out = runs["written (eager publication)"]
+    rule_first, rule_second, rule_out = runs["verified + drop"]
+    assert any(b.stale for v in eager_first.views for b in v.blocks)
+    assert not any(b.stale for v in rule_first.views + rule_second.views for b in v.blocks)
+    row, pos = kvcache.first_divergence(reference, eager_out)
+    story = kvcache.stale_hit(eager_first, eager_second, row)
+    assert story is not None and story.a_published.stage == "committed" and story.a_verify.stage == "verify"
+    stale = next(b for b in story.a_published.blocks if b.published == story.hash)
+    assert stale.stale and stale.states[-1] == "pending over a rejected draft"  # the rejected draft in the last slot
+    assert any(b.hit and b.published == story.hash for b in story.b_admitted.blocks)
+    assert torch.equal(rule_out, reference)
+    assert kvcache.stale_hit(rule_first, rule_second, row) is None
+
+
+def test_a_publishing_iteration_shows_the_verify_pass_and_the_verdict(recorded):
+    rule_first = recorded[0]["verified + drop"][0]
+    i = rule_first.publishing_iteration(0, 0)
+    before, verify, after = rule_first.iteration(0, 0, i)
+    assert before.stage == "committed" and verify.stage == "verify" and after.stage == "committed"
+    assert verify.verified == before.verified + 1 and verify.written == before.verified + 5  # k = 4 drafts written
+    assert after.written > after.verified  # a draft was rejected
+    assert sum(b.published is not None for b in after.blocks) > sum(b.published is not None for b in before.blocks)
+    states = {s for b in verify.blocks for s in b.states}
+    assert {"verified", "draft"} <= states

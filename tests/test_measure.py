@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from specnotes import measure as m
-from specnotes.measure import devices
+from specnotes.measure import devices, dtypes
 
 CPU = torch.device("cpu")
 
@@ -115,13 +115,13 @@ def test_num_threads_restores():
     ({"bf16": 0.8, "fp32": 1.05}, {"bf16": 10, "fp32": 10}, "bf16"),  # below 1 counts as flat, then the tie rule
 ])
 def test_choose_dtype_picks_the_widest_memory_bound_range(ratios, gemv, chosen):
-    assert devices.choose_dtype(ratios, gemv) == chosen
+    assert dtypes.choose_dtype(ratios, gemv) == chosen
 
 
 @pytest.mark.parametrize("ratios, gemv", [({}, {}), ({"bf16": 1.0}, {"fp32": 1.0}), ({"int8": 1.0}, {"int8": 1.0})])
 def test_choose_dtype_rejects_mismatched_input(ratios, gemv):
     with pytest.raises(ValueError):
-        devices.choose_dtype(ratios, gemv)
+        dtypes.choose_dtype(ratios, gemv)
 
 
 def test_dtype_env_override_wins_and_is_explained(monkeypatch):
@@ -137,7 +137,7 @@ def test_dtype_env_override_wins_and_is_explained(monkeypatch):
 
 def test_probe_runs_once_per_process_and_reports_its_ratios(monkeypatch):
     monkeypatch.delenv(m.DTYPE_ENV, raising=False)
-    monkeypatch.setattr(devices, "_CHOICES", {})
+    monkeypatch.setattr(dtypes, "_CHOICES", {})
     costs = {"bf16": (0.010, 1.1), "fp32": (0.020, 4.5), "fp16": (0.012, 2.5)}  # (1-row seconds, 5-row/1-row)
     calls = []
 
@@ -145,7 +145,7 @@ def test_probe_runs_once_per_process_and_reports_its_ratios(monkeypatch):
         calls.append(dtype)
         return costs[dtype]
 
-    monkeypatch.setattr(devices, "row_cost", fake_row_cost)
+    monkeypatch.setattr(dtypes, "row_cost", fake_row_cost)
     choice = m.dtype_choice(CPU)
     assert m.dtype_choice(CPU) is choice and calls == ["bf16", "fp32", "fp16"]
     assert choice.dtype == "bf16" and choice.source == "probe"
@@ -159,23 +159,23 @@ def test_row_cost_pairs_with_a_fake_clock(monkeypatch):
     # another process: the medians ignore it
     durations = iter([0.002, 0.003] * 2 + [0.002, 0.030] + [0.002, 0.003] * 2)  # warm-ups in the first pair
     now = [0.0]
-    real = m.timing.time_fn
+    real = dtypes.time_fn
 
     def tick():
         now[0] += next(durations)
 
-    monkeypatch.setattr(m.timing, "time_fn", lambda fn, **kw: real(tick, **kw))
-    one, ratio = devices.row_cost("fp32", 8, 8, pairs=3, timer=lambda: now[0])
+    monkeypatch.setattr(dtypes, "time_fn", lambda fn, **kw: real(tick, **kw))
+    one, ratio = dtypes.row_cost("fp32", 8, 8, pairs=3, timer=lambda: now[0])
     assert one == pytest.approx(0.002) and ratio == pytest.approx(1.5)
 
 
 def test_real_probe_is_quick_and_consistent(monkeypatch):
     monkeypatch.delenv(m.DTYPE_ENV, raising=False)
-    monkeypatch.setattr(devices, "_CHOICES", {})
+    monkeypatch.setattr(dtypes, "_CHOICES", {})
     choice = m.dtype_choice(CPU)
     assert choice.seconds < 4  # budget 1.5 s for the optional fp16; a busy 2-core machine can double it
     assert {"bf16", "fp32"} <= set(choice.ratios) and choice.dtype in choice.ratios
-    assert choice.dtype == devices.choose_dtype(choice.ratios, choice.gemv_gb_per_s)
+    assert choice.dtype == dtypes.choose_dtype(choice.ratios, choice.gemv_gb_per_s)
 
 
 # ---------------------------------------------------------------------------------------- timing
@@ -514,3 +514,13 @@ def test_knee_rejects_bad_input(batches, times):
 def test_measured_roof_reads_as_one_line():
     text = str(m.MeasuredRoof(bandwidth=20e9, flops=1.2e12, dtype="bf16"))
     assert text == "20.0 GB/s, 1200 GFLOP/s in bf16: ridge 60 FLOP/byte, critical batch 60 tokens"
+
+
+def test_efficiency_sweep_doubles_m_past_the_rows_asked_for():
+    sizes = m.Sizes(copy_bytes=2**20, d_in=64, d_out=128, batches=(1, 2, 4), peak_n=64, warmup=1, repeats=3)
+    roof = m.MeasuredRoof(10e9, 100e9, dtype="fp32")
+    records, eff = m.efficiency_sweep(roof, 6, "cpu", "fp32", sizes=sizes, progress=False, budget_s=30.0)
+    assert [r.params["batch"] for r in records] == [1, 2, 4, 8] and eff.rows == (1, 2, 4, 8)
+    assert all(r.params["d_in"] == 64 and r.params["d_out"] == 128 for r in records)
+    # M = 1 is memory-bound on these roofs: the fp32 weight and one row in and out, 33,536 bytes at 10 GB/s
+    assert eff.ratios[0] == pytest.approx(records[0].fastest_s / ((4 * 64 * 128 + 4 * (64 + 128)) / 10e9))

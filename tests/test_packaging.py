@@ -122,19 +122,57 @@ def test_a_torch_already_installed_is_kept():
         assert commands(installed=True, gpu=gpu) == []
 
 
-def test_linux_without_a_gpu_gets_the_cpu_build_from_pytorchs_index():
+def test_linux_without_a_gpu_gets_cis_version_of_the_cpu_build_from_pytorchs_index():
     first, second = commands()
-    assert first[-4:] == ["--no-deps", "--index-url", "https://download.pytorch.org/whl/cpu", "torch"]
-    assert second[-1] == "torch" and "--index-url" not in second  # then its dependencies, from PyPI
+    pinned = f"torch=={install_torch.TORCH}"
+    assert first[-4:] == ["--no-deps", "--index-url", "https://download.pytorch.org/whl/cpu", pinned]
+    assert second[-1] == pinned and "--index-url" not in second  # then its dependencies, from PyPI
 
 
-def test_linux_with_a_gpu_and_other_systems_get_pypis_build():
-    assert commands(gpu=True) == [["py", "-m", "pip", "install", "-q", "torch"]]
-    assert commands(system="Darwin") == [["py", "-m", "pip", "install", "-q", "torch"]]
+def test_linux_with_a_gpu_and_other_systems_get_pypis_build_of_cis_version():
+    pinned = ["py", "-m", "pip", "install", "-q", f"torch=={install_torch.TORCH}"]
+    assert commands(gpu=True) == [pinned] and commands(system="Darwin") == [pinned]
 
 
-def test_a_pinned_version():
-    assert all(c[-1] == "torch==2.13.0" for c in commands(version="2.13.0"))
+def test_a_version_given_replaces_cis():
+    assert all(c[-1] == "torch==2.99.0" for c in commands(version="2.99.0"))
+
+
+def test_an_unreachable_cpu_index_falls_back_to_the_same_version_from_the_usual_index():
+    import subprocess
+
+    plans = install_torch.install_plans("py", installed=False, gpu=False, system="Linux")
+    ran, said = [], []
+
+    def run(command, check):
+        ran.append(command)
+        if CPU_INDEX in command:
+            raise subprocess.CalledProcessError(1, command)
+
+    CPU_INDEX = install_torch.CPU_INDEX
+    install_torch.run_plans(plans, run=run, say=said.append)
+    assert ran[-1] == ["py", "-m", "pip", "install", "-q", f"torch=={install_torch.TORCH}"] and len(ran) == 2
+    assert any("trying the next way" in s for s in said)
+    with pytest.raises(subprocess.CalledProcessError):  # every way failed: the last failure is raised
+        install_torch.run_plans(plans, run=lambda c, check: (_ for _ in ()).throw(subprocess.CalledProcessError(1, c)),
+                                say=said.append)
+
+
+def test_the_torch_version_is_named_in_one_place_that_ci_and_make_setup_read():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "scripts/install_torch.py --print-version" in ci
+    assert not re.search(r"torch==\d", ci), "CI names a torch version of its own"
+    assert "scripts/install_torch.py $(PY)" in (ROOT / "Makefile").read_text()  # make setup: TORCH by default
+    readme = (ROOT / "README.md").read_text()
+    assert f"torch {install_torch.TORCH}" in readme, "the README says which torch make setup installs"
+    named = {v for f in (".ci/run", "Makefile", "README.md", "requirements.txt", "pyproject.toml")
+             for v in re.findall(r"torch[= ]=?(\d+\.\d+\.\d+)", (ROOT / f).read_text())}
+    assert named <= {install_torch.TORCH}, named
+
+
+def test_print_version_prints_cis_torch(capsys):
+    assert install_torch.main(["--print-version"]) == 0
+    assert capsys.readouterr().out.strip() == install_torch.TORCH
 
 
 def test_gpu_detection_with_the_machine_faked():
@@ -147,3 +185,12 @@ def test_gpu_detection_with_the_machine_faked():
 def test_torch_detection_asks_the_environment_itself(tmp_path):
     venv.create(tmp_path, with_pip=False)  # an empty environment
     assert not install_torch.can_import_torch(str(tmp_path / "bin" / "python"))
+
+
+def test_a_torch_of_another_version_is_kept_and_named(capsys):
+    import torch
+
+    assert install_torch.main([sys.executable]) == 0  # this environment has a torch: nothing is installed
+    said = capsys.readouterr().out
+    assert f"keeping the installed {torch.__version__}" in said
+    assert (f"CI tests {install_torch.TORCH}" in said) == (torch.__version__.split("+")[0] != install_torch.TORCH)

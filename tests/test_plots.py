@@ -260,3 +260,80 @@ def test_ratio_vs_tokens_pairs_model_and_measured_and_marks_1_and_k_plus_1():
 def test_ratio_vs_tokens_rejects_bad_curves(curves):
     with pytest.raises(ValueError):
         plots.ratio_vs_tokens(None, curves, k=4)
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 9's cache
+
+
+class Block:  # the duck type of kvcache.BlockView
+    def __init__(self, states, published=None, hit=False):
+        self.states, self.published, self.hit = tuple(states), published, hit
+
+    @property
+    def stale(self):
+        return self.published is not None and any(s != "verified" for s in self.states)
+
+
+class View:  # the duck type of kvcache.CacheView
+    def __init__(self, blocks, block_size=4, stage="committed"):
+        self.blocks, self.block_size, self.stage = blocks, block_size, stage
+        self.verified, self.known, self.written = 7, 8, 9
+
+
+VIEW = View([Block(["verified"] * 4, "aaaa0000", hit=True),
+             Block(["verified"] * 3 + ["pending over a rejected draft"], "bbbb1111"),
+             Block(["rejected", "free", "free", "free"])])
+
+
+def test_paged_cache_draws_every_slot_in_its_state_and_names_the_published_blocks():
+    ax = plots.paged_cache(view=VIEW, title="a cache", flag={"aaaa0000": "served to B"})
+    assert ax.get_title() == "a cache" and "slot in the block (4 per block)" in ax.get_xlabel()
+    cells = [p for p in ax.patches if p.get_facecolor()[3] > 0 and p.get_width() == 1]
+    assert len(cells) == 12  # 3 blocks of 4 slots
+    colors = {matplotlib.colors.to_hex(p.get_facecolor()) for p in cells}
+    assert colors == {plots.SLOT_COLORS[s].lower() for s in ("verified", "pending", "rejected", "free")}
+    assert sum(p.get_hatch() == "xx" for p in cells) == 1  # the pending slot that holds a rejected draft
+    labels = {t.get_text(): matplotlib.colors.to_hex(t.get_color()) for t in ax.texts}
+    assert labels["published #bbbb1111: not all verified!"] == "#d55e00"  # a stale block, in red
+    assert labels["published #aaaa0000: served to B"] == "#d55e00"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["block 0 (hit)", "block 1", "block 2"]
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {plots.SLOT_LABELS[s] for s in
+                                                                    ("verified", "pending over a rejected draft",
+                                                                     "rejected", "free")}
+
+
+def test_paged_cache_rejects_views_it_cannot_draw():
+    with pytest.raises(ValueError, match="at least one block"):
+        plots.paged_cache(view=View([]))
+    with pytest.raises(ValueError, match="block 0 has 3 slots"):
+        plots.paged_cache(view=View([Block(["verified"] * 3)]))
+    with pytest.raises(ValueError, match="unknown slot state 'maybe'"):
+        plots.paged_cache(view=View([Block(["maybe"] * 4)]))
+
+
+def test_cache_story_lays_out_rows_of_panels_with_one_legend():
+    fig = plots.cache_story([[(VIEW, "one"), (VIEW, "two", {"aaaa0000": "x"})], [(VIEW, "three")]], title="story",
+                            row_titles=["eager", "rule"], notes=["diverges", "equal"])
+    titles = [ax.get_title() for ax in fig.get_axes() if ax.get_visible()]
+    assert titles == ["one", "two", "three"]
+    assert len(fig.legends) == 1
+    assert "block served by a prefix-cache hit" in [t.get_text() for t in fig.legends[0].texts]
+    assert [sub.get_suptitle() for sub in fig.subfigs] == ["eager", "rule"] and fig.get_suptitle() == "story"
+    with pytest.raises(ValueError, match="at least one row"):
+        plots.cache_story([], title="x")
+
+
+def test_recompute_vs_hit_rate_draws_measured_ends_and_the_linear_model():
+    ax = plots.recompute_vs_hit_rate(rules=[("keep", 2.0), ("drop", 3.5)], no_cache_ms=10.0, gap=("drop", "keep"),
+                                     source="CPU")
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    model = lines["model: drop, linear in the hit rate"]
+    assert model.get_ydata()[0] == pytest.approx(10.0) and model.get_ydata()[-1] == pytest.approx(3.5)
+    assert list(lines["measured: keep, every request hits"].get_ydata()) == [2.0]
+    assert list(lines["measured: no prefix caching"].get_xdata()) == [0.0]
+    assert any(t.get_text() == "recompute per hit: +1.50 ms" for t in ax.texts)
+    assert "(ms)" in ax.get_ylabel() and "hit" in ax.get_xlabel()
+    with pytest.raises(ValueError, match="gap must name two of the rules"):
+        plots.recompute_vs_hit_rate(rules=[("keep", 2.0)], no_cache_ms=10.0, gap=("drop", "keep"))
+    with pytest.raises(ValueError, match="finite and positive"):
+        plots.recompute_vs_hit_rate(rules=[("keep", -2.0)], no_cache_ms=10.0)

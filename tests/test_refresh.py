@@ -36,18 +36,18 @@ def test_the_provenance_cell_reports_the_dtype_the_kernel_chose():
 
 
 def test_provenance_reports_every_fixed_dtype_once():
-    from specnotes.measure import devices, records
+    from specnotes.measure import dtypes, records
 
     # Both are per-process: an earlier test that ran the dtype probe would otherwise decide the answer.
-    saved, saved_choices = dict(records._GIVEN), dict(devices._CHOICES)
+    saved, saved_choices = dict(records._GIVEN), dict(dtypes._CHOICES)
     try:
         records._GIVEN.clear()
-        devices._CHOICES.clear()
+        dtypes._CHOICES.clear()
         for dtype in (torch.float32, torch.bfloat16, torch.float32):
             measure.provenance("cpu", dtype)
         assert measure.provenance("cpu", choose=False)["dtype"] == "fp32, bf16"
     finally:
         records._GIVEN.clear()
         records._GIVEN.update(saved)
-        devices._CHOICES.clear()
-        devices._CHOICES.update(saved_choices)
+        dtypes._CHOICES.clear()
+        dtypes._CHOICES.update(saved_choices)

@@ -238,3 +238,45 @@ def test_least_time_and_speedup_cap_by_hand():
     assert 184_569_856 == 2 * 90_179_584 + 2 * 4 * 2048 * 257  # one token over 257 keys
     with pytest.raises(ValueError, match="cache_bytes must be a number >= 0"):
         fast.least_time("decode", 1, cache_bytes=-1)
+
+
+def test_the_model_with_the_gemm_efficiency_predicts_the_sweep_it_came_from():
+    """A decode GEMM modelled as its roofline time times the per-M efficiency is the measured GEMM, at every
+    M of the sweep; between them it interpolates, and the layer stack's matmuls take the same factor."""
+    roof = measure.MeasuredRoof(11.2e9, 45e9, dtype="fp32")
+    rows, ms = [1, 2, 4, 8, 16, 64], [5.0, 32.0, 44.0, 63.9, 71.4, 109.0]  # Zen 3's GEMM (issue 25), 2048 -> 8192
+    records = [measure.Record("matmul", {"batch": b, "d_in": 2048, "d_out": 8192}, t / 1e3, None, None, [t / 1e3],
+                              "cpu", "fp32") for b, t in zip(rows, ms, strict=True)]
+    eff = measure.GemmEfficiency.from_sweep(records, roof)
+    for r in records:
+        predicted = eff(r.params["batch"]) * measure.probes.gemm_roofline(r, roof)
+        assert predicted == pytest.approx(r.fastest_s, rel=1e-12)
+    assert eff(32) == pytest.approx((eff(16) * eff(64)) ** 0.5)  # halfway in log M: the geometric mean
+    assert eff(128) == eff(64) and eff(1) == eff(0.5) and eff.extrapolates(128) and not eff.extrapolates(3)
+    assert eff.gb_per_s[0] == pytest.approx(2048 * 8192 * 4 / 5e-3 / 1e9)
+    # a stack pass: its matmul kernel takes eff(tokens) x its roofline time, attention and the floor unchanged
+    accel = roof.as_accelerator("fp32")
+    shape = TINY.in_dtype("fp32")
+    model = stack.StackModel(shape, shape, accel, t0_target=1e-3, t0_draft=5e-4, k=4, alpha=0.8, context=8)
+    with_e = model.with_efficiency(eff)
+    for kind, b, tokens in (("decode", 2, 2), ("verify", 2, 10), ("draft", 4, 4)):
+        pass_ = stack.pass_cost(shape, b, 5 if kind == "verify" else 1, 8)
+        gemm = next(k for k in pass_.parts if k.name == "matmul")
+        gemm_s = max(gemm.bytes / 11.2e9, gemm.flops / 45e9)
+        assert with_e.time(kind, b) - model.time(kind, b) == pytest.approx((eff(tokens) - 1) * gemm_s, rel=1e-9)
+    times = [with_e.time(kind, 1) for kind in ("decode", "draft", "verify")]
+    assert with_e.speedup(1) == pytest.approx(cost.speedup_from_times(0.8, 4, *times))
+    assert model.with_efficiency(None) == model
+
+
+def test_gemm_efficiency_left_out_points_and_their_error_by_hand():
+    eff = measure.GemmEfficiency((1, 4, 16), (1.0, 4.0, 2.0))
+    # the middle point from its neighbours: halfway in log M between 1 and 2 -> sqrt(2); the ends held
+    assert eff.leave_one_out() == pytest.approx([4.0, 2 ** 0.5, 4.0])
+    # errors |ln(4)|, |ln(sqrt 2 / 4)|, |ln 2|: mean 1.0397 -> exp - 1 = 1.828
+    assert eff.error() == pytest.approx(2.8284 - 1, rel=1e-3)
+    assert measure.probes.geometric_error([2.0, 0.5], [1.0, 1.0]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="increasing"):
+        measure.GemmEfficiency((4, 1), (1.0, 1.0))
+    with pytest.raises(ValueError, match="ratios"):
+        measure.GemmEfficiency((1, 2), (1.0, 0.0))

@@ -8,8 +8,8 @@ from conftest import noisy_pair
 
 from specnotes.drafters import EarlyExitDrafter
 from specnotes.generate import generate, speculative_generate
-from specnotes.model import ModelConfig, load_draft, load_target, load_text
-from specnotes.sampling import draw_uniforms, inverse_cdf, speculative_sample
+from specnotes.model import ModelConfig, Transformer, load_draft, load_target, load_text
+from specnotes.sampling import draw_uniforms, inverse_cdf, logits_to_probs, sample_from, speculative_sample
 from specnotes.trees import (
     Tree,
     TreeDrafter,
@@ -464,3 +464,125 @@ def test_rank_acceptance_by_hand():
     assert rank_acceptance(target, draft, 3) == [0.25, 0.25, 0.5]
     with pytest.raises(ValueError, match="same shape"):
         rank_acceptance(target, draft[..., :2], 2)
+
+
+# ---------------------------------------------------------------------------------------------- end to end at T > 0
+# tree_generate with a TreeDrafter on tiny transformers over V = 8 tokens: the first three tokens it emits must
+# follow the target's own distribution, computed exactly by enumerating all 8^3 continuations. With a tree of
+# depth 2 the first iteration can emit both drafted levels and the bonus, so the three tokens cover siblings at
+# both depths, the residual fallbacks, the bonus, and the next iteration's KV compaction and pending tokens.
+# Chi-square over the 512 cells (cells under 5 expected draws pooled) at significance 1e-4: a right drafter fails
+# a check by chance with probability about 1e-4 (3e-4 over the three right configurations); the seeds are
+# fixed, so the suite is deterministic. Each wrong drafter below must be rejected at the same level.
+
+V8 = ModelConfig(n_layers=2, d_model=16, n_heads=2, d_ff=32, vocab_size=8, max_seq_len=64)
+PROMPT8 = [1, 5, 2, 7]
+DRAWS = 6000
+
+
+@pytest.fixture(scope="module")
+def pair8():
+    """Target weights N(0, 0.5) (peaked distributions); the draft is the target plus noise 0.1: about a third of
+    the first iterations accept both levels, half accept none."""
+    torch.manual_seed(0)
+    target = Transformer(V8).eval()
+    for p in target.parameters():
+        if p.dim() >= 2:
+            p.data.normal_(0, 0.5)
+    draft = Transformer(V8).eval()
+    draft.load_state_dict(target.state_dict())
+    for p in draft.parameters():
+        if p.dim() >= 2:
+            p.data.add_(0.1 * torch.randn_like(p))
+    return target, draft
+
+
+@torch.no_grad()
+def exact_first_three(target, prompt, temperature) -> torch.Tensor:
+    """P(x1, x2, x3 | prompt) for all 512 continuations: one causal pass over the prompt and every (x1, x2)."""
+    V = target.config.vocab_size
+    pairs = torch.cartesian_prod(torch.arange(V), torch.arange(V))  # (x1, x2), x1-major
+    p = logits_to_probs(target(torch.cat([torch.tensor(prompt).expand(len(pairs), -1), pairs], 1)).double(),
+                        temperature)[:, len(prompt) - 1:]  # [V^2, 3, V]: after the prompt, after x1, after x2
+    return joint_of(p, V)
+
+
+def joint_of(p: torch.Tensor, V: int) -> torch.Tensor:
+    """P(x1) P(x2 | x1) P(x3 | x1, x2) from the distributions [V^2, 3, V] after the prompt, x1 and x2."""
+    first = p[0, 0]  # after the prompt (the same in every row)
+    second = p[::V, 1]  # [x1, x2]: rows (x1, 0) hold P(x2 | x1)
+    third = p[:, 2].reshape(V, V, V)  # [x1, x2, x3]
+    return (first[:, None, None] * second[:, :, None] * third).flatten()
+
+
+def tree_draws(target, drafter, temperature, seed=1, chunk=3000) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.cat([tree_generate(target, drafter, [PROMPT8] * chunk, 3, temperature=temperature, generator=g).tokens
+                      for _ in range(DRAWS // chunk)])
+
+
+def chi_square_pvalue(tokens: torch.Tensor, probs: torch.Tensor) -> float:
+    V = V8.vocab_size
+    counts = torch.bincount(tokens[:, 0] * V * V + tokens[:, 1] * V + tokens[:, 2], minlength=V**3).double()
+    expected = probs * counts.sum()
+    small = expected < 5
+    counts = torch.cat([counts[~small], counts[small].sum()[None]])
+    expected = torch.cat([expected[~small], expected[small].sum()[None]])
+    if expected[-1] == 0:
+        counts, expected = counts[:-1], expected[:-1]
+    stat = ((counts - expected) ** 2 / expected).sum()
+    return float(torch.special.gammaincc(torch.tensor((len(counts) - 1) / 2, dtype=torch.float64), stat / 2))
+
+
+class WithoutReplacement(TreeDrafter):
+    """WRONG: siblings sampled without replacement, each still reported as drawn from q."""
+
+    def children_of(self, logits, m, temperature, generator):
+        q = logits_to_probs(logits, temperature)
+        return torch.multinomial(q, m, replacement=False, generator=generator), q[:, None].expand(-1, m, -1)
+
+
+class TopWithProposalQ(TreeDrafter):
+    """WRONG: the draft's top-m tokens (fixed choices) reported with the draft's q instead of one-hot."""
+
+    def children_of(self, logits, m, temperature, generator):
+        q = logits_to_probs(logits, temperature)
+        return logits.topk(m, dim=-1).indices, q[:, None].expand(-1, m, -1)
+
+
+class OneSampleForAll(TreeDrafter):
+    """WRONG: one draw of q copied to every sibling (not independent), each reported with q."""
+
+    def children_of(self, logits, m, temperature, generator):
+        q = logits_to_probs(logits, temperature)
+        return sample_from(q, generator)[:, None].expand(-1, m), q[:, None].expand(-1, m, -1)
+
+
+class ReportsTemperatureOne(TreeDrafter):
+    """WRONG: samples at the run's temperature, reports q at temperature 1."""
+
+    def children_of(self, logits, m, temperature, generator):
+        tokens, _ = super().children_of(logits, m, temperature, generator)
+        return tokens, logits_to_probs(logits, 1.0)[:, None].expand(-1, m, -1)
+
+
+@pytest.mark.parametrize(("branching", "candidates", "temperature"),
+                         [((2, 2), "sample", 1.0), ((2, 2), "top", 1.0), ((3, 1), "sample", 0.7)])
+def test_tree_decoding_at_temperature_follows_the_target_end_to_end(pair8, branching, candidates, temperature):
+    target, draft = pair8
+    drafter = TreeDrafter(draft, Tree.from_branching(branching), candidates)
+    draws = tree_draws(target, drafter, temperature)
+    assert chi_square_pvalue(draws, exact_first_three(target, PROMPT8, temperature)) > SIGNIFICANCE
+
+
+WRONG_DRAFTERS = [(WithoutReplacement, "sample", 1.0), (TopWithProposalQ, "top", 1.0), (OneSampleForAll, "sample", 1.0),
+                  (ReportsTemperatureOne, "sample", 0.7)]
+
+
+@pytest.mark.parametrize(("drafter_cls", "candidates", "temperature"), WRONG_DRAFTERS,
+                         ids=[cls.__name__ for cls, *_ in WRONG_DRAFTERS])
+def test_the_end_to_end_check_rejects_wrong_tree_drafters(pair8, drafter_cls, candidates, temperature):
+    target, draft = pair8
+    drafter = drafter_cls(draft, Tree.from_branching((2, 2)), candidates)
+    draws = tree_draws(target, drafter, temperature)
+    assert chi_square_pvalue(draws, exact_first_three(target, PROMPT8, temperature)) < SIGNIFICANCE

@@ -9,8 +9,9 @@
     python -m specnotes.bench serve-speedup --off serve-off.json --on serve-on.json --out serve-speedup.json
 
 ``chapters`` writes ``<out>/<host>-<dtype>.json`` (default ``specnotes/data/reference/``): the roofs,
-the decode-GEMM sweep, and the layer stacks' decode/verify/draft sweep, in the order the chapters use
-them. No file recorded on a GPU ships yet.
+the layer stacks' decode/verify/draft sweep, the decode-GEMM sweep up to the stacks' widest verify pass,
+and the roofs again, with what the chapters' models need in ``notes``; ``specnotes.findings.recorded``
+replays Chapters 1, 2 and 4 on it. No file recorded on a GPU ships yet.
 
 ``serve`` measures a real serving engine over its OpenAI-compatible API at each concurrency (Chapter 8;
 ``specnotes.engine_client``), and ``serve-speedup`` turns a run with speculation off and one with it on
@@ -29,6 +30,7 @@ Chapter 7).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import re
 import sys
@@ -69,7 +71,26 @@ def quick_sizes() -> tuple[measure.Sizes, stack.StackSizes]:
 
 
 def sections(device, dtype, sizes: measure.Sizes, stacks: stack.StackSizes, notes: dict):
-    """(name, thunk) for every measurement, cheapest first; each thunk returns a list of records."""
+    """(name, thunk) for every measurement, in the order the chapters take them; each thunk returns a list
+    of records and leaves in ``notes`` what the chapters' models need to replay them (``findings.recorded``):
+    the roofs, measured before and after the sweeps, best of each (``notes["roof"]``); the op floor and
+    the stacks' floors; the stacks' shapes, k, context and α; why the sweep stopped; the last-level cache.
+    The decode-GEMM sweep runs after the stacks' sweep, up to the rows of its widest verify pass, so the
+    per-M efficiency covers every pass the stacks ran."""
+    roofs: list[measure.MeasuredRoof] = []
+
+    def roofline():
+        copy = measure.copy_bandwidth(device, sizes.copy_bytes, warmup=sizes.warmup, repeats=sizes.repeats)
+        peak = measure.peak_matmul_flops(device, dtype, sizes.peak_n, warmup=sizes.warmup, repeats=sizes.repeats)
+        roofs.append(measure.MeasuredRoof(copy.extra["bytes"] / copy.fastest_s, peak.extra["flops"] / peak.fastest_s,
+                                          (copy, peak), measure.dtype_name(dtype)))
+        best = roofs[0]
+        for roof in roofs[1:]:
+            best = best.best(roof)
+        notes["roof"] = {"bandwidth": best.bandwidth, "flops": best.flops, "dtype": best.dtype}
+        notes.setdefault("t0_gemm_s", measure.matmul_floor(device, dtype))
+        notes["cache_bytes"] = measure.devices.cache_bytes(device)
+        return [copy, peak]
 
     def stack_sweep():
         target = stack.build_stack(stacks.target, device, dtype)
@@ -77,18 +98,19 @@ def sections(device, dtype, sizes: measure.Sizes, stacks: stack.StackSizes, note
         notes["t0_target_s"] = stack.stack_overhead(stacks.target, device, dtype, stacks.context)
         notes["t0_draft_s"] = stack.stack_overhead(stacks.draft, device, dtype, stacks.context)
         sweep = stack.speedup_sweep(target, draft, stacks.k, ALPHA, stacks.context, stacks, progress=False)
-        notes["stack_sweep_stop"] = sweep.stop
+        notes.update({"stack_sweep_stop": sweep.stop, "stack_sweep_limit": stacks.limit,
+                      "stack_sweep_s": round(sweep.sweep.seconds, 2), "stack_sweep_last": sweep.batches[-1]})
         return [r for kind in stack.PASSES for r in sweep.records[kind].values()]
 
-    return [
-        ("roofline", lambda: [measure.copy_bandwidth(device, sizes.copy_bytes, warmup=sizes.warmup,
-                                                     repeats=sizes.repeats),
-                              measure.peak_matmul_flops(device, dtype, sizes.peak_n, warmup=sizes.warmup,
-                                                        repeats=sizes.repeats)]),
-        ("matmul_sweep", lambda: measure.matmul_sweep(sizes.batches, sizes.d_in, sizes.d_out, dtype, device,
-                                                      progress=False, warmup=sizes.warmup, repeats=sizes.repeats)),
-        ("stack_sweep", stack_sweep),
-    ]
+    def matmul_sweep():
+        rows = (stacks.k + 1) * notes.get("stack_sweep_last", 1)
+        roof = measure.MeasuredRoof(notes["roof"]["bandwidth"], notes["roof"]["flops"], (), notes["roof"]["dtype"])
+        records, _ = measure.efficiency_sweep(roof, rows, device, dtype, sizes=sizes, progress=False,
+                                              budget_s=None if sizes.batches[-1] > 16 else 10.0)
+        return records
+
+    return [("roofline", roofline), ("stack_sweep", stack_sweep), ("matmul_sweep", matmul_sweep),
+            ("roofline_after", roofline)]
 
 
 def run(device=None, dtype=None, quick: bool = False, budget_s: float = 360.0, command: str = "") -> measure.Results:
@@ -100,13 +122,13 @@ def run(device=None, dtype=None, quick: bool = False, budget_s: float = 360.0, c
     dtype = measure.default_dtype(device) if dtype is None else measure.as_dtype(dtype)
     sizes, stacks = quick_sizes() if quick else (measure.sizes_for(device), stack.stack_sizes(device))
     notes = {"budget_s": budget_s, "skipped": [], "seconds": {}, "alpha": ALPHA,
-             "stacks": {"target": vars(stacks.target), "draft": vars(stacks.draft), "k": stacks.k,
-                        "context": stacks.context}}
+             "stacks": {"target": dataclasses.asdict(stacks.target), "draft": dataclasses.asdict(stacks.draft),
+                        "k": stacks.k, "context": stacks.context}}
     results = measure.Results(measure.provenance(device, dtype, command=command), {}, notes)
     start = time.perf_counter()
     todo = sections(device, dtype, sizes, stacks, notes)
     for name, thunk in tqdm(todo, desc=f"bench on {measure.device_name(device)}"):
-        if time.perf_counter() - start > budget_s:
+        if time.perf_counter() - start > budget_s or (name != "roofline" and "roofline" not in results.sections):
             notes["skipped"].append(name)
             continue
         t = time.perf_counter()

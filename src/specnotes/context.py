@@ -326,15 +326,20 @@ def excess_halved(first: float, last: float) -> bool:
     return first > 1 and last - 1 <= (first - 1) / 2
 
 
-def fall_verdict(ratios) -> str:
-    """How a verify/decode ratio measured at growing L moved: "halved" (its excess over 1 fell at least
-    halfway), "fell" (it ended lower than it started), or "did not fall"."""
+def fall_verdict(ratios, noise: float = 0.10) -> str:
+    """How a verify/decode ratio measured at growing L moved, with a margin of ``noise`` (measure.checks'
+    NOISE) for the timer: "halved" (its excess over 1 fell at least halfway), "fell" (it ended more than
+    ``noise`` lower than it started), "flat" (within ``noise`` of where it started), or "rose" (more than
+    ``noise`` above). One context: "flat"."""
     ratios = [validate.number("ratios", r, low=0) for r in ratios]
+    noise = validate.number("noise", noise, low=0)
     if len(ratios) < 2:
-        return "did not fall"
+        return "flat"
     if excess_halved(ratios[0], ratios[-1]):
         return "halved"
-    return "fell" if ratios[-1] < ratios[0] else "did not fall"
+    if ratios[-1] < ratios[0] / (1 + noise):
+        return "fell"
+    return "rose" if ratios[-1] > ratios[0] * (1 + noise) else "flat"
 
 
 def kv_anchored_ratios(t_decode: float, t_verify: float, shape: ModelShape, accel, batch: int, start: int,

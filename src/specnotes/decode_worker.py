@@ -19,18 +19,30 @@ A handoff without the drafter's state (SGLang issue #36140: the decode side of a
 ``spec_info = None`` and crashed) is refused with ``MissingDrafterState``, or, with
 ``on_missing="plain"``, admitted to decode without speculation: that row verifies nothing and samples
 its token from the target alone, so its output is exactly plain decoding's.
+
+**Isolation.** One request's bad state must never touch another's. ``admit`` checks the drafter state
+before it copies anything (``drafter_state_problem``): its type, the model it belongs to (layers, heads,
+head size), dtype and device, how many tokens it holds, and that it is *this request's*: a cache's
+layer-0 keys are a function of each token and its position alone, so recomputing them for the
+request's prompt (one small matmul, no prefill) fingerprints the prefix the cache covers; the prompt
+is fingerprinted against the target cache the same way. A bad state is refused with
+``InvalidDrafterState``, or, with ``on_missing="plain"``, the request decodes without speculation (k = 0)
+and its ``Finished.reason`` says why. Inside ``step``, a row whose bookkeeping breaks the worker's
+invariants, or that raises on its own, fails alone (``StepResult.failed`` gives its reason); the step is
+rolled back and rerun without it, so every other request goes on token for token as if it had never
+been admitted (greedy; with sampling, its draws from that step on are the same as without it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from specnotes import validate
 from specnotes.drafters import DraftModelDrafter
 from specnotes.generate import prefill as prefill_cache
-from specnotes.model import KVCache, Transformer
+from specnotes.model import KVCache, Transformer, apply_rope
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
 # the handoff fields, any one of which gives each kind of drafter what it needs to draft
@@ -42,8 +54,17 @@ DRAFTER_STATE = {
 ON_MISSING = ("refuse", "plain")
 
 
-class MissingDrafterState(ValueError):
+class DrafterStateError(ValueError):
+    """A handoff's drafter state cannot be used: missing or invalid."""
+
+
+class MissingDrafterState(DrafterStateError):
     """A handoff reached a speculating decode worker without what its drafter needs."""
+
+
+class InvalidDrafterState(DrafterStateError):
+    """A handoff carries drafter state that is not this request's draft state: wrong type, model, dtype,
+    device or length, or the state of another prefix."""
 
 
 @dataclass
@@ -108,11 +129,127 @@ def check_handoff(handoff: Handoff, drafter: str) -> str:
     return field
 
 
+# ---------------------------------------------------------------------------------------------- checking a handoff
+
+
+@torch.inference_mode()
+def first_layer_keys(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
+    """[n_heads, n, d_head]: the keys ``model``'s first layer computes for ``tokens`` at positions 0..n-1. Each
+    is a function of one token and its position (no attention has happened yet), so they fingerprint the
+    tokens a cache covers without a prefill."""
+    block, n = model.blocks[0], tokens.numel()
+    x = block.attn_norm(model.tok_emb(tokens.reshape(1, n).to(model.lm_head.weight.device)))
+    k = block.wqkv(x).view(1, n, 3, block.n_heads, block.d_head)[:, :, 1].transpose(1, 2)
+    cos, sin = model.rope_at(torch.arange(n, device=x.device)[None])
+    return apply_rope(k, cos, sin)[0]
+
+
+def same_keys(held: torch.Tensor, fresh: torch.Tensor) -> bool:
+    """Keys agree to rounding: within sqrt(eps) of the dtype, relative to their size (1.5e-8 in float64,
+    3e-4 in float32, 0.09 in bfloat16). Keys of another token differ by about their own size."""
+    if held.shape != fresh.shape:
+        return False
+    tol = torch.finfo(fresh.dtype).eps ** 0.5
+    return bool((held - fresh).abs().max() <= tol * max(1.0, float(fresh.abs().max()))) if fresh.numel() else True
+
+
+def cache_problem(cache, model: Transformer, name: str) -> str | None:
+    """Why ``cache`` cannot hold ``model``'s keys and values for one request (None if it can)."""
+    if not isinstance(cache, KVCache):
+        return f"{name} must be a specnotes.model.KVCache, got {type(cache).__name__}"
+    c, w = model.config, model.lm_head.weight
+    want = (c.n_layers, 1, c.n_heads, c.d_head)
+    got = (cache.k.shape[0], cache.k.shape[1], cache.k.shape[2], cache.k.shape[4])
+    if got != want:
+        return (f"{name} is shaped (layers, batch, heads, head size) = {got}; this worker's model needs {want}: "
+                f"it is another model's cache, or more than one request's")
+    if cache.k.dtype != w.dtype or cache.k.device != w.device:
+        return (f"{name} is {cache.k.dtype} on {cache.k.device}; this worker's model is {w.dtype} on {w.device}")
+    if not 0 <= int(cache.lengths[0]) <= cache.capacity:
+        return f"{name} claims {int(cache.lengths[0])} tokens in a cache of capacity {cache.capacity}"
+    return None
+
+
+def prompt_problem(prompt, handoff: Handoff, target: Transformer) -> str | None:
+    """Why ``prompt`` is not the prompt whose KV ``handoff.target_cache`` holds (None if it is)."""
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 1 or prompt.is_floating_point() \
+            or prompt.is_complex() or prompt.dtype == torch.bool:
+        kind = f"a {prompt.dtype} tensor of shape {tuple(prompt.shape)}" if isinstance(prompt, torch.Tensor) \
+            else type(prompt).__name__
+        return f"prompt must be a 1-D tensor of token ids, got {kind}"
+    length = handoff.prompt_length
+    if prompt.numel() != length:
+        return (f"prompt holds {prompt.numel()} tokens; the target cache covers {length - 1}, plus the pending "
+                f"token: {length}")
+    vocab = target.config.vocab_size
+    if int(prompt.min()) < 0 or int(prompt.max()) >= vocab:
+        return f"prompt must hold token ids in [0, {vocab}), got ids from {int(prompt.min())} to {int(prompt.max())}"
+    if int(prompt[-1]) != handoff.last_token:
+        return f"prompt ends in token {int(prompt[-1])}, the handoff's pending token is {handoff.last_token}"
+    held = handoff.target_cache.k[0, 0, :, : length - 1]
+    if not same_keys(held, first_layer_keys(target, prompt[:-1].cpu()).to(held.dtype)):
+        return "prompt is not the prefix the target cache covers (its first-layer keys differ): another request's"
+    return None
+
+
+def draft_cache_problem(handoff: Handoff, draft: Transformer, prompt_ok: bool) -> str | None:
+    """Why ``handoff.draft_cache`` is not ``draft``'s KV of this request's prompt (None if it is)."""
+    cache = handoff.draft_cache
+    problem = cache_problem(cache, draft, "draft_cache")
+    if problem:
+        return problem
+    held, length = int(cache.lengths[0]), handoff.prompt_length - 1
+    if held != length:
+        return (f"draft_cache holds {held} tokens; the request's prefix has {length} (the prompt minus its pending "
+                f"token): {'stale, from a longer sequence' if held > length else 'it is behind'}")
+    if not prompt_ok:
+        return ("draft_cache comes without a valid prompt, so the worker cannot check that it covers this "
+                "request's prefix")
+    keys = cache.k[0, 0, :, :length]
+    if not same_keys(keys, first_layer_keys(draft, handoff.prompt[:-1].cpu()).to(keys.dtype)):
+        return "draft_cache covers another prefix than this request's prompt (its first-layer keys differ)"
+    return None
+
+
+def drafter_state_problem(handoff: Handoff, target: Transformer, draft: Transformer) -> str | None:
+    """Why the drafter state a handoff carries cannot be used for its request (None: it can, or there is none).
+    Every field present is checked, the prompt against the target cache, the draft cache against the prompt."""
+    problems = []
+    if handoff.prompt is not None:
+        problems.append(prompt_problem(handoff.prompt, handoff, target))
+    if handoff.draft_cache is not None:
+        problems.append(draft_cache_problem(handoff, draft, handoff.prompt is not None and problems[0] is None))
+    problems = [p for p in problems if p]
+    return f"request {handoff.request_id}: " + "; ".join(problems) if problems else None
+
+
+def check_target_state(handoff: Handoff, target: Transformer):
+    """BadArgument unless the handoff's target cache and pending token can be this worker's target state."""
+    if not isinstance(handoff, Handoff):
+        raise validate.BadArgumentType(f"handoff must be a specnotes.decode_worker.Handoff, "
+                                       f"got {type(handoff).__name__}")
+    problem = cache_problem(handoff.target_cache, target, "target_cache")
+    if problem:
+        raise validate.BadArgument(f"request {handoff.request_id}: {problem}")
+    validate.integer("last_token", handoff.last_token, low=0, high=target.config.vocab_size - 1)
+    validate.integer("max_new_tokens", handoff.max_new_tokens, low=1)
+
+
 @dataclass
 class Finished:
     request_id: int
     tokens: torch.Tensor  # [max_new_tokens] int64: the new tokens only
-    speculated: bool  # False: admitted without drafter state, decoded plainly
+    speculated: bool  # False: admitted without (valid) drafter state, decoded plainly
+    reason: str | None = None  # why it did not speculate
+
+
+@dataclass
+class Failed:
+    """A request that failed inside a step: the tokens it had, and why. The others went on without it."""
+
+    request_id: int
+    tokens: torch.Tensor  # the new tokens delivered before it failed
+    reason: str
 
 
 @dataclass
@@ -123,13 +260,16 @@ class StepResult:
     drafts_checked: int
     drafts_accepted: int
     finished: list[Finished]
+    failed: list[Failed] = field(default_factory=list)
 
 
 class DecodeWorker:
     """Continuous batching over ``slots`` rows with a draft model (see the module docstring).
 
     ``capacity``: the most tokens (prompt + new) one request may hold; ``k_max``: the largest k any
-    step will use (the verify pass writes k + 1 positions past a request's tokens).
+    step will use (the verify pass writes k + 1 positions past a request's tokens). ``on_missing``: what
+    ``admit`` does with a handoff whose drafter state is missing or invalid, ``"refuse"`` (raise
+    ``MissingDrafterState`` / ``InvalidDrafterState``) or ``"plain"`` (decode it with k = 0).
     """
 
     def __init__(self, target: Transformer, draft: Transformer, slots: int, capacity: int, k_max: int = 8,
@@ -155,42 +295,53 @@ class DecodeWorker:
         self.budget = torch.zeros(slots, dtype=torch.int64)
         self.speculates = torch.zeros(slots, dtype=torch.bool)
         self.request_ids: list[int | None] = [None] * slots
+        self.reasons: list[str | None] = [None] * slots  # why a row does not speculate
         self.n = 0
 
     # -------------------------------------------------------------------- joining and leaving
 
     def admit(self, handoff: Handoff) -> bool:
-        """Add a request to the running batch; returns whether it will speculate. A handoff without the
-        drafter's state raises ``MissingDrafterState`` (``on_missing="refuse"``) or decodes plainly."""
+        """Add a request to the running batch; returns whether it will speculate. A handoff without valid
+        drafter state raises ``MissingDrafterState`` / ``InvalidDrafterState`` (``on_missing="refuse"``) or
+        decodes plainly; a handoff whose target state is unusable raises ``BadArgument``. Nothing is
+        copied before every check has passed."""
         if self.n == self.slots:
             raise RuntimeError(f"all {self.slots} slots are busy: admit a request after one finishes")
+        check_target_state(handoff, self.target)
         length = handoff.prompt_length
         if length + handoff.max_new_tokens > self.capacity:
             raise validate.BadArgument(f"request {handoff.request_id} needs {length + handoff.max_new_tokens} "
                                        f"tokens, past the worker's capacity {self.capacity}")
-        field = drafter_state(handoff, "draft_model")
-        if field is None and self.on_missing == "refuse":
-            raise MissingDrafterState(missing_state_message(handoff, "draft_model"))
+        field_name, reason = drafter_state(handoff, "draft_model"), None
+        if field_name is None:
+            reason = missing_state_message(handoff, "draft_model")
+            if self.on_missing == "refuse":
+                raise MissingDrafterState(reason)
+        else:
+            reason = drafter_state_problem(handoff, self.target, self.drafter.model)
+            if reason and self.on_missing == "refuse":
+                raise InvalidDrafterState(f"{reason}. Admit it with on_missing='plain' to decode it without "
+                                          f"speculation.")
+        speculates = reason is None
         row, cached = self.n, length - 1
         self.target_cache.k[:, row, :, :cached] = handoff.target_cache.k[:, 0, :, :cached]
         self.target_cache.v[:, row, :, :cached] = handoff.target_cache.v[:, 0, :, :cached]
         self.target_cache.lengths[row] = cached
         self.draft_cache.lengths[row] = 0
-        if field is not None:
-            self.load_draft_state(row, handoff, field)
-        if handoff.prompt is not None:
+        if speculates:
+            self.load_draft_state(row, handoff, field_name)
             self.history[row, :length] = handoff.prompt
         self.history[row, cached] = handoff.last_token
         self.committed[row] = self.first_new[row] = length
         self.budget[row] = handoff.max_new_tokens
-        self.speculates[row] = field is not None
-        self.request_ids[row] = handoff.request_id
+        self.speculates[row] = speculates
+        self.request_ids[row], self.reasons[row] = handoff.request_id, reason
         self.n += 1
-        return field is not None
+        return speculates
 
-    def load_draft_state(self, row: int, handoff: Handoff, field: str):
+    def load_draft_state(self, row: int, handoff: Handoff, field_name: str):
         cache = handoff.draft_cache
-        if field == "prompt":  # rebuild the draft's KV here: one draft prefill on the decode side
+        if field_name == "prompt":  # rebuild the draft's KV here: one draft prefill on the decode side
             drafter = DraftModelDrafter(self.drafter.model)
             with torch.inference_mode():
                 drafter.start([handoff.prompt], handoff.prompt_length)
@@ -200,6 +351,9 @@ class DecodeWorker:
         self.draft_cache.v[:, row, :, :cached] = cache.v[:, 0, :, :cached]
         self.draft_cache.lengths[row] = cached
 
+    def row_state(self) -> tuple:
+        return self.committed, self.first_new, self.budget, self.speculates
+
     def move(self, src: int, dst: int):
         """Row src takes row dst's place (dst has left)."""
         for cache in (self.target_cache, self.draft_cache):
@@ -208,22 +362,47 @@ class DecodeWorker:
             cache.v[:, dst, :, :cached] = cache.v[:, src, :, :cached]
             cache.lengths[dst] = cache.lengths[src]
         self.history[dst, : int(self.committed[src])] = self.history[src, : int(self.committed[src])]
-        for state in (self.committed, self.first_new, self.budget, self.speculates):
+        for state in self.row_state():
             state[dst] = state[src]
-        self.request_ids[dst] = self.request_ids[src]
+        self.request_ids[dst], self.reasons[dst] = self.request_ids[src], self.reasons[src]
+
+    def swap(self, a: int, b: int):
+        """Rows a and b trade places, every slot of their caches included (only while finding a culprit)."""
+        if a == b:
+            return
+        pair, flipped = [a, b], [b, a]
+        for cache in (self.target_cache, self.draft_cache):
+            cache.k[:, pair], cache.v[:, pair] = cache.k[:, flipped].clone(), cache.v[:, flipped].clone()
+            cache.lengths[pair] = cache.lengths[flipped].clone()
+        for state in (self.history, *self.row_state()):
+            state[pair] = state[flipped].clone()
+        for names in (self.request_ids, self.reasons):
+            names[a], names[b] = names[b], names[a]
+
+    def remove(self, row: int):
+        self.n -= 1
+        if row != self.n:
+            self.move(self.n, row)
+        self.request_ids[self.n] = self.reasons[self.n] = None
+
+    def new_tokens(self, row: int, limit: int | None = None) -> torch.Tensor:
+        start = int(self.first_new[row])
+        end = int(self.committed[row]) if limit is None else start + limit
+        return self.history[row, start:end].clone()
 
     def release_finished(self) -> list[Finished]:
         done = []
         for row in reversed(range(self.n)):  # from the end, so a moved row is never one still to check
             if self.committed[row] - self.first_new[row] >= self.budget[row]:
-                start = int(self.first_new[row])
-                tokens = self.history[row, start: start + int(self.budget[row])].clone()
-                done.append(Finished(self.request_ids[row], tokens, bool(self.speculates[row])))
-                self.n -= 1
-                if row != self.n:
-                    self.move(self.n, row)
-                self.request_ids[self.n] = None
+                done.append(Finished(self.request_ids[row], self.new_tokens(row, int(self.budget[row])),
+                                     bool(self.speculates[row]), self.reasons[row]))
+                self.remove(row)
         return done[::-1]
+
+    def fail(self, row: int, reason: str) -> Failed:
+        failed = Failed(self.request_ids[row], self.new_tokens(row), f"request {self.request_ids[row]}: {reason}")
+        self.remove(row)
+        return failed
 
     @property
     def context(self) -> int:
@@ -234,6 +413,7 @@ class DecodeWorker:
         """Drop every running request (their rows are overwritten by the next admissions)."""
         self.n = 0
         self.request_ids = [None] * self.slots
+        self.reasons = [None] * self.slots
 
     def snapshot(self) -> tuple[torch.Tensor, ...]:
         """Where every running request stands; ``restore`` rewinds to it (a step only appends, so
@@ -245,21 +425,92 @@ class DecodeWorker:
                                 strict=True):
             state.copy_(saved)
 
+    def save(self) -> tuple:
+        """``snapshot`` and the random state: a step rerun from here draws what the first run drew."""
+        rng = self.generator.get_state() if self.generator is not None else torch.get_rng_state()
+        return self.snapshot(), rng
+
+    def load(self, saved: tuple):
+        snapshot, rng = saved
+        self.restore(snapshot)
+        if self.generator is not None:
+            self.generator.set_state(rng)
+        else:
+            torch.set_rng_state(rng)
+
     # -------------------------------------------------------------------- one step
 
     @torch.inference_mode()
     def step(self, k: int) -> StepResult:
-        """Decode every running request once: plainly (k = 0) or with k drafts per request."""
+        """Decode every running request once: plainly (k = 0) or with k drafts per request. A request whose
+        state is broken, or that raises on its own, fails alone (``StepResult.failed``); the step is rolled
+        back and rerun without it. An error that no request raises on its own, or that every running request
+        raises on its own (a batch of one included), is taken for the worker's: it is raised, the step undone."""
         k = validate.integer("k", k, low=0, high=self.k_max)
-        B = self.n
-        if B == 0:
+        if self.n == 0:
             raise RuntimeError("no request is running: admit one first")
+        failed = [self.fail(row, reason) for row, reason in self.broken_rows()]
+        saved = self.save()
+        while self.n:
+            try:
+                B, k_used, delivered, checked, accepted = self.advance(k)
+                break
+            except Exception:  # a request's failure must not end the batch: find whose it is
+                self.load(saved)
+                culprits = self.culprits(k, saved)
+                if len(culprits) in (0, self.n):  # nobody, or everybody: the worker's own error
+                    raise
+                failed += [self.fail(row, reason) for row, reason in culprits]
+                saved = self.save()
+        else:
+            return StepResult(0, k, 0, 0, 0, [], failed)
+        return StepResult(B, k_used, delivered, checked, accepted, self.release_finished(), failed)
+
+    def broken_rows(self) -> list[tuple[int, str]]:
+        """Rows whose bookkeeping breaks the worker's invariants (the target cache holds every committed token
+        but the last; the draft cache no more than that), from the last row down: those ``fail`` removes."""
+        n = self.n
+        committed, target, draft = self.committed[:n], self.target_cache.lengths[:n], self.draft_cache.lengths[:n]
+        broken = []
+        for row in reversed(range(n)):
+            c, t, d = int(committed[row]), int(target[row]), int(draft[row])
+            if t != c - 1:
+                broken.append((row, f"its target cache holds {t} tokens, not its {c} committed tokens but the "
+                                    f"last"))
+            elif not 0 <= d <= c - 1:
+                broken.append((row, f"its draft cache holds {d} tokens, more than its {c} committed tokens but "
+                                    f"the last"))
+            elif c + self.k_max + 1 > self.history.shape[1]:
+                broken.append((row, f"it holds {c} tokens, past the worker's capacity {self.capacity}"))
+        return broken
+
+    def culprits(self, k: int, saved: tuple) -> list[tuple[int, str]]:
+        """The rows that raise when their step runs alone (each moved to row 0 and run as a batch of one, then
+        everything put back as ``saved``), from the last row down."""
+        found, n = [], self.n
+        for row in range(n):
+            self.swap(0, row)
+            self.n = 1
+            try:
+                self.advance(k)
+            except Exception as error:  # noqa: BLE001 - the reason is what the request raised
+                found.append((row, f"{type(error).__name__}: {error}"))
+            finally:
+                self.n = n
+                self.swap(0, row)
+                self.load(saved)
+        return found[::-1]
+
+    def advance(self, k: int) -> tuple[int, int, int, int, int]:
+        """One step over the running batch without releasing anyone: (B, k used, tokens delivered, drafts
+        checked, drafts accepted)."""
+        B = self.n
         if k and not self.speculates[:B].any():
             k = 0  # nobody can draft
         before = self.committed[:B] - self.first_new[:B]
         checked, accepted = self.speculative_step(k) if k else self.plain_step()
         delivered = int((torch.minimum(self.committed[:B] - self.first_new[:B], self.budget[:B]) - before).sum())
-        return StepResult(B, k, delivered, checked, accepted, self.release_finished())
+        return B, k, delivered, checked, accepted
 
     def last_tokens(self, B: int) -> torch.Tensor:
         return self.history[torch.arange(B), self.committed[:B] - 1]

@@ -256,7 +256,7 @@ def provenance(url: str, model: str, label: str, command: str = "") -> dict:
     """``measure.provenance``'s keys for a remote engine: the engine's URL as the host, the served model
     and what this run is (``label``); torch, dtype, threads, CUDA graphs and compilation are the engine's
     business (None here: its launch command says them)."""
-    return {"device": DEVICE, "dtype": None, "dtype_reason": "chosen by the engine", "host": url,
+    return {"device": DEVICE, "dtype": None, "dtype_reason": "chosen by the engine", "host": url, "cpu": None,
             "threads": None, "torch": None, "python": platform.python_version(), "cuda": None, "driver": None,
             "cuda_graphs": None, "compiled": None, "date": utc_now(), "engine_model": model, "label": label,
             "client": platform.node(), "command": command}

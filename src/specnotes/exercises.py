@@ -36,7 +36,7 @@ exact (integers: a best k, a batch from a table).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -991,6 +991,9 @@ def check(problem_id: str, value) -> Verdict:
 def check_all(answers: dict, show: bool = True) -> list[tuple[str, Verdict]]:
     """Check several answers at once ({id: value}): one line per problem and the count right (printed
     when ``show``). For a lead collecting an onboarding cohort's answers."""
+    if not isinstance(answers, Mapping):
+        raise validate.BadArgumentType(f"answers must be a dict {{problem id: answer}}, e.g. {{'ch9.p1a': 976}}; "
+                                       f"got {type(answers).__name__}")
     verdicts = [(pid, check(pid, value)) for pid, value in answers.items()]
     if show:
         for _, verdict in verdicts:

@@ -113,6 +113,31 @@ ACCELERATORS: dict[str, Accelerator] = {
             "https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf",
             link_bandwidth=896 * G, link="AMD Infinity Fabric, 7 links x 128 GB/s",
         ),
+        # Consumer and workstation cards. GeForce tensor cores run fp16/bf16 GEMMs with fp32 accumulation
+        # (what PyTorch's and vLLM's bf16/fp16 GEMMs use) at half the fp16-accumulate rate: these rows hold
+        # the fp32-accumulate peak.
+        Accelerator(
+            "RTX-3090", {"bf16": 71 * T, "fp16": 71 * T, "tf32": 35.6 * T, "fp32": 35.6 * T}, 936 * G, 24 * G,
+            "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf",
+            notes=("GeForce RTX 3090 (GA102): fp16/bf16 tensor peak with fp32 accumulate; fp16 with fp16 "
+                   "accumulate is 142 TF; no fp8"),
+            link_bandwidth=32 * G, link="PCIe Gen4 x16 (a pair can add an NVLink bridge: 112.5 GB/s)",
+        ),
+        Accelerator(
+            "RTX-4090", {"bf16": 165.2 * T, "fp16": 165.2 * T, "fp8": 330.3 * T, "tf32": 82.6 * T, "fp32": 82.6 * T},
+            1008 * G, 24 * G,
+            "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+            notes=("GeForce RTX 4090 (AD102): fp16/bf16 and fp8 tensor peaks with fp32 accumulate; with fp16 "
+                   "accumulate they are 330.3 and 660.6 TF"),
+            link_bandwidth=64 * G, link="PCIe Gen4 x16 (no NVLink)",
+        ),
+        Accelerator(
+            "L40S", {"bf16": 362.05 * T, "fp16": 362.05 * T, "fp8": 733 * T, "tf32": 183 * T, "fp32": 91.6 * T},
+            864 * G, 48 * G,
+            "https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413",
+            notes="Ada Lovelace (AD102) data-center card, GDDR6",
+            link_bandwidth=64 * G, link="PCIe Gen4 x16 (no NVLink)",
+        ),
     ]
 }
 
@@ -151,7 +176,13 @@ _NAME_PATTERNS: list[tuple[str, str | None]] = [
     ("A100 40GB", "A100-40GB"),
     ("A100", "A100-80GB"),
     ("A10G", "A10G"),
-    ("L40", None),  # an L40/L40S is not an L4
+    ("L40S", "L40S"),
+    ("L40", None),  # an L40 is not an L40S, nor an L4
+    ("3090 TI", None),  # more SMs and bandwidth than the RTX 3090 row
+    ("RTX 3090", "RTX-3090"),
+    ("4090 D", None),  # fewer SMs than the RTX 4090 row
+    ("LAPTOP", None),  # laptop parts share desktop names with far lower clocks and bandwidth
+    ("RTX 4090", "RTX-4090"),
     ("L4", "L4"),
     ("T4", "T4"),
     ("MI300X", "MI300X"),

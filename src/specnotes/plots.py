@@ -606,3 +606,159 @@ def ratio_vs_tokens(ax=None, curves: Sequence = (), *, k: int, title: str | None
         ax.set_title(title or "What verifying costs, relative to decoding")
         _legend(ax, source, loc="best", fontsize=8)
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# a paged KV cache, slot by slot (Chapter 9)
+
+SLOT_COLORS = {  # Okabe-Ito, as the rest of the book; the pending-over-a-rejected-draft slot is also hatched
+    "verified": "#0072B2",
+    "draft": "#E69F00",
+    "rejected": "#D55E00",
+    "pending": "#009E73",
+    "pending over a rejected draft": "#009E73",
+    "free": "#EEEEEE",
+}
+SLOT_LABELS = {
+    "verified": "verified token's K/V",
+    "draft": "draft, awaiting the verdict",
+    "rejected": "rejected draft's K/V (stale)",
+    "pending": "pending token (K/V not yet computed)",
+    "pending over a rejected draft": "pending token's slot, holding a rejected draft's K/V",
+    "free": "free (never written)",
+}
+
+
+def paged_cache(ax=None, view=None, *, title: str | None = None, legend: bool = True, source: str | None = None,
+                flag: dict | None = None):
+    """One sequence's paged KV cache at one moment: a row per block (block 0 on top), a cell per slot, coloured
+    by its state; a block registered in the prefix cache is labelled with its hash, in red when it was published
+    holding something other than verified tokens, and a block served by a prefix-cache hit is outlined.
+
+    view: a ``kvcache.CacheView`` (anything with ``block_size``, ``blocks`` of ``states``, ``published``,
+        ``hit`` and ``stale``, ``verified``, ``known`` and ``written``), read from a real cache by
+        ``kvcache.Recorder``. flag: {hash: note} for blocks to point out (in red), e.g. the stale block a
+        request was served. Returns the Axes.
+    """
+    flag = flag or {}
+    if view is None or not view.blocks:
+        raise ValueError("paged_cache needs a CacheView with at least one block")
+    bs, n = view.block_size, len(view.blocks)
+    with house_style():
+        ax = _axes(ax)
+        for j, block in enumerate(view.blocks):
+            if len(block.states) != bs:
+                raise ValueError(f"block {j} has {len(block.states)} slots, the view says {bs}")
+            for i, state in enumerate(block.states):
+                if state not in SLOT_COLORS:
+                    raise ValueError(f"unknown slot state {state!r}; known: {', '.join(SLOT_COLORS)}")
+                ax.add_patch(plt.Rectangle((i, n - 1 - j), 1, 1, facecolor=SLOT_COLORS[state], edgecolor="white",
+                                           linewidth=1.0, hatch="xx" if state.startswith("pending over") else None))
+            if block.hit:
+                ax.add_patch(plt.Rectangle((0, n - 1 - j), bs, 1, fill=False, edgecolor="black", linewidth=2.2))
+            if block.published is not None:
+                stale = block.stale or block.published in flag
+                label = f"published #{block.published}" + (": not all verified!" if block.stale else "")
+                label += f": {flag[block.published]}" if block.published in flag else ""
+                ax.text(bs + 0.3, n - 0.5 - j, label, va="center", ha="left", fontsize=8,
+                        color="#D55E00" if stale else "0.2", fontweight="bold" if stale else "normal")
+        ax.set_xlim(0, bs)
+        ax.set_ylim(0, n)
+        ax.set_yticks([n - 0.5 - j for j in range(n)], [f"block {j}" + (" (hit)" if b.hit else "")
+                                                        for j, b in enumerate(view.blocks)])
+        step = max(1, bs // 4)
+        ax.set_xticks([i + 0.5 for i in range(0, bs, step)], [str(i) for i in range(0, bs, step)])
+        ax.tick_params(length=0)
+        ax.grid(False)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_visible(False)
+        ax.set_xlabel(f"slot in the block ({bs} per block)\nverified {view.verified} · known {view.known} · "
+                      f"written {view.written}", fontsize=9)
+        ax.set_title(title or f"Paged KV cache, {view.stage}", fontsize=10)
+        if legend:
+            states = [s for s in SLOT_COLORS if any(s in b.states for b in view.blocks)]
+            handles = [plt.Rectangle((0, 0), 1, 1, facecolor=SLOT_COLORS[s], edgecolor="0.6",
+                                     hatch="xx" if s.startswith("pending over") else None) for s in states]
+            leg = ax.legend(handles, [SLOT_LABELS[s] for s in states], loc="upper left", bbox_to_anchor=(0, -0.22),
+                            ncol=2, fontsize=8, frameon=False, title=source)
+            if source:
+                leg.get_title().set_fontsize(8)
+    return ax
+
+
+def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (), notes: Sequence[str] = (),
+                source: str | None = None, panel_width: float = 4.3):
+    """Rows of ``paged_cache`` panels: ``panels`` is a list of rows, each a list of ``(view, panel title)`` or
+    ``(view, panel title, flag)`` (``paged_cache``'s flag);
+    ``row_titles``: what each row is (e.g. the policy); ``notes``: one line under each row (what happened next).
+    One legend for every state any panel shows. Returns the Figure."""
+    rows = [list(r) for r in panels]
+    if not rows or not all(rows):
+        raise ValueError("cache_story needs at least one row of (view, title) panels")
+    cols = max(len(r) for r in rows)
+    tallest = max(len(panel[0].blocks) for r in rows for panel in r)
+    with house_style():
+        fig = plt.figure(figsize=(panel_width * cols, (0.36 * tallest + 2.3) * len(rows) + 0.9), layout="constrained")
+        subfigs = fig.subfigures(len(rows), 1, squeeze=False)[:, 0]
+        for r, (sub, row) in enumerate(zip(subfigs, rows, strict=True)):
+            axes = sub.subplots(1, cols, squeeze=False)[0]
+            for c, ax in enumerate(axes):
+                if c < len(row):
+                    paged_cache(ax, row[c][0], title=row[c][1], legend=False, flag=(row[c][2:] or [None])[0])
+                else:
+                    ax.set_visible(False)
+            if r < len(row_titles):
+                sub.suptitle(row_titles[r], fontsize=11, fontweight="bold", x=0.01, ha="left")
+            if r < len(notes):
+                sub.supxlabel(notes[r], fontsize=10, x=0.01, ha="left", color="0.15")
+        seen = [s for s in SLOT_COLORS if any(s in b.states for r in rows for panel in r for b in panel[0].blocks)]
+        handles = [plt.Rectangle((0, 0), 1, 1, facecolor=SLOT_COLORS[s], edgecolor="0.6",
+                                 hatch="xx" if s.startswith("pending over") else None) for s in seen]
+        handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
+        fig.legend(handles, [SLOT_LABELS[s] for s in seen] + ["block served by a prefix-cache hit"],
+                   loc="outside lower center", ncol=min(3, len(handles)), fontsize=9, frameon=False, title=source,
+                   title_fontsize=8)
+        fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, gap: tuple[str, str] | None = None,
+                          title: str | None = None, source: str | None = None):
+    """Admission time per request against the fraction of requests that hit the prefix cache, for each hit rule.
+
+    rules: ``(label, ms per request when every request hits)``, measured; ``no_cache_ms``: ms per request with
+        no prefix caching (every request a miss), measured. Both are drawn as markers at hit rates 1 and 0; the
+        lines between them are the model: a fraction h of requests hits, so t(h) = h·t_hit + (1 − h)·t_miss.
+        The gap between two rules at h is h times the recompute per hit; ``gap``: two labels, (with the
+        recompute, without it), whose gap at h = 1 is marked. Returns the Axes.
+    """
+    rules = [(str(label), float(ms)) for label, ms in rules]
+    if not rules:
+        raise ValueError("recompute_vs_hit_rate needs at least one rule")
+    miss = float(no_cache_ms)
+    if not (math.isfinite(miss) and miss > 0) or not all(math.isfinite(ms) and ms > 0 for _, ms in rules):
+        raise ValueError("admission times must be finite and positive (ms)")
+    h = np.linspace(0, 1, 50)
+    with house_style():
+        ax = _axes(ax)
+        for i, (label, ms) in enumerate(rules):
+            color = PALETTE[i % len(PALETTE)]
+            ax.plot(h, h * ms + (1 - h) * miss, color=color, label=f"model: {label}, linear in the hit rate", **MODEL)
+            ax.plot([1.0], [ms], color=color, marker=MARKERS[i % len(MARKERS)], label=f"measured: {label}, every "
+                    "request hits", **MEASURED)
+        ax.plot([0.0], [miss], color="0.3", marker="s", label="measured: no prefix caching", **MEASURED)
+        if gap is not None:
+            times = dict(rules)
+            if gap[0] not in times or gap[1] not in times:
+                raise ValueError(f"gap must name two of the rules {list(times)}, got {gap}")
+            hi, lo = times[gap[0]], times[gap[1]]
+            ax.annotate("", xy=(1.0, hi), xytext=(1.0, lo), arrowprops={"arrowstyle": "<->", "color": "0.2"})
+            ax.text(0.98, min(hi, lo) * 0.6, f"recompute per hit: {hi - lo:+.2f} ms", ha="right", va="top",
+                    fontsize=9, color="0.2")  # under the lines, which all end near h = 1
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("Fraction of requests that hit the prefix cache")
+        ax.set_ylabel("Admission time per request (ms)")
+        ax.set_title(title or "What the hit rule costs, per request")
+        _legend(ax, source, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)  # under the axes
+    return ax

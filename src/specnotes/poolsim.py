@@ -93,6 +93,12 @@ class SimResult:
 
 def tokens_per_step(rng: np.random.Generator, alpha: float, k: int, size: int) -> np.ndarray:
     """N for ``size`` requests: α^(n-1)(1-α) for n ≤ k, α^k for n = k + 1 (``cost.tokens_pmf``)."""
+    if not isinstance(rng, np.random.Generator):
+        raise validate.BadArgumentType(f"rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+                                       f"got {type(rng).__name__}")
+    alpha = validate.probability("alpha", alpha)
+    k = validate.integer("k", k, low=0)
+    size = validate.integer("size", size, low=0)
     if k == 0:
         return np.ones(size, dtype=np.int64)
     if alpha >= 1.0:
@@ -111,6 +117,7 @@ def simulate(rate: float, step_time: Callable[[int, int], float], policy: Callab
     running (the rest wait; None: no limit). The first ``warmup`` requests are left out of the statistics.
     """
     rate = validate.number("rate", rate, low=0, low_open=True)
+    check_callables(step_time, policy)
     alpha = validate.probability("alpha", alpha)
     requests = validate.integer("requests", requests, low=2)
     warmup = validate.integer("warmup", warmup, low=0, high=requests - 2)
@@ -164,8 +171,8 @@ def simulate(rate: float, step_time: Callable[[int, int], float], policy: Callab
             for req in running[len(running) - newcomers:]:
                 req.admitted = env.now
             B = len(running)
-            k = policy(B)
-            seconds = step_time(B, k)
+            k = validate.integer(f"policy({B})", policy(B), low=0)
+            seconds = validate.number(f"step_time({B}, {k}) (seconds)", step_time(B, k), low=0)
             result.steps.append((env.now, seconds, B, k))
             yield env.timeout(seconds)
             for req, n in zip(running, tokens_per_step(rng, alpha, k, B), strict=True):
@@ -183,6 +190,14 @@ def simulate(rate: float, step_time: Callable[[int, int], float], policy: Callab
     return result
 
 
+def check_callables(step_time, policy):
+    """BadArgument unless ``step_time`` (B, k -> seconds) and ``policy`` (B -> k) can be called."""
+    for name, fn, what in (("step_time", step_time, "(B, k) -> seconds per decode step"),
+                           ("policy", policy, "B -> k, e.g. serving.FixedK(4) or a KTable")):
+        if not callable(fn):
+            raise validate.BadArgumentType(f"{name} must be a function {what}, got {fn!r}")
+
+
 def steady_batch(rate: float, step_time: Callable[[int, int], float], policy: Callable[[int], int], alpha: float,
                  output_tokens: float, max_batch: int = 4096) -> float | None:
     """The mean-field steady state: the B where λ · N_out · T_step(B, k(B)) / E[N](α, k(B)) = B (Little's law
@@ -190,6 +205,7 @@ def steady_batch(rate: float, step_time: Callable[[int, int], float], policy: Ca
     requests cannot keep up with λ (the queue grows without bound)."""
     rate = validate.number("rate", rate, low=0, low_open=True)
     output_tokens = validate.number("output_tokens", output_tokens, low=1)
+    check_callables(step_time, policy)
 
     def excess(b: int) -> float:  # arrivals' demand for running slots minus b
         k = policy(b)

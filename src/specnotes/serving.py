@@ -144,6 +144,9 @@ def adaptive_k(step_time: StepTime, alpha: float, max_batch: int, k_max: int) ->
 def crossover(step_time: StepTime, alpha: float, k: int, max_batch: int) -> int | None:
     """The first B from which k drafts never beat plain decoding again (up to max_batch): 1 if they never
     do, None if they still do at max_batch. Where to set ``DisableAbove`` for this k, at best."""
+    alpha = validate.probability("alpha", alpha)
+    k = validate.integer("k", k, low=1)
+    max_batch = validate.integer("max_batch", max_batch, low=1)
     pays = [goodput(step_time, alpha, b, k) > goodput(step_time, alpha, b, 0) for b in range(1, max_batch + 1)]
     if not any(pays):
         return 1

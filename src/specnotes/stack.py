@@ -26,7 +26,8 @@ from specnotes import cost, validate
 from specnotes.cost import ModelShape
 from specnotes.measure import checks
 from specnotes.measure.checks import NOISE
-from specnotes.measure.devices import as_dtype, default_dtype, dtype_name, memory_bytes, resolve
+from specnotes.measure.devices import as_dtype, dtype_name, memory_bytes, resolve
+from specnotes.measure.dtypes import default_dtype
 from specnotes.measure.records import Record, rates
 from specnotes.measure.timing import Sweep, doubling_sweep, time_fn
 
@@ -289,7 +290,9 @@ def stack_overhead(shape: ModelShape, device=None, dtype=None, context: int = 0,
 @dataclass(frozen=True)
 class StackModel:
     """The cost model of the stacks on this device: its measured roofs (an ``Accelerator``, e.g.
-    ``measure.measured_roofline().as_accelerator()``) and each stack's per-pass floor."""
+    ``measure.measured_roofline().as_accelerator()``) and each stack's per-pass floor; with
+    ``efficiency`` (a ``measure.GemmEfficiency``, :meth:`with_efficiency`), also what the roofline leaves
+    out of a GEMM of M rows on this device, measured on a decode GEMM over another weight."""
 
     target: ModelShape
     draft: ModelShape
@@ -299,6 +302,7 @@ class StackModel:
     k: int
     alpha: float
     context: int
+    efficiency: object = None  # measure.GemmEfficiency
 
     @classmethod
     def measure(cls, target: LayerStack, draft: LayerStack, roof, k: int, alpha: float, context: int) -> StackModel:
@@ -312,13 +316,20 @@ class StackModel:
         """This model on other measured roofs (``measure.MeasuredRoof``), e.g. ``roof.best(measured again)``."""
         return replace(self, accel=roof.as_accelerator())
 
+    def with_efficiency(self, efficiency) -> StackModel:
+        """This model with every pass's matmuls at ``efficiency(M)`` times their roofline time, M the rows
+        (tokens) of the pass: the per-M GEMM efficiency of a decode-GEMM sweep (``measure.GemmEfficiency``)."""
+        return replace(self, efficiency=efficiency)
+
     def bounded_by(self, sweep: BatchSweep) -> StackModel:
         """This model with each floor at most what the sweep's fastest pass at its first batch left over
         after the roofline time of that pass. A floor cannot exceed a whole real pass: on a machine whose
         cores are taken away for seconds at a time, every sample of a tiny pass can land in a stall
         (its threads wait for each other), while the real passes, longer, still find quiet moments."""
         b = sweep.batches[0]
-        slack = {kind: max(0.0, sweep.time(kind, b) - self.time(kind, b, floor=False)) for kind in ("decode", "draft")}
+        measured = {kind for kind in ("decode", "draft") if b in sweep.records.get(kind, {})}  # a record may lack one
+        slack = {kind: max(0.0, sweep.time(kind, b) - self.time(kind, b, floor=False)) if kind in measured else floor
+                 for kind, floor in (("decode", self.t0_target), ("draft", self.t0_draft))}
         return replace(self, t0_target=min(self.t0_target, slack["decode"]),
                        t0_draft=min(self.t0_draft, slack["draft"]))
 
@@ -328,11 +339,23 @@ class StackModel:
                      "draft": (1, None)}[validate.choice("kind", kind, PASSES)]
         return shape, t0, pass_cost(shape, batch, new, self.context, spec)
 
+    def work(self, kind: str, batch: int) -> tuple[float, float]:
+        """(FLOPs, bytes) of one ``kind`` pass at ``batch``, as the cost model counts them."""
+        _, _, pass_ = self._pass(kind, batch)
+        return pass_.flops, pass_.bytes
+
     def time(self, kind: str, batch: int, floor: bool = True) -> float:
         """Seconds of one ``kind`` pass ("decode", "verify", "mixed": one sequence verifies, "draft"):
-        its roofline time plus, with ``floor``, the stack's per-pass floor."""
+        its roofline time plus, with ``floor``, the stack's per-pass floor; with an ``efficiency``, its
+        matmuls take ``efficiency(tokens)`` times their roofline time."""
         _, t0, pass_ = self._pass(kind, batch)
-        return cost.roofline_time(pass_, self.accel, overhead=t0 if floor else 0.0)
+        seconds = cost.roofline_time(pass_, self.accel, overhead=t0 if floor else 0.0)
+        if self.efficiency is None:
+            return seconds
+        gemm = next(k for k in pass_.parts if k.name == "matmul")
+        gemm_s = cost.roofline_time(cost.PassCost(gemm.flops, gemm.bytes, pass_.tokens, (gemm,), pass_.compute),
+                                    self.accel)
+        return seconds + (self.efficiency(pass_.tokens) - 1) * gemm_s
 
     def least_time(self, kind: str, batch: int, cache_bytes: float = 0.0) -> float:
         """The least seconds a ``kind`` pass can take on this device: its roofline time, kernel by kernel,
@@ -350,8 +373,10 @@ class StackModel:
                                        self.least_time("verify", batch, cache_bytes))
 
     def speedup(self, batch: int) -> float:
-        return cost.batch_speedup(self.target, self.draft, self.accel, batch, self.k, self.alpha, self.context,
-                                  overhead=self.t0_target, draft_overhead=self.t0_draft)
+        """S(B) from this model's pass times, as the measured S is computed from measured ones:
+        E[N]·T_decode / (k·T_draft + T_verify), each pass at the stacks' context."""
+        return cost.speedup_from_times(self.alpha, self.k, self.time("decode", batch), self.time("draft", batch),
+                                       self.time("verify", batch))
 
     def crossover(self, limit: int = 1 << 16) -> int | None:
         """The model's B*: S(B) <= 1 from there on (None: it still pays at ``limit``)."""

@@ -293,13 +293,15 @@ class TreeDrafter:
         logits = {0: self.forward(self.pending[:, :width], n_valid=self.pending_len)[rows, self.pending_len - 1]}
         base = self.cache.lengths - 1  # the root's slot: node j goes to base + j
         tokens = torch.zeros(B, tree.size + 1, dtype=torch.int64, device=self.device)
-        proposals = []
+        proposals = [None] * tree.size
         for depth in range(1, tree.depth + 1):
             level = tree.levels[depth]
-            for j in level:
-                token, proposal = self.candidate(logits[tree.parents[j - 1]], tree.ranks[j], temperature, generator)
-                tokens[:, j] = token
-                proposals.append(proposal)
+            for parent in dict.fromkeys(tree.parents[j - 1] for j in level):  # each parent once, in order
+                kids = [int(j) for j in tree.children[parent] if j >= 0]
+                chosen, proposal = self.children_of(logits[parent], len(kids), temperature, generator)
+                for r, j in enumerate(kids):
+                    tokens[:, j] = chosen[:, r]
+                    proposals[j - 1] = proposal[:, r]
             if depth < tree.depth:
                 context = int(self.cache.lengths.max()) + len(level)
                 positions, visible = tree_attention(tree, base, level, context)
@@ -308,12 +310,17 @@ class TreeDrafter:
         self.cache.rollback(base + 1)
         return tokens[:, 1:], torch.stack(proposals, 1)
 
-    def candidate(self, logits, rank, temperature, generator):
+    def children_of(self, logits: torch.Tensor, m: int, temperature: float, generator: torch.Generator | None):
+        """The m children of one node, from its draft logits [B, V]: tokens [B, m] (rank order) and the
+        distributions they were drawn from [B, m, V]. ``"sample"``: m independent draws of q, each reported
+        with q; ``"top"``: the draft's m most likely tokens, fixed choices, each reported one-hot. Exactness
+        needs exactly this: each child drawn from what it reports, independently of its siblings."""
         if self.candidates == "sample":
             q = logits_to_probs(logits, temperature)
-            return sample_from(q, generator), q
-        token = logits.topk(rank + 1, dim=-1).indices[:, rank]
-        return token, torch.nn.functional.one_hot(token, logits.shape[-1]).to(torch.float32)
+            chosen = torch.stack([sample_from(q, generator, validate=False) for _ in range(m)], 1)
+            return chosen, q[:, None].expand(-1, m, -1)
+        chosen = logits.topk(m, dim=-1).indices
+        return chosen, torch.nn.functional.one_hot(chosen, logits.shape[-1]).to(torch.float32)
 
     def commit(self, tokens: torch.Tensor, num_accepted: torch.Tensor, active: torch.Tensor | None = None):
         """The accepted path and the final token become pending: the next ``propose`` feeds them."""

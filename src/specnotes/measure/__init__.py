@@ -2,8 +2,9 @@
 
 One module per job:
 
-- ``devices``  which device and dtype (probed on a CPU; ``SPECNOTES_DEVICE``, ``SPECNOTES_DTYPE``), sizes;
+- ``devices``  which device (``SPECNOTES_DEVICE``), dtype names, sizes, cache and memory: the bottom;
 - ``timing``   the one timer: sync, warm-up, repeats, median/IQR, budgets, the doubling sweep;
+- ``dtypes``   which dtype a device measures in (probed on a CPU by timing GEMMs; ``SPECNOTES_DTYPE``);
 - ``probes``   this device's measured roofs: copy bandwidth, GEMM peak, overhead floor, GEMM sweeps, knee;
 - ``records``  one record format with one provenance block (bench, sampler benchmark, training, refresh);
 - ``checks``   what a measurement may assert on *this* device, derived from its measured roofs.
@@ -17,23 +18,23 @@ from specnotes.measure.devices import (
     DEVICE_ENV,
     DTYPE_ENV,
     DTYPES,
-    DtypeChoice,
     GiB,
     MiB,
     Sizes,
     as_dtype,
-    default_dtype,
     device_name,
-    dtype_choice,
     dtype_name,
     num_threads,
     pick_device,
     sizes_for,
 )
+from specnotes.measure.dtypes import DtypeChoice, default_dtype, dtype_choice
 from specnotes.measure.probes import (
+    GemmEfficiency,
     KneeFit,
     MeasuredRoof,
     copy_bandwidth,
+    efficiency_sweep,
     knee,
     knee_fit,
     matmul_floor,
@@ -59,7 +60,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "DEVICE_ENV", "DTYPE_ENV", "DTYPES", "GiB", "MiB", "SCHEMA", "DtypeChoice", "KneeFit", "MeasuredRoof", "Record",
-    "Results", "Sizes", "Timing", "as_dtype", "checks", "copy_bandwidth", "default_dtype", "device_name",
+    "Results", "Sizes", "Timing", "GemmEfficiency", "as_dtype", "checks", "copy_bandwidth", "default_dtype",
+    "device_name", "efficiency_sweep",
     "doubling_sweep", "dtype_choice", "dtype_name", "knee", "knee_fit", "load_results", "matmul_floor",
     "matmul_sweep", "matmul_time", "measured_roofline", "num_threads", "peak_matmul_flops", "pick_device",
     "provenance", "save_results", "sizes_for", "sync", "time_fn", "time_interleaved", *_STACK,

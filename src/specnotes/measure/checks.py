@@ -27,8 +27,16 @@ The model's known biases, which set every tolerance here:
   under load (``NOISE``), 1.12 x 1.10 = 1.23, rounded up to 1.25.
 - ``NOISE``: fastest samples of the same pass on a busy 2-core machine differ by up to ~10%.
 
-Every check returns a :class:`Verdict`; a chapter asserts ``verdict.ok`` and may print the verdict.
-The ``describe_*`` functions pick the sentence a chapter glues into its prose from the numbers.
+Two kinds of check, kept apart (DESIGN §5, "invariants in cells, the model in sentences"):
+
+- **Invariants** (:func:`timer_agrees`, :func:`more_work_is_slower`) hold on any machine that is not
+  broken: a timer that disagrees with itself, a NaN, or more work measured faster than less beyond what
+  noise and another process's load can do (``LOAD``). They raise :class:`Broken`, and a chapter's cell
+  fails with it.
+- **Agreement with the model** is a finding. Every other check returns a :class:`Verdict` whose
+  sentence a chapter glues; it never fails the cell. The ``describe_*`` functions pick the sentences
+  that explain a disagreement with the numbers measured. Their teeth are in the unit tests, on synthetic
+  sweeps and on the real records in ``data/reference`` (``tests/test_checks.py``, ``tests/test_reference.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ COMPUTE_SLACK = 1.25
 SHARE = 1 / 8
 NOISE = 0.10
 THRESHOLD = 2.0  # a predicted rise smaller than this is not tested (see grows)
+WORK_RATIO = 4.0  # a pass the model prices at this many times another's time does more work (more_work_is_slower)
+LOAD = 8.0  # how much faster than less work more work must run to be broken, not load (more_work_is_slower)
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,76 @@ class Verdict:
         nums = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in self.numbers.items())
         wrap = lambda text: textwrap.fill(text, 100, initial_indent="    ", subsequent_indent="    ")
         return f"{self.claim}: {state}.\n{wrap(self.sentence)}\n{wrap(f'[{nums}]')}"
+
+
+class Broken(AssertionError):
+    """A measurement no working machine produces: the timer disagrees with itself, a time is NaN or not
+    positive, or more work ran faster than less beyond the noise. The one thing a measured cell fails on."""
+
+
+def timer_agrees(label: str, samples: Sequence[float], median: float | None = None, q1: float | None = None,
+                 q3: float | None = None) -> None:
+    """Raise :class:`Broken` unless every sample is a finite positive time and the summaries the timer
+    reported agree with them: the fastest sample at most the first quartile, the quartiles around the
+    median, the median within the samples. ``None`` summaries (a record that did not keep them) pass."""
+    values = list(samples)
+    for i, s in enumerate(values):
+        if not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
+            raise Broken(f"{label}: sample {i} is {s!r}, not a positive time: the timer is broken")
+    given = {"median": median, "q1": q1, "q3": q3}
+    for name, value in given.items():
+        if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
+            raise Broken(f"{label}: its {name} is {value!r}, not a positive time: the timer is broken")
+    if not values and median is None:
+        raise Broken(f"{label}: no samples and no median: nothing was timed")
+    tol = 1e-9
+    order = [v for v in (min(values) if values else None, q1, median, q3) if v is not None]
+    if any(a > b * (1 + tol) for a, b in zip(order, order[1:], strict=False)):
+        raise Broken(f"{label}: fastest {min(values) if values else None}, q1 {q1}, median {median}, q3 {q3} are "
+                     f"out of order: the timer disagrees with itself")
+    if values and median is not None and median > max(values) * (1 + tol):
+        raise Broken(f"{label}: median {median} above every sample (slowest {max(values)}): the timer disagrees "
+                     f"with itself")
+
+
+def more_work_is_slower(labels: Sequence, measured: Sequence[float], modelled: Sequence[float],
+                        work: Sequence[tuple[float, float]], *, ratio: float = WORK_RATIO,
+                        load: float = LOAD) -> Verdict:
+    """Raise :class:`Broken` if a pass that does ``ratio`` times the work of another, by every measure,
+    measured ``load`` times faster than it or more. By every measure: at least ``ratio`` times its FLOPs and
+    its bytes (``work``: (FLOPs, bytes) of each pass, counted by the cost model), and at least ``ratio``
+    times its modelled time, floors included (``modelled``), so that no roof measured low, no fixed cost
+    per pass, no library path for few rows and no cache makes it cheaper on a working machine.
+
+    Why ``load`` and not the 10% noise of two quiet samples: on a shared 2-core machine another process
+    can stall one pass for longer than its whole sampling window. Chapter 4 on an Ice Lake share with a
+    load average of 6 measured a draft step at 100 ms at B = 2 and 18 ms at B = 1: 5.4× from load alone.
+    More work measured ``load`` (8) times faster than less is ``ratio`` × ``load`` = 32 times off what the
+    model says, which no load explains. Closer pairs are not compared. Returns the verdict to print."""
+    measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
+    if not len(measured) == len(modelled) == len(work):
+        raise validate.BadArgument(f"measured, modelled and work have {len(measured)}, {len(modelled)} and "
+                                   f"{len(work)} values")
+    flops = [validate.number(f"work[{i}] FLOPs", w[0], low=0) for i, w in enumerate(work)]
+    nbytes = [validate.number(f"work[{i}] bytes", w[1], low=0, low_open=True) for i, w in enumerate(work)]
+    load = validate.number("load", load, low=1)
+    labels = list(labels) or list(range(len(measured)))
+    claim = f"no pass ran {load:g}× faster than one doing {ratio:g}× less work"
+    pairs = [(i, j) for i in range(len(measured)) for j in range(len(measured))
+             if modelled[j] >= ratio * modelled[i] and flops[j] >= ratio * flops[i] and nbytes[j] >= ratio * nbytes[i]]
+    if not pairs:
+        return Verdict(claim, True, False, f"No pass does {ratio:g}× the FLOPs, bytes and modelled time of another: "
+                       "nothing to compare.", {"pairs": 0})
+    i, j = min(pairs, key=lambda p: measured[p[1]] / measured[p[0]])
+    seen = measured[j] / measured[i]
+    numbers = {"pairs": len(pairs), "least measured ratio": seen, "more": labels[j], "less": labels[i],
+               "model ratio": modelled[j] / modelled[i]}
+    if seen <= 1 / load:
+        raise Broken(f"{labels[j]} ran {1 / seen:.2f}× faster than {labels[i]}, which does at least {ratio:g}× less "
+                     f"work (modelled time {modelled[j] / modelled[i]:.1f}× less): no load explains that; the timer "
+                     f"or the pass is broken ({numbers})")
+    return Verdict(claim, True, True, f"Of {len(pairs)} such pairs the closest was {labels[j]}, which took "
+                   f"{seen:.2f}× {labels[i]} (the model: {modelled[j] / modelled[i]:.1f}×).", numbers)
 
 
 def _positive(name: str, values: Sequence[float]) -> list[float]:
@@ -154,25 +234,40 @@ def speedup_falls(batches: Sequence[int], measured: Sequence[float], modelled: S
     return dataclasses.replace(v, sentence=sentence)
 
 
-def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Sequence[float]) -> Verdict:
+def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Sequence[float], *,
+                noise: float = NOISE) -> Verdict:
     """verify/decode at growing context L falls toward 1 (Chapter 5): where this device's model has the
-    ratio's excess over 1 halve over the contexts swept, the measured ratio must at least end lower than it
-    started (an ordering of medians of paired samples). Where the model has nothing fall (attention
-    compute-bound under a low ridge), or one context was measured, nothing is tested."""
+    ratio's excess over 1 halve over the contexts swept (from more than ``noise`` above 1), the measured
+    ratio must end more than ``noise`` below where it started (medians of paired samples). Within ``noise``
+    it is flat: the sentence says so, with the range it took on the way. Where the model has nothing fall
+    (attention compute-bound under a low ridge, or verify as cheap as decode throughout), or one context
+    was measured, nothing is tested. ``numbers["outcome"]``: what the
+    measurement did, ``context.fall_verdict`` ("halved", "fell", "flat", "rose"), whatever the model says."""
+    from specnotes.context import fall_verdict
+
     contexts = _batches(contexts, ("measured", measured), ("modelled", modelled))
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
+    noise = validate.number("noise", noise, low=0)
     claim = "verify/decode falls as L grows"
+    outcome = fall_verdict(measured, noise)
     numbers = {"from L": contexts[0], "to L": contexts[-1], "measured first": measured[0],
-               "measured last": measured[-1], "model first": modelled[0], "model last": modelled[-1]}
+               "measured last": measured[-1], "lowest": min(measured), "highest": max(measured),
+               "model first": modelled[0], "model last": modelled[-1], "outcome": outcome}
     span = (f"From L = {contexts[0]} to {contexts[-1]} the model has verify/decode go from {modelled[0]:.2f} to "
             f"{modelled[-1]:.2f}, measured {measured[0]:.2f} to {measured[-1]:.2f}")
+    way = (f" ({min(measured):.2f} to {max(measured):.2f} on the way)" if len(measured) > 2 else "")
+    said = {"halved": ": it fell more than halfway to 1.", "fell": f": it fell, by more than the {noise:.0%} noise.",
+            "flat": f"{way}: flat, within the {noise:.0%} noise.",
+            "rose": f"{way}: it rose, by more than the {noise:.0%} noise."}[outcome]
     if len(contexts) < 2:
         return Verdict(claim, True, False, "One context: nothing to compare.", numbers)
+    if modelled[0] <= 1 + noise:
+        return Verdict(claim, True, False, f"{span}{said[:-1]}; the model puts verify within the {noise:.0%} noise of "
+                       "a decode pass from the first context on, so there is nothing to fall.", numbers)
     if not excess_halved(modelled[0], modelled[-1]):
-        return Verdict(claim, True, False, f"{span}: the model's excess over 1 does not halve, nothing to test.",
-                       numbers)
-    ok = measured[-1] < measured[0]
-    return Verdict(claim, ok, True, f"{span}" + (": it fell." if ok else ": it did not fall."), numbers)
+        return Verdict(claim, True, False, f"{span}{said[:-1]}; the model's excess over 1 does not halve, so there "
+                       "is nothing to test.", numbers)
+    return Verdict(claim, outcome in ("halved", "fell"), True, span + said, numbers)
 
 
 def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
@@ -502,6 +597,124 @@ def describe_free_batch(critical_batch: float, k: int, batches: Sequence[int] = 
     return f"{model}; measured, {cost_text}, as the model, per-pass floor included, says ({p:.2f}×)"
 
 
+def _runs(flags: Sequence[bool]) -> list[tuple[int, int]]:
+    """(first, last) index of each run of consecutive True values."""
+    runs, start = [], None
+    for i, flag in enumerate([*flags, False]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            runs.append((start, i - 1))
+            start = None
+    return runs
+
+
+def _span(values: Sequence[float], fmt: str) -> str:
+    lo, hi = min(values), max(values)
+    return format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{format(lo, fmt)}–{format(hi, fmt)}"
+
+
+def describe_slow_gemms(rows: Sequence[int], ratios: Sequence[float], weight_gb_per_s: Sequence[float],
+                        copy_gb_per_s: float, *, slow: float = THRESHOLD) -> str:
+    """Where a decode-GEMM sweep ran ``slow`` times or more above its roofline time (``ratios``: measured
+    over roofline at each row count), in numbers: the rows, how far above, and the bytes of weight it read
+    per second against the copy roof. An empty string where no point did."""
+    rows = _batches(rows, ("ratios", ratios), ("weight_gb_per_s", weight_gb_per_s))
+    ratios, gbs = _positive("ratios", ratios), _positive("weight_gb_per_s", weight_gb_per_s)
+    copy_gb_per_s = validate.number("copy_gb_per_s", copy_gb_per_s, low=0, low_open=True)
+    runs = _runs([r >= slow for r in ratios])
+    if not runs:
+        return ""
+    a, b = max(runs, key=lambda run: max(ratios[run[0]:run[1] + 1]))
+    which = f"{rows[a]} row{'s' * (rows[a] > 1)}" if a == b else f"{rows[a]} to {rows[b]} rows"
+    return (f"on this device the GEMM of {which} ran {_span(ratios[a:b + 1], '.1f')}× its roofline time, reading its "
+            f"weight at {_span(gbs[a:b + 1], '.1f')} GB/s against the {copy_gb_per_s:.1f} GB/s copy roof: a library "
+            f"path for few rows that reaches neither roof")
+
+
+def describe_gemm_efficiency(rows: Sequence[int], ratios: Sequence[float], left_out: Sequence[float],
+                             weight_gb_per_s: Sequence[float], copy_gb_per_s: float) -> str:
+    """Chapter 1's sentence on the per-M efficiency of its decode-GEMM sweep: its range, where it was
+    slow (:func:`describe_slow_gemms`), and how well it predicts each point from the others
+    (``left_out``: ``GemmEfficiency.leave_one_out``) against the roofline alone."""
+    rows = _batches(rows, ("ratios", ratios), ("left_out", left_out))
+    ratios, left_out = _positive("ratios", ratios), _positive("left_out", left_out)
+    lo, hi = min(range(len(rows)), key=ratios.__getitem__), max(range(len(rows)), key=ratios.__getitem__)
+    text = (f"Measured over its roofline time, the GEMM took {ratios[lo]:.2f}× at M = {rows[lo]} to "
+            f"{ratios[hi]:.2f}× at M = {rows[hi]}")
+    slow = describe_slow_gemms(rows, ratios, weight_gb_per_s, copy_gb_per_s)
+    text += f"; {slow}." if slow else ": within 2× of the roofs at every M."
+    if len(rows) < 3:
+        return text
+    loo = math.exp(sum(abs(math.log(p / m)) for p, m in zip(left_out, ratios, strict=True)) / len(rows)) - 1
+    roof = math.exp(sum(abs(math.log(m)) for m in ratios) / len(rows)) - 1
+    better = ("so the curve, not the roofs, is what predicts a GEMM of another M here" if loo < roof / (1 + NOISE)
+              else "no better than the roofs: the efficiency jumps between neighbouring M, so it describes the sweep "
+                   "it came from but predicts little between its points")
+    return (f"{text} Interpolated from the other points alone (leave one out), the efficiency predicts each point "
+            f"within {loo:.0%} on average, against {roof:.0%} for the roofline alone: {better}.")
+
+
+def describe_efficiency_gain(what: str, error_without: float, error_with: float, *, extrapolated: int = 0,
+                             noise: float = NOISE) -> str:
+    """How much of the model's error on ``what`` the per-M GEMM efficiency explains: ``error_without`` and
+    ``error_with`` are the model's typical errors (geometric mean factor minus one, e.g.
+    ``probes.geometric_error``) with the roofline alone and with the efficiency. The share explained is
+    1 - log(1 + with) / log(1 + without). ``extrapolated``: how many of the passes' row counts lay past the
+    GEMM sweep (their efficiency held at its last measured value)."""
+    without = validate.number("error_without", error_without, low=0)
+    with_ = validate.number("error_with", error_with, low=0)
+    numbers = (f"The model's {what} is off by {with_:.0%} on average with the per-M GEMM efficiency, against "
+               f"{without:.0%} with the roofline alone")
+    held = (f" ({extrapolated} of the passes' row counts lay past the GEMM sweep, where the efficiency is held at its "
+            "last measured value)" if extrapolated else "")
+    if without <= noise:
+        return (f"{numbers}{held}: the roofline alone was already within the {noise:.0%} noise, so "
+                "there was no gap to explain.")
+    share = 1 - math.log1p(with_) / math.log1p(without)
+    if with_ < without / (1 + noise):
+        rest = ("what is left is the passes' other costs: attention, the norms and activations, and the fixed "
+                "cost of each kernel beyond the floor" if with_ > noise else "what is left is within the noise")
+        return (f"{numbers}{held}: the GEMM library's paths for each number of rows explain "
+                f"{share:.0%} of the gap (in log terms); {rest}.")
+    if with_ <= without * (1 + noise):
+        return (f"{numbers}{held}: the GEMM efficiency changes it by less than the {noise:.0%} noise, so "
+                "the gap lies elsewhere (attention, per-pass costs, or load while the sweep ran).")
+    return (f"{numbers}{held}: worse with it. The decode GEMM measured over one weight does not run "
+            "like the stack's own GEMMs here (other shapes, some that fit in the cache), or the load changed "
+            "between the two sweeps.")
+
+
+def describe_speedup_trend(falls: Verdict, batches: Sequence[int], measured_vd: Sequence[float],
+                           modelled_vd: Sequence[float], slow_gemms: str = "") -> str:
+    """Why S(B) did not fall as the model predicts, where :func:`speedup_falls` found it too flat: verify
+    over decode, measured and modelled, at the batches the verdict compared, and the slow GEMM path that
+    makes it so where one was measured (``slow_gemms``, :func:`describe_slow_gemms`). An empty string
+    where the verdict holds or tested nothing."""
+    if falls.ok or not falls.tested:
+        return ""
+    batches = _batches(batches, ("measured_vd", measured_vd), ("modelled_vd", modelled_vd))
+    b0, b1 = falls.numbers["from B"], falls.numbers["to B"]
+    i, j = batches.index(b0), batches.index(b1)
+    text = (f"S did not fall because the iteration did not grow dearer than plain decoding: verify cost "
+            f"{measured_vd[i]:.2f}× a decode pass at B = {b0} and {measured_vd[j]:.2f}× at B = {b1}, where the model "
+            f"has {modelled_vd[i]:.2f}× and {modelled_vd[j]:.2f}×")
+    if slow_gemms:
+        return (f"{text}: {slow_gemms}. A decode pass of B rows pays that path as a verify pass of (k + 1)B rows "
+                "does, so verifying k + 1 tokens costs about as many decode passes at every batch, and the "
+                "roofline, which knows neither path, cannot predict it.")
+    return f"{text}: a cost the roofline does not see slows plain decoding as much as verification here."
+
+
+def describe_all(verdicts: Sequence[Verdict], holds: str) -> str:
+    """One sentence for a set of verdicts: ``holds`` where every one held (or tested nothing), else the
+    claim and sentence of each that did not."""
+    failed = [v for v in verdicts if not v.ok]
+    if not failed:
+        return holds
+    return " ".join(f"Not as the model says: {v.claim}. {v.sentence}" for v in failed)
+
+
 def describe_knee(knee: float | None, batches: Sequence[int]) -> str:
     """The measured knee of a step-time sweep, or that the step time never rose within it."""
     batches = validate.integers("batches", batches, low=1)
@@ -522,6 +735,150 @@ def describe_cache(what: str, weight_bytes: float, cache_bytes: float) -> str:
                 f"it from memory")
     return (f"{what} ({weight}) fits in this device's last-level cache ({cache}, as the system reports it), so "
             f"repeated passes may read it from the cache instead of memory")
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 3's wall clock
+
+
+def describe_overhead_c(measured_c: float, param_ratio: float, *, overhead: float = 1.5, noise: float = NOISE) -> str:
+    """Chapter 3's sentence on the measured draft cost c (one draft step over one target step, fastest samples)
+    beside the ratio of parameter counts, the c that reading weights alone would give: ``overhead`` times it
+    or more is overhead setting c; within ``noise`` of it, the bytes do."""
+    measured_c = validate.number("measured_c", measured_c, low=0, low_open=True)
+    param_ratio = validate.number("param_ratio", param_ratio, low=0, low_open=True)
+    numbers = f"c = {measured_c:.2f}, against the parameter ratio {param_ratio:.3f}"
+    if measured_c >= overhead * param_ratio:
+        return (f"So {numbers}: per-pass overhead, not the bytes, sets c ({measured_c / param_ratio:.1f}× what "
+                "reading the weights would give). With c this large, Leviathan's formula caps the gain well below "
+                "E[N],")
+    if measured_c > param_ratio * (1 + noise):
+        extra = measured_c / param_ratio - 1
+        return (f"So {numbers}: the bytes set most of c and per-pass overhead adds {extra:.0%} to it. Even so, "
+                "Leviathan's formula caps the gain below E[N],")
+    if measured_c >= param_ratio / (1 + noise):
+        return (f"So {numbers}, equal within the {noise:.0%} noise: on this device both passes cost what their "
+                "weights cost to read. Leviathan's formula still caps the gain below E[N],")
+    return (f"So {numbers}: the draft ran faster than its share of the bytes, its weights staying in a cache "
+            "between passes. Leviathan's formula still caps the gain below E[N],")
+
+
+def describe_formula_gap(gaps: dict, *, close: float = 0.15) -> str:
+    """How far measured E[N] sits from the i.i.d. formula's at each temperature (``gaps``: temperature ->
+    measured / formula - 1): within ``close`` the formula gets the mean about right."""
+    if not gaps:
+        raise validate.BadArgument("gaps must hold at least one temperature")
+    close = validate.number("close", close, low=0, low_open=True)
+    parts = [f"{100 * abs(validate.number(f'gaps[{t}]', g)):.1f}% at temperature {t:g}" for t, g in gaps.items()]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    if all(abs(g) < close for g in gaps.values()):
+        return f"On average the i.i.d. formula is close: measured E[N] differs from it by {listed}."
+    return (f"The i.i.d. formula misses the mean here: measured E[N] differs from it by {listed}, more than "
+            f"{close:.0%} somewhere, so acceptance on this text is far from independent draws at one α.")
+
+
+def wall_clock_agrees(name: str, ks: Sequence[int], median: Sequence[float], low: Sequence[float],
+                      high: Sequence[float], predicted: Sequence[float], *, noise: float = NOISE) -> Verdict:
+    """Whether a prediction of the wall-clock speedup (``predicted`` at each k: from the pass times, or
+    Leviathan's formula) agrees with the speedup measured over paired runs (``median`` and its ``low``-``high``
+    range): it does where the prediction lies in the measured range widened by ``noise`` either side. Chapter 3's
+    wall clock adds what no prediction sees (the loop around the passes), so the sentence says which way the
+    prediction missed, and by how much, where it did."""
+    ks = _batches(ks, ("median", median), ("low", low), ("high", high), ("predicted", predicted))
+    median, low, high, predicted = (_positive(n, v) for n, v in
+                                    (("median", median), ("low", low), ("high", high), ("predicted", predicted)))
+    claim = f"{name} predict the wall-clock speedup"
+    off = {k: (p / (h * (1 + noise)) if p > h * (1 + noise) else p * (1 + noise) / lo if p < lo / (1 + noise) else 1.0)
+           for k, p, lo, h in zip(ks, predicted, low, high, strict=True)}
+    numbers = {"worst k": max(ks, key=lambda k: abs(math.log(off[k]))), "noise": noise}
+    if all(v == 1.0 for v in off.values()):
+        return Verdict(claim, True, True, f"{name[0].upper()}{name[1:]} predicted the wall-clock speedup at every k, "
+                       f"within the measured range and the {noise:.0%} noise.", numbers)
+    k = numbers["worst k"]
+    i = ks.index(k)
+    missed = [kk for kk in ks if off[kk] != 1.0]
+    which = "above" if off[k] > 1 else "below"
+    return Verdict(claim, False, True, f"{name[0].upper()}{name[1:]} predicted {predicted[i]:.2f}× at k = {k}, "
+                   f"{which} the {low[i]:.2f}–{high[i]:.2f}× the wall clock measured (median {median[i]:.2f}×), "
+                   f"beyond the {noise:.0%} noise; {len(missed)} of {len(ks)} k missed so", numbers)
+
+
+def describe_wall_clock(verdict: Verdict, ks: Sequence[int], predicted: Sequence[float], median: Sequence[float],
+                        unmodelled_ms: Sequence[float], plain_extra_ms: float) -> str:
+    """:func:`wall_clock_agrees`'s sentence and, where the prediction missed, the measured cost that explains
+    it: the loop around the passes per iteration (``unmodelled_ms`` at each k) when the prediction was too
+    high, plain decoding's own loop per token beyond its pass (``plain_extra_ms``) when it was too low."""
+    if verdict.ok:
+        return verdict.sentence
+    k = verdict.numbers["worst k"]
+    i = list(ks).index(k)
+    if predicted[i] > median[i]:
+        return (f"{verdict.sentence}: the loop around the passes (sampling, cache rollback, bookkeeping) took "
+                f"{unmodelled_ms[i]:.2f} ms per iteration at k = {k}, which no prediction from pass times sees.")
+    return (f"{verdict.sentence}: plain decoding paid {plain_extra_ms:.2f} ms per token for its own loop beyond "
+            "its pass, which made the baseline slower than its passes say and the measured speedup larger.")
+
+
+# ---------------------------------------------------------------------------------------------- Chapters 7 and 8
+
+
+def describe_pass_prices(prices: dict, *, overhead: float = 1.5, noise: float = NOISE) -> str:
+    """What sets the price of each drafter's pass on this device (Chapter 7): ``prices`` maps a drafter to
+    (its measured c, the c its share of the bytes gives). ``overhead`` times the bytes' share or more is
+    per-pass overhead setting the price; within ``noise`` of it, the bytes do."""
+    if not prices:
+        raise validate.BadArgument("prices must name at least one drafter")
+    ratio = {name: validate.number(f"{name} measured c", m, low=0, low_open=True)
+             / validate.number(f"{name} c by bytes", b, low=0, low_open=True) for name, (m, b) in prices.items()}
+    listed = " and ".join(f"the {name} {r:.2f}× its share of the bytes" for name, r in ratio.items())
+    if all(r >= overhead for r in ratio.values()):
+        return f"At these model sizes per-pass overhead sets the prices here: {listed}."
+    if all(abs(math.log(r)) <= math.log1p(noise) for r in ratio.values()):
+        return f"The prices here follow the bytes, within the {noise:.0%} noise: {listed}."
+    return f"The prices here are partly the bytes and partly per-pass overhead: {listed}."
+
+
+def describe_fused(fused_s: float, unfused_s: float, *, noise: float = NOISE) -> str:
+    """Sampling straight from the logits (reading only the rows it needs) against softmax-then-sample, which
+    writes p and q first, on the same inputs (Chapter 7): faster, about as fast, or slower, by the numbers."""
+    r = validate.number("fused_s", fused_s, low=0, low_open=True) / validate.number("unfused_s", unfused_s, low=0,
+                                                                                     low_open=True)
+    if r < 1 / (1 + noise):
+        return (f"Reading only the rows it needs, sampling from the logits ran {1 / r:.1f}× faster than writing p and "
+                "q first on the independent logits.")
+    if r <= 1 + noise:
+        return (f"On the independent logits, sampling from them took {r:.2f}× the time of writing p and q first: the "
+                f"same within the {noise:.0%} noise.")
+    return (f"On the independent logits, sampling from them took {r:.2f}× the time of writing p and q first: here its "
+            "work per row read costs more than the softmax of the rows it skips.")
+
+
+def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
+    """Chapter 8's adaptive k against each other policy (``ratios``: that policy's measured time over adaptive
+    k's; ``sampled``: the same ratio predicted by step times sampled during the run): where the prediction is a
+    clear win (``clear`` or more), adaptive k should measure faster, and it should never be far behind
+    (``behind``). A finding, chosen by the numbers."""
+    if set(ratios) != set(sampled) or not ratios:
+        raise validate.BadArgument("ratios and sampled must name the same policies")
+    claim = "adaptive k wins where the run's own step times predict it clearly, and is never far behind"
+    lost = [n for n, r in ratios.items() if sampled[n] > clear and not r > 1.0]
+    far = [n for n, r in ratios.items() if r <= behind]
+    wins = [n for n in ratios if sampled[n] > clear]
+    numbers = {"lowest ratio": min(ratios.values()), "clear wins predicted": len(wins)}
+    low = min(ratios, key=ratios.get)
+    if not lost and not far:
+        said = ("Where the step times sampled during the run predicted a clear win for adaptive k (over the "
+                + " and the ".join(f"{n}: {sampled[n]:.2f}× predicted, {ratios[n]:.2f}× measured" for n in wins)
+                + "), it showed"
+                if wins else "The step times sampled during the run predicted no clear win (more than "
+                f"{clear - 1:.0%}) for adaptive k over any policy")
+        return Verdict(claim, True, True, f"{said}; and adaptive k was never more than {1 - behind:.0%} behind (at "
+                       f"worst {ratios[low]:.2f}×, against the {low}).", numbers)
+    parts = [f"the step times sampled during the run predicted a clear win over the {n} ({sampled[n]:.2f}×) and it "
+             f"measured {ratios[n]:.2f}×" for n in lost]
+    parts += [f"adaptive k was {1 / ratios[n]:.2f}× slower than the {n}, more than {1 - behind:.0%} behind"
+              for n in far]
+    return Verdict(claim, False, True, "Not as predicted: " + "; ".join(parts) + ". The split of each policy's error "
+                   "below says how much of it was the machine's drift, the contexts and the rest.", numbers)
 
 
 # ---------------------------------------------------------------------------------------------- acceptance

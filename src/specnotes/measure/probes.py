@@ -17,9 +17,10 @@ import torch
 
 from specnotes import validate
 from specnotes.cost import gemm_cost
-from specnotes.measure.devices import Sizes, as_dtype, default_dtype, dtype_name, resolve, sizes_for
+from specnotes.measure.devices import Sizes, as_dtype, dtype_name, resolve, sizes_for
+from specnotes.measure.dtypes import default_dtype
 from specnotes.measure.records import Record, rates
-from specnotes.measure.timing import time_fn
+from specnotes.measure.timing import doubling_sweep, time_fn
 
 
 def copy_bandwidth(device=None, nbytes: int | None = None, dtype: torch.dtype | str = torch.float32, *,
@@ -101,6 +102,36 @@ def matmul_sweep(batches: Sequence[int] | None = None, d_in: int | None = None, 
         bar.set_postfix(B=b, GBps=f"{rec.gb_per_s:.1f}", GFLOPs=f"{rec.flops_per_s / 1e9:.0f}")
         records.append(rec)
     return records
+
+
+def efficiency_sweep(roof: MeasuredRoof, rows: int | None = None, device=None, dtype=None, *,
+                     budget_s: float | None = None, progress: bool = True,
+                     sizes: Sizes | None = None) -> tuple[list[Record], GemmEfficiency]:
+    """Chapter 1's decode-GEMM sweep (the weight ``sizes`` gives, default ``sizes_for``, one weight for every point) at
+    M = 1, 2, 4, ... up to ``rows`` (at least the sizes' own largest batch), within ``budget_s`` seconds
+    (default: 10 on a CPU, 30 elsewhere; :func:`measure.timing.doubling_sweep` stops before a point that
+    would not fit), and the per-M efficiency it gives on ``roof``: what Chapters 2 and 4 add to their model
+    (``stack.StackModel.with_efficiency``) to show how much of its gap the GEMM library's paths explain."""
+    from tqdm.auto import tqdm
+
+    dev = resolve(device)
+    sizes = sizes or sizes_for(dev)
+    dt = default_dtype(dev) if dtype is None else as_dtype(dtype)
+    rows = max(sizes.batches[-1], validate.integer("rows", rows or 1, low=1))
+    budget_s = (10.0 if dev.type == "cpu" else 30.0) if budget_s is None else budget_s
+    wt = _weight(sizes.d_in, sizes.d_out, dt, dev)
+    bar = tqdm(desc=f"matmul {sizes.d_in}x{sizes.d_out} {dtype_name(dt)}: rows", disable=not progress)
+
+    def point(b: int) -> Record:
+        x = torch.randn(b, sizes.d_in, device=dev, dtype=dt)
+        y = torch.empty(b, sizes.d_out, device=dev, dtype=dt)
+        bar.update()
+        return _matmul_record(x, wt, y, sizes, sizes.warmup, sizes.repeats)
+
+    sweep = doubling_sweep(point, lambda batches, results: False, limit=2 ** math.ceil(math.log2(rows)),
+                           budget_s=budget_s, min_points=2)
+    bar.close()
+    return sweep.results, GemmEfficiency.from_sweep(sweep.results, roof)
 
 
 def matmul_floor(device=None, dtype=None, repeats: int = 50) -> float:
@@ -200,6 +231,102 @@ def measured_roofline(device=None, dtype=None) -> MeasuredRoof:
     peak = peak_matmul_flops(dev, dt)
     return MeasuredRoof(copy.extra["bytes"] / copy.fastest_s, peak.extra["flops"] / peak.fastest_s, (copy, peak),
                         dtype_name(dt))
+
+
+# ---------------------------------------------------------------------------------------------- GEMM efficiency
+
+
+@dataclass(frozen=True)
+class GemmEfficiency:
+    """What the roofline leaves out of a decode GEMM on this device: at each measured row count M, the
+    measured time over the roofline time on the measured roofs (``ratios``; 1 = at a roof, 6 = six times
+    slower than the roofs allow: a library path for few rows that reaches neither roof).
+
+    Between measured M it interpolates log ratio linearly in log M; outside them it holds the nearest
+    measured ratio (:meth:`extrapolates` says where). A model that multiplies each GEMM's roofline time
+    by ``efficiency(M)`` predicts the sweep it came from exactly; :meth:`leave_one_out` says how well it
+    predicts a point it was not given, which is what matters for passes of other M (Chapters 2 and 4)."""
+
+    rows: tuple[int, ...]
+    ratios: tuple[float, ...]
+    source: str = ""
+    gb_per_s: tuple[float, ...] = ()  # weight bytes read per second at each row count (fastest sample)
+
+    def __post_init__(self):
+        rows = validate.integers("rows", self.rows, low=1)
+        if not rows or any(a >= b for a, b in zip(rows, rows[1:], strict=False)):
+            raise validate.BadArgument(f"rows must be increasing row counts, got {list(self.rows)}")
+        if len(self.ratios) != len(rows):
+            raise validate.BadArgument(f"ratios has {len(self.ratios)} values for {len(rows)} rows")
+        for i, r in enumerate(self.ratios):
+            validate.number(f"ratios[{i}]", r, low=0, low_open=True)
+
+    @classmethod
+    def from_sweep(cls, records: Sequence[Record], roof: MeasuredRoof) -> GemmEfficiency:
+        """From a decode-GEMM sweep (``matmul_sweep`` records, each timed by its fastest sample) and the
+        roofs it is judged on: measured / (bytes / bandwidth, FLOPs / peak, whichever is larger)."""
+        records = sorted(records, key=lambda r: r.params["batch"])
+        if not records:
+            raise validate.BadArgument("a GEMM efficiency needs at least one measured GEMM")
+        ratios = [r.fastest_s / gemm_roofline(r, roof) for r in records]
+        weight = [as_dtype(r.dtype).itemsize * r.params["d_in"] * r.params["d_out"] for r in records]
+        return cls(tuple(r.params["batch"] for r in records), tuple(ratios),
+                   f"{records[0].params['d_in']}x{records[0].params['d_out']} {records[0].dtype} GEMM",
+                   tuple(w / r.fastest_s / 1e9 for w, r in zip(weight, records, strict=True)))
+
+    def __call__(self, rows: float) -> float:
+        rows = validate.number("rows", rows, low=0, low_open=True)
+        return _interpolate(self.rows, self.ratios, rows)
+
+    def extrapolates(self, rows: float) -> bool:
+        """``rows`` lies outside the measured row counts: the efficiency there is a held value."""
+        return not self.rows[0] <= rows <= self.rows[-1]
+
+    def leave_one_out(self) -> list[float]:
+        """Each measured ratio predicted from the others alone (interpolated between its neighbours, or held
+        from the nearest one at an end): the out-of-sample prediction of every point of the sweep."""
+        if len(self.rows) < 2:
+            return list(self.ratios)
+        out = []
+        for i in range(len(self.rows)):
+            rows = self.rows[:i] + self.rows[i + 1:]
+            ratios = self.ratios[:i] + self.ratios[i + 1:]
+            out.append(_interpolate(rows, ratios, self.rows[i]))
+        return out
+
+    def error(self, predicted: Sequence[float] | None = None) -> float:
+        """How far ``predicted`` ratios (default: :meth:`leave_one_out`) sit from the measured ones, as a
+        geometric-mean factor minus one (0.25: off by 25% on average, either way)."""
+        predicted = self.leave_one_out() if predicted is None else list(predicted)
+        return geometric_error(predicted, self.ratios)
+
+
+def _interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
+    """log y linear in log x between the points, held constant past the ends."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = next(j for j in range(1, len(xs)) if xs[j] >= x)
+    w = (math.log(x) - math.log(xs[i - 1])) / (math.log(xs[i]) - math.log(xs[i - 1]))
+    return math.exp((1 - w) * math.log(ys[i - 1]) + w * math.log(ys[i]))
+
+
+def geometric_error(predicted: Sequence[float], measured: Sequence[float]) -> float:
+    """exp(mean |log(predicted / measured)|) - 1: a model's typical error as a factor, whichever way it misses."""
+    if len(predicted) != len(measured) or not measured:
+        raise validate.BadArgument(f"predicted has {len(predicted)} values, measured {len(measured)}")
+    logs = [abs(math.log(validate.number("predicted", p, low=0, low_open=True)
+                         / validate.number("measured", m, low=0, low_open=True)))
+            for p, m in zip(predicted, measured, strict=True)]
+    return math.exp(statistics.fmean(logs)) - 1
+
+
+def gemm_roofline(record: Record, roof: MeasuredRoof) -> float:
+    """The roofline time of a ``matmul_sweep`` record on ``roof``: no floor, the roofs alone."""
+    p = record.params
+    cost = gemm_cost(p["batch"], p["d_in"], p["d_out"], weight_bytes=as_dtype(record.dtype).itemsize)
+    return max(cost.bytes / roof.bandwidth, cost.flops / roof.flops)
 
 
 # ---------------------------------------------------------------------------------------------- the knee

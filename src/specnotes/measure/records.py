@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from specnotes import validate
-from specnotes.measure.devices import as_dtype, device_name, dtype_choice, dtype_name, last_choice, resolve
+from specnotes.measure.devices import as_dtype, cpu_info, device_name, dtype_name, resolve
+from specnotes.measure.dtypes import dtype_choice, last_choice
 from specnotes.measure.timing import Timing
 
 SCHEMA = "specnotes.results/1"
@@ -49,7 +50,8 @@ _GIVEN: dict[str, list[str]] = {}
 def provenance(device: torch.device | str | None = None, dtype: torch.dtype | str | None = None, *,
                choose: bool = True, **extra) -> dict:
     """Where and how a number was measured: device, dtype and why that dtype (``dtype_reason``),
-    host (GPU name, or CPU model with threads and vector capability), CPU threads, torch, Python,
+    host (GPU name, or CPU model with threads and vector capability), the CPU's vendor, family, model and
+    GEMM-relevant flags (``cpu``: the host's CPU, also beside a GPU), CPU threads, torch, Python,
     CUDA and driver versions (None off CUDA), whether CUDA graphs or ``torch.compile`` were used (the
     book's measurements use neither: both False unless a caller says otherwise), the date
     (``DATE_FORMAT``), and any ``extra`` keys (the command, the seconds it took, ...). ``dtype=None``
@@ -76,6 +78,7 @@ def provenance(device: torch.device | str | None = None, dtype: torch.dtype | st
         "dtype": name,
         "dtype_reason": reason,
         "host": device_name(dev),
+        "cpu": cpu_info(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -92,13 +95,15 @@ def provenance(device: torch.device | str | None = None, dtype: torch.dtype | st
 class Record:
     """One measured result: what was measured (``name``, ``params``), on which device and in which
     dtype, its timing (median and quartiles in seconds, all samples), and derived numbers in
-    ``extra`` (e.g. ``bytes``, ``flops``, ``bytes_per_s``)."""
+    ``extra`` (e.g. ``bytes``, ``flops``, ``bytes_per_s``). A record transcribed from a chapter's stored
+    output or from notes keeps what they kept and None for the rest: only a fastest time is ``samples``
+    of one and no quartiles; only a median is no samples (``data/reference/README.md``)."""
 
     name: str
     params: dict
-    median_s: float
-    q1_s: float
-    q3_s: float
+    median_s: float | None
+    q1_s: float | None
+    q3_s: float | None
     samples: list[float]
     device: str
     dtype: str
@@ -116,8 +121,9 @@ class Record:
 
     @property
     def fastest_s(self) -> float:
-        """The fastest sample: what the call costs when nothing else is in the way."""
-        return min(self.samples)
+        """The fastest sample: what the call costs when nothing else is in the way. A record transcribed
+        from notes that kept only a median (``samples`` empty) answers with the median, an upper bound."""
+        return min(self.samples) if self.samples else self.median_s
 
     @property
     def bytes_per_s(self) -> float | None:
