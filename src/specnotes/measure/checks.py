@@ -875,8 +875,8 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
                  f"because a one-token target pass takes {1e3 * pass_s:.2f} ms where reading its "
                  f"{weight_bytes / 1e6:.1f} MB of weights at the copy bandwidth measured above takes "
                  f"{1e3 * read_s:.2f} ms: the rest is per-pass overhead, which a small model pays in full")
-    verify = (f"verifying the {n_chain}-token chain measured {chain_x:.2f} one-token passes and the {n_tree}-token tree "
-              f"{tree_x:.2f}, where the bytes, read once either way, say about 1")
+    verify = (f"verifying the {n_chain}-token chain measured {chain_x:.2f} one-token passes and the {n_tree}-token "
+              f"tree {tree_x:.2f}, where the bytes, read once either way, say about 1")
     if tree_x < chain_x / (1 + noise):
         verify += (": the tree measured cheaper than the chain, more work faster, which no count of bytes or FLOPs "
                    "allows; at a few milliseconds a pass, single timings on a shared CPU move by more than that")
