@@ -429,6 +429,11 @@ def cases_at(case_rows: list[dict], shape: tuple[int, int, int], threads: int) -
     return at
 
 
+# (vendor, family, model) of the CPUs that recorded this book's numbers, by Intel's family/model numbering: a virtual
+# machine's "model name" often hides the generation (this one reads "Intel(R) Xeon(R) Processor @ 2.80GHz")
+MICROARCHITECTURES = {("GenuineIntel", 6, 106): "Ice Lake (server)"}
+
+
 def cpu_details() -> dict:
     """What /proc/cpuinfo says of this CPU (Linux; empty elsewhere): model name, family, model, stepping, logical
     CPUs, the vector extensions that matter here, and the load average when asked."""
@@ -442,14 +447,16 @@ def cpu_details() -> dict:
                 key, value = key.strip(), value.strip()
                 if key == "processor":
                     cpus += 1
-                elif key in ("model name", "cpu family", "model", "stepping") and key not in info:
+                elif key in ("vendor_id", "model name", "cpu family", "model", "stepping") and key not in info:
                     info[key] = value
                 elif key == "flags" and not flags:
                     flags = set(value.split())
     except OSError:
         return {}
-    return {"model_name": info.get("model name"), "family": int(info.get("cpu family", -1)),
-            "model": int(info.get("model", -1)), "stepping": int(info.get("stepping", -1)), "logical_cpus": cpus,
+    family, model = int(info.get("cpu family", -1)), int(info.get("model", -1))
+    return {"model_name": info.get("model name"), "family": family, "model": model,
+            "microarchitecture": MICROARCHITECTURES.get((info.get("vendor_id"), family, model)),
+            "stepping": int(info.get("stepping", -1)), "logical_cpus": cpus,
             "avx2": "avx2" in flags, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
             "amx": "amx_tile" in flags, "load_average_1_5_15": list(os.getloadavg())}
 

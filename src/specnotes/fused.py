@@ -264,19 +264,25 @@ class Draws:
 
     def weights(self, cols=None, b=None):
         """The weights, as the chunks computed them, again from the logits: of sequence b's whole row, or of
-        every sequence at its ``cols`` [B, BLOCK]."""
-        where = (lambda t, n: t[b, n]) if cols is None else (lambda t, n: t[self.rows, n, cols])
-        n = self.accepted[b] if cols is None else torch.tensor(self.accepted, device=cols.device)[:, None]
-        p = self.exp(where(self.target_logits, n), self.shift[0] if b is None else self.shift[0][b])
+        every sequence at its ``cols`` [B, BLOCK] (gathered by flat index: one read of B·BLOCK numbers)."""
+        def at(t, position):
+            if cols is None:
+                return t[b, position]
+            P, V = t.shape[1], t.shape[2]
+            start = [(row * P + min(n, P - 1)) * V for row, n in enumerate(position)]
+            return torch.take(t, torch.tensor(start, device=cols.device)[:, None] + cols)
+
+        n = self.accepted[b] if cols is None else self.accepted
+        p = self.exp(at(self.target_logits, n), self.shift[0] if b is None else self.shift[0][b])
         scale = self.scale if b is None else [self.scale[b]]
         if all(c is None for c in scale):
             return p
-        at = n.clamp(max=self.k - 1) if cols is not None else min(n, self.k - 1)
-        q = (where(self.draft_probs, at).to(p.dtype) if self.draft_probs is not None else
-             self.exp(where(self.draft_logits, at), self.shift[1] if b is None else self.shift[1][b]))
+        q = (at(self.draft_probs, n).to(p.dtype) if self.draft_probs is not None else
+             self.exp(at(self.draft_logits, n if cols is not None else min(n, self.k - 1)),
+                      self.shift[1] if b is None else self.shift[1][b]))
         factor = torch.tensor([0.0 if c is None else c for c in scale], dtype=p.dtype, device=p.device)
         weights = torch.addcmul(p, q, factor[:, None] if b is None else factor, value=-1).clamp_(min=0)
-        if b is not None:
+        if b is not None or all(c is not None for c in scale):
             return weights
         return torch.where(torch.tensor([c is not None for c in scale], device=p.device)[:, None], weights, p)
 
