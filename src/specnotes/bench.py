@@ -272,7 +272,7 @@ def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: floa
             picked_target = torch.cat([lp[b, :r] for b, r in enumerate(target.tolist())])
             inputs = torch.cat([lq.reshape(-1), lp.reshape(-1)])
             copied = torch.empty_like(inputs)
-            step = max(1, fused.CHUNK_BYTES // (V * 4))
+            step = max(1, fused.CHUNK_BYTES // 2 // (V * 4))  # the rows of one side of a sampler's chunk
             calls = {
                 "from_logits": functools.partial(fused.sample_from_logits, drafts, lq, lp, 1.0, uniforms=uniforms),
                 "from_target_logits": functools.partial(fused.sample_from_target_logits, drafts, q, lp, 1.0,
