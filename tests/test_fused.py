@@ -225,8 +225,8 @@ def temperature_ignored(drafts, lq, lp, T, generator=None):
 def residual_unscaled(drafts, lq, lp, T, generator=None):
     """WRONG: the residual taken as exp(l_p) − exp(l_q), without the ratio of the two normalizers."""
     return patched(sample_from_logits, fused.Draws, "residual",
-                   lambda residual: lambda self, e, chunk, stop, i, scale: residual(self, e, chunk, stop, i,
-                                                                                      [1.0] * len(scale))
+                   lambda residual: lambda self, e, chunk, stop, i, scale, spare: residual(
+                       self, e, chunk, stop, i, [1.0] * len(scale), spare)
                    )(drafts, lq, lp, T, generator)
 
 
@@ -241,8 +241,8 @@ def sums_in_chunk_order(drafts, lq, lp, T, generator=None):
 def q_of_the_first_position(drafts, lq, lp, T, generator=None):
     """WRONG (draft probabilities): the rejecting rows' q read at the first position, whatever the position."""
     def residual(original):
-        def run(self, e, chunk, stop, i, scale):
-            return original(self, e, chunk, stop, 0, scale)
+        def run(self, e, chunk, stop, i, scale, spare):
+            return original(self, e, chunk, stop, 0, scale, spare)
         return run
 
     return patched(from_draft_probs, fused.Draws, "residual", residual)(drafts, lq, lp, T, generator)

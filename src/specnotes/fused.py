@@ -155,7 +155,7 @@ def by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperat
     device = target_logits.device
     sides = 1 if draft_logits is None else 2  # rows exponentiated per sequence and position: p, and q from logits
     step = min(B, max(1, CHUNK_BYTES // (2 * V * torch.finfo(dtype).bits // 8)))  # sequences per chunk
-    rows = buffer("rows", (2, step, V), dtype, device)  # exp(l) of a chunk's p rows, then its q rows
+    rows = buffer("rows", (3, step, V), dtype, device)  # exp(l) of a chunk's p rows, its q rows; a spare
     table = buffer("table", (2, 2, B), dtype, device)  # [exp(l) at the drafted token, Σ exp(l)] x [p, q]
     draws = Draws(draft_logits, draft_probs, target_logits, temperature, dtype, k)
     alive = list(range(B))
@@ -191,7 +191,7 @@ def by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperat
                 else:
                     stop.append(j)
             if stop:
-                draws.residual(e, chunk, stop, i, [a / b for a, b in zip(sp, sq, strict=True)])
+                draws.residual(e, chunk, stop, i, [a / b for a, b in zip(sp, sq, strict=True)], rows[1:])
         for b in kept:
             draws.accepted[b] += 1
         alive = kept
@@ -229,27 +229,36 @@ class Draws:
                     totals[side][j] = float(e[side, j].sum())
                     at_x[side][j] = float(e[side, j, x[j]])
 
-    def residual(self, e, chunk, stop, i, scale):
-        """The stopping rows' weights max(0, exp(l_p) − scale·q'), in place of exp(l_p) in ``e[0]``, where
-        q' = exp(l_q) and scale = Σ_p/Σ_q from the draft's logits, or q' = q and scale = Σ_p from its
-        probabilities (read here, the stopping rows only): both are Σ_p·(p − q). Where most of the chunk stops,
-        every row at once (the others' rows are not needed any more), a few row by row, many gathered; then
-        their block sums."""
+    def residual(self, e, chunk, stop, i, scale, spare):
+        """The stopping rows' weights max(0, exp(l_p) − scale·q'), where q' = exp(l_q) and scale = Σ_p/Σ_q from the
+        draft's logits, or q' = q and scale = Σ_p from its probabilities: both are Σ_p·(p − q); then their block
+        sums. From logits, in place of exp(l_p) in ``e[0]``: where most of the chunk stops, every row at once (the
+        others' rows are not needed any more), a few row by row, many gathered. From probabilities, the stopping
+        rows of q are read here, and only they, into ``spare[0]``; their rows of p are gathered into ``spare[1]``
+        unless the whole chunk stops."""
         p_rows, probs, device = e[0], self.draft_probs, e.device
-        if probs is None and 2 * len(stop) >= len(chunk):
+        who = [chunk[j] for j in stop]
+        for b, j in zip(who, stop, strict=True):
+            self.scale[b] = scale[j]
+        factor = lambda: torch.tensor([scale[j] for j in stop], dtype=e.dtype, device=device)[:, None]
+        if probs is not None:
+            q_rows = spare[0, : len(stop)]
+            load(q_rows, probs[:, i], who, 1.0, exp=False)
+            if len(stop) < len(chunk):
+                picked = torch.tensor(stop, dtype=torch.int64, device=device)
+                p_rows = torch.index_select(p_rows, 0, picked, out=spare[1, : len(stop)])
+            self.keep(p_rows.addcmul_(q_rows, factor(), value=-1).clamp_(min=0), who)
+            return
+        if 2 * len(stop) >= len(chunk):
             p_rows.addcmul_(e[1], torch.tensor(scale, dtype=e.dtype, device=device)[:, None], value=-1)
         elif len(stop) <= ROW_BY_ROW:
-            ps, qs = p_rows.unbind(0), (e[1] if probs is None else probs[:, i]).unbind(0)
+            ps, qs = p_rows.unbind(0), e[1].unbind(0)
             for j in stop:
-                ps[j].sub_(qs[j if probs is None else chunk[j]].to(e.dtype), alpha=scale[j])
+                ps[j].sub_(qs[j], alpha=scale[j])
         else:
             picked = torch.tensor(stop, dtype=torch.int64, device=device)
-            q = (e[1].index_select(0, picked) if probs is None else
-                 probs[torch.tensor([chunk[j] for j in stop], dtype=torch.int64, device=device), i].to(e.dtype))
-            factor = torch.tensor([scale[j] for j in stop], dtype=e.dtype, device=device)[:, None]
-            p_rows.index_copy_(0, picked, p_rows.index_select(0, picked).addcmul_(q, factor, value=-1))
-        for j in stop:
-            self.scale[chunk[j]] = scale[j]
+            p_rows.index_copy_(0, picked, p_rows.index_select(0, picked).addcmul_(e[1].index_select(0, picked),
+                                                                                  factor(), value=-1))
         self.keep(p_rows.clamp_(min=0), chunk)
 
     def keep(self, weights, chunk):
