@@ -178,11 +178,10 @@ def test_sampler_bar_sentences_follow_the_numbers(one, two, said):
 
 
 @pytest.mark.parametrize(("floors", "said"), [
-    ((1.0, 1.0, 1.0), "so the floor is reading the inputs once in the independent and realistic and all accepted "
-                      "cases"),
+    ((1.0, 1.0, 1.0), "so the floor is reading the inputs once in all three cases"),
     ((1.0, 1.5, 3.0), "so the floor is reading the inputs once in the independent case; the exponentials in the "
                       "realistic and all accepted cases"),
-    ((2.0, 2.0, 2.0), "so the floor is the exponentials in the independent and realistic and all accepted cases"),
+    ((2.0, 2.0, 2.0), "so the floor is the exponentials in all three cases"),
 ])
 def test_sampler_floor_sentence_names_the_term_that_sets_it(floors, said):
     text = bench.sampler_sentences(case_rows((1, 1, 1), floors) + case_rows((9, 9, 9), B=1))["floor"]

@@ -398,8 +398,10 @@ def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[s
         rows = at[n]
         by_term = {term: [c for c in SAMPLER_CASES if rows[c]["floor is"] == term]
                    for term in ("reading once", "exponentials")}
-        sets = "; ".join(f"{'reading the inputs once' if term == 'reading once' else 'the exponentials'} in the "
-                         f"{' and '.join(cs)} case{'s' if len(cs) > 1 else ''}" for term, cs in by_term.items() if cs)
+        name = lambda term: "reading the inputs once" if term == "reading once" else "the exponentials"
+        sets = "; ".join(f"{name(term)} in " + ("all three cases" if len(cs) == 3 else
+                                                f"the {' and '.join(cs)} case{'s' if len(cs) > 1 else ''}")
+                         for term, cs in by_term.items() if cs)
         return (f"with {thread(n)} the log-normalizers of just the rows read take "
                 f"{listed(rows, 'lse of rows read ÷ read once')} the time to read the inputs once, a softmax of the "
                 f"same rows {listed(rows, 'softmax of rows read ÷ read once')}, so the floor is {sets}")
@@ -431,7 +433,7 @@ def cases_at(case_rows: list[dict], shape: tuple[int, int, int], threads: int) -
 
 # (vendor, family, model) of the CPUs that recorded this book's numbers, by Intel's family/model numbering: a virtual
 # machine's "model name" often hides the generation (this one reads "Intel(R) Xeon(R) Processor @ 2.80GHz")
-MICROARCHITECTURES = {("GenuineIntel", 6, 106): "Ice Lake (server)"}
+MICROARCHITECTURES = {("GenuineIntel", 6, 106): "Ice Lake server"}
 
 
 def cpu_details() -> dict:
