@@ -12,12 +12,14 @@ CHAPTERS  := $(sort $(wildcard notebooks/*.ipynb))
 NOTEBOOKS := $(CHAPTERS) $(sort $(wildcard book/*.ipynb))
 # The chapters whose cells measure this device: checked again with bf16 math (SPECNOTES_DTYPE).
 MEASURED  := $(wildcard notebooks/01_*.ipynb notebooks/02_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb)
+# llama.cpp's llama-server (make engine): the llama-cpp-python sdist version pinned in specnotes.engine.
+ENGINE_VERSION := $(shell sed -n 's/^LLAMA_CPP_PYTHON = "\([^"]*\)".*/\1/p' src/specnotes/engine.py)
 # The chapter make test runs in a fresh torch-only environment, as in Colab (make colab: all of them).
 COLAB_ONE ?= 03_acceptance
 NBVAL     := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 .PHONY: setup book test lint unit nbval nbval-bf16 colab-one colab bookcheck browser linkcheck linkcheck-external \
-        refresh serve clean
+        refresh serve clean engine engine-smoke
 
 setup: $(STAMP)
 
@@ -37,7 +39,7 @@ book: $(BOOK_STAMP)
 	$(BOOK_VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Built: open $(CURDIR)/_build/html/index.html (or run: make serve)"
 
-test: lint unit nbval nbval-bf16 colab-one bookcheck browser
+test: lint unit nbval nbval-bf16 colab-one bookcheck browser engine-smoke
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -78,6 +80,17 @@ linkcheck: $(STAMP)
 # External URLs too (needs internet; not part of make test). Report: _build/linkcheck/_build/html/output.txt
 linkcheck-external: $(BOOK_STAMP)
 	$(BOOK_VENV)/bin/jupyter-book build . --builder linkcheck --path-output _build/linkcheck
+
+# llama.cpp's llama-server built from the pinned llama-cpp-python sdist (CPU, Release, the server target only;
+# cmake and g++ needed) into _build/engine/, kept across runs; then the shipped pair converted to GGUF.
+engine: $(STAMP)
+	PYTHON=$(PY) scripts/build_engine.sh $(ENGINE_VERSION) _build/engine
+	$(PY) -m specnotes.engine convert
+
+# The engine end to end on loopback: conversion checks (byte round trip, greedy equality), then S(B) at two
+# concurrencies, speculation off and on, through bench serve's client (tests/test_engine.py).
+engine-smoke: engine
+	$(PY) -m pytest tests/test_engine.py -m engine
 
 # Re-execute every chapter in place, top to bottom, storing widget state for the website.
 refresh: $(STAMP)

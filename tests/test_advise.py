@@ -581,7 +581,8 @@ def test_advisor_page_is_colab_ready_and_in_the_toc():
     reports = [c for c in cells if c["cell_type"] == "code" and "advise.render(" in "".join(c["source"])]
     assert len(reports) == 5
     for c in reports:
-        assert c["metadata"]["mystnb"] == {"markdown_format": "gfm"} and "hide-input" in c["metadata"]["tags"]
+        assert c["metadata"]["mystnb"]["markdown_format"] == "gfm" and "hide-input" in c["metadata"]["tags"]
+        assert c["metadata"]["mystnb"]["image"]["alt"].startswith("Plot of ")  # the plot says what it shows
     # the page shows both: reports the calibration does not fit (the idealized model) and one it was fitted to
     calibrations = [re.search(r"calibration'\] (?:is None|== '(\w+)')", "".join(c["source"])) for c in reports]
     assert all(calibrations) and {m.group(1) for m in calibrations} == {None, "specdecode_bench"}

@@ -283,3 +283,60 @@ def test_known_error_is_still_the_only_one(visits):
     seen = " ".join(e for rel in PAGES for e in visits(rel).errors)
     stale = [name for name, pattern in KNOWN_CONSOLE_ERRORS.items() if not pattern.search(seen)]
     assert stale == [], f"known errors no longer seen: {stale}"
+
+
+# ---- figures: every chapter has one, each says what it shows, each fits a phone -------------------
+
+from site_checks import says_what_it_shows  # noqa: E402  (tests/site_checks.py, shared with test_built_book)
+
+FIGURES = """() => [...document.querySelectorAll('article.bd-article img')].map(i => {
+    const r = i.getBoundingClientRect();
+    return {src: i.getAttribute('src'), alt: i.getAttribute('alt'), width: r.width, height: r.height,
+            left: r.left, right: r.right, natural: i.naturalWidth};
+})"""
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_figures_are_drawn_and_say_what_they_show(visits, rel):
+    figures = visits(rel).page.evaluate(FIGURES)
+    if rel.startswith("notebooks/"):
+        assert figures, "a chapter page without a figure"
+    assert [f["src"] for f in figures if not says_what_it_shows(f["src"], f["alt"])] == [], "alt text says nothing"
+    assert [f["src"] for f in figures if not (f["natural"] > 0 and f["width"] > 50)] == [], "figures not drawn"
+
+
+@pytest.fixture(scope="module")
+def phone(browser, site):
+    context = browser.new_context(service_workers="block", viewport=PHONE, device_scale_factor=2, is_mobile=True)
+    context.route("**/*", lambda route: route.abort("blockedbyclient")
+                  if urlparse(route.request.url).hostname not in LOCAL_HOSTS else route.continue_())
+    page = context.new_page()
+    shots = os.environ.get("SPECNOTES_SCREENSHOTS")
+
+    def visit(rel: str):
+        page.goto(f"{site}/{rel}.html", wait_until="load")
+        page.wait_for_load_state("networkidle")
+        if shots:
+            Path(shots).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(shots) / f"phone__{rel.replace('/', '__')}.png"), full_page=True)
+        return page
+
+    yield visit
+    context.close()
+
+
+@pytest.mark.parametrize("rel", [p for p in PAGES if p.startswith("notebooks/")] + ["book/intro", "book/claims"])
+def test_figures_fit_a_phone(phone, rel):
+    page = phone(rel)
+    width = page.evaluate("() => document.documentElement.clientWidth")
+    figures = page.evaluate(FIGURES)
+    wide = [(f["src"], round(f["left"]), round(f["right"])) for f in figures
+            if f["width"] > 0 and (f["left"] < -1 or f["right"] > width + 1)]
+    assert wide == [], f"figures wider than a {width}px screen"
+    assert all(f["natural"] > 0 for f in figures)
+    # the page opens with its title, not with the install cell
+    first = page.evaluate("() => { const a = document.querySelector('article.bd-article');"
+                          " const h = a.querySelector('h1'); const c = a.querySelector('.cell');"
+                          " return {title: !!h, cellFirst: !!(c && h && (c.compareDocumentPosition(h) & 4))}; }")
+    assert first == {"title": True, "cellFirst": False}

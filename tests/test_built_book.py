@@ -14,6 +14,7 @@ pytestmark = pytest.mark.built
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from book_toc import toc_files as walk_toc  # noqa: E402  (a plain module: no Sphinx needed; tested in test_site)
+from site_checks import says_what_it_shows  # noqa: E402  (shared with test_browser)
 
 
 def toc_files():
@@ -98,3 +99,65 @@ def test_advisor_page_shows_its_stored_reports_and_plots():
     assert html.count("<table") >= 2 * len(reports)  # each report's table and its checklist
     assert html.count('src="../_images/') >= len(plots)  # the plots
     assert "Traceback" not in html
+
+
+# ---- figures and alt text ------------------------------------------------------------------------
+
+def article(html):
+    """The page's own content: the article, without the theme's header, sidebars and footer."""
+    match = re.search(r'<article class="bd-article"[^>]*>(.*?)</article>', html, re.S)
+    assert match, "no <article class=\"bd-article\"> in the page"
+    return match.group(1)
+
+
+def images(html):
+    """(src, alt or None) of every <img> in the page's article."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Images(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag == "img":
+                attrs = dict(attrs)
+                found.append((attrs.get("src", ""), attrs.get("alt")))
+
+    Images().feed(article(html))
+    return found
+
+
+@pytest.mark.parametrize("src, alt, ok", [
+    ("../_images/ab12.png", None, False), ("../_images/ab12.png", "", False),
+    ("../_images/ab12.png", "../_images/ab12.png", False), ("../_images/ab12.png", "png", False),
+    ("../_images/ab12.png", "Output 3", False), ("../_images/ab12.png", "a figure", False),
+    ("../_images/ab12.png", "Plot of S(B) against batch size on four GPUs", True),
+])
+def test_alt_text_check_rejects_what_says_nothing(src, alt, ok):
+    assert says_what_it_shows(src, alt) is ok
+
+
+@pytest.mark.parametrize("rel", [f for f in toc_files() if f.startswith("notebooks/")])
+def test_every_chapter_has_a_figure(rel):
+    assert images(page(rel)), f"{rel}: no figure on the page"
+
+
+@pytest.mark.parametrize("rel", toc_files())
+def test_every_figure_says_what_it_shows(rel):
+    bad = [(src, alt) for src, alt in images(page(rel)) if not says_what_it_shows(src, alt)]
+    assert bad == [], "images without alt text that says what they show (cell metadata mystnb.image.alt)"
+
+
+def test_the_intro_states_the_book_in_a_figure():
+    html = page("book/intro")
+    assert len(images(html)) >= 1 and 'id="intro-thesis-figure"' in html
+    assert "The book in one figure" in _visible_text(html)
+
+
+@pytest.mark.parametrize("rel", toc_files())
+def test_every_page_opens_with_its_title(rel):
+    # the install cell stays first in the notebook (Colab) but is not on the site (remove-cell)
+    body = article(page(rel))
+    first_heading = body.find("<h1")
+    assert first_heading >= 0
+    assert 'class="cell' not in body[:first_heading], f"{rel}: a cell comes before the title"
+    assert "find_spec" not in _visible_text(page(rel)), f"{rel}: the install cell is on the page"

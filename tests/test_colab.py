@@ -35,7 +35,7 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Pages outside notebooks/ that a reader also runs in Colab: checked like a chapter. Their ids (the file
 # names) do not match ``make test``'s single chapter (-k 03_acceptance), so only ``make colab`` runs them.
-PAGES = CHAPTERS + [ROOT / "book" / "advisor.ipynb"]
+PAGES = CHAPTERS + [ROOT / "book" / "advisor.ipynb", ROOT / "book" / "intro.ipynb"]
 REPOSITORY = f"git+{CONFIG['repository']['url']}@{CONFIG['repository']['branch']}"
 COLAB_CACHE = ROOT / "_build" / "colab"
 # What Colab has that a chapter may rely on: the kernel's own packages. Everything else (pandas,
@@ -73,7 +73,9 @@ def distributions_providing() -> dict[str, list[str]]:
 @pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
 def test_install_cell_uses_the_configured_repository(path):
     cell = first_code_cell(path)
-    assert "hide-output" in cell["metadata"].get("tags", [])
+    assert json.loads(path.read_text())["cells"][0] == cell  # the very first cell, above the title
+    # first for Colab, and off the website: the page opens with its title and question (remove-cell)
+    assert {"hide-output", "remove-cell"} <= set(cell["metadata"].get("tags", []))
     source = "".join(cell["source"])
     assert 'find_spec("specnotes") is None' in source  # installs only when missing
     requirement = install_requirement(source)
@@ -86,7 +88,7 @@ def test_launch_link_target_exists(path):
     # Colab opens <repo>/blob/<branch>/<path_to_book>/<toc path>.ipynb
     toc = (ROOT / "_toc.yml").read_text()
     rel = path.relative_to(ROOT).with_suffix("")
-    assert f"file: {rel.as_posix()}" in toc
+    assert f"file: {rel.as_posix()}" in toc or f"root: {rel.as_posix()}" in toc
     book_root = ROOT / CONFIG["repository"]["path_to_book"]
     assert (book_root / rel.with_suffix(".ipynb")).is_file()
 

@@ -26,13 +26,19 @@ class Stub:
     ``per_chunk`` tokens every ``per_chunk * token_delay`` s, then usage and [DONE]. Misbehaves on request:
     ``status=500``, ``drop_after=n`` (close the connection after n chunks), ``stall_after=n`` (go silent),
     ``fail_from=n`` (answer HTTP 500 once n requests have completed), ``malformed_after=n`` (send ``malformed``,
-    a data line that is not a JSON object, after n chunks)."""
+    a data line that is not a JSON object, after n chunks). ``close_after_response``: close the connection after
+    every completion, as llama-server does; ``context``: the context length /v1/models reports (vLLM's
+    ``max_model_len``); ``timings``: send llama-server's ``timings`` object (``predicted_per_token_ms`` =
+    ``token_delay``, ``draft_n`` and ``draft_n_accepted`` from ``drafts``) in the last chunk."""
 
     def __init__(self, first_delay=0.08, token_delay=0.02, per_chunk=1, status=200, drop_after=None,
-                 stall_after=None, usage=True, fail_from=None, malformed_after=None, malformed=b"{'text': 'x'"):
+                 stall_after=None, usage=True, fail_from=None, malformed_after=None, malformed=b"{'text': 'x'",
+                 close_after_response=False, context=None, timings=False, drafts=(8, 6)):
         self.first_delay, self.token_delay, self.per_chunk = first_delay, token_delay, per_chunk
         self.status, self.drop_after, self.stall_after, self.usage = status, drop_after, stall_after, usage
         self.fail_from, self.malformed_after, self.malformed = fail_from, malformed_after, malformed
+        self.close_after_response, self.context = close_after_response, context
+        self.timings, self.drafts = timings, drafts
         self.active = self.max_active = self.completions = 0
         self.payloads = []
 
@@ -43,7 +49,8 @@ class Stub:
         return app
 
     async def models(self, request):
-        return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        entry = {"id": MODEL, "object": "model"} | ({"max_model_len": self.context} if self.context else {})
+        return web.json_response({"object": "list", "data": [entry]})
 
     async def complete(self, request):
         payload = await request.json()
@@ -73,10 +80,16 @@ class Stub:
                     await asyncio.sleep(self.token_delay * min(self.per_chunk, payload["max_tokens"] - sent))
             if self.usage:
                 usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": sent}}
+                if self.timings:
+                    usage["timings"] = {"predicted_n": sent, "predicted_per_token_ms": 1e3 * self.token_delay,
+                                        "draft_n": self.drafts[0], "draft_n_accepted": self.drafts[1]}
                 await resp.write(f"data: {json.dumps(usage)}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
             self.completions += 1
+            if self.close_after_response:  # a moment later: a pooled client has sent its next request by then
+                await asyncio.sleep(0.05)
+                request.transport.close()
             return resp
         finally:
             self.active -= 1
@@ -360,3 +373,133 @@ def test_two_stub_runs_end_to_end(tmp_path):
     assert bench.main(["serve-speedup", "--off", str(off), "--on", str(on), "--out", str(out)]) == 0
     for r in measure.load_results(out).sections[engine_client.SPEEDUP]:
         assert r.extra["speedup"] > 1.5 and r.extra["speedup_tokens_per_s"] > 1.5, r.extra
+
+
+# ---------------------------------------------------------------------------------------------- what real engines do
+
+
+def test_a_server_that_closes_after_every_response_is_measured_whole():
+    # llama-server closes the connection after each streamed completion; a pooled connection reused after that
+    # failed every second request with 'Cannot write to closing transport'
+    stub = Stub(first_delay=0.005, token_delay=0.002, close_after_response=True)
+    with serving(stub) as url:
+        levels = run_levels(url, concurrencies=(1, 2), max_tokens=4, requests=6, warmup=2)
+    assert [len(lv.requests) for lv in levels] == [6, 6] and stub.completions == 14
+
+
+def test_the_pooled_client_fails_on_such_a_server():
+    # the mutant: the old connector (keep-alive pool) against the same stub must fail, or the test above proves nothing
+    async def pooled(url):
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+            for _ in range(6):
+                await engine_client.stream_completion(session, url, MODEL, "x", 4, 2.0)
+
+    with serving(Stub(first_delay=0.005, token_delay=0.002, close_after_response=True)) as url, \
+            pytest.raises(EngineError, match="cannot talk to"):
+        asyncio.run(pooled(url))
+
+
+@contextlib.contextmanager
+def mute_server():
+    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        sock.close()
+
+
+def test_an_engine_that_never_answers_is_a_timeout_that_says_how_long():
+    start = time.perf_counter()
+    with mute_server() as url, pytest.raises(EngineError, match=r"no answer from .*/models within 0.4 s \(timeout\)"):
+        run_levels(url, timeout=0.4)
+    assert time.perf_counter() - start < 10
+
+
+def test_bench_serve_says_timeout_for_a_mute_engine(tmp_path, capsys):
+    with mute_server() as url:
+        assert serve(url, tmp_path / "x.json", "--concurrency", "1", "--timeout", "0.3") == 1
+    err = capsys.readouterr().err
+    assert "within 0.3 s (timeout)" in err and "Nothing was written" in err
+
+
+@pytest.mark.parametrize("where", ["file-as-folder", "folder"])
+def test_bench_serve_refuses_an_unwritable_out_before_measuring(tmp_path, capsys, where):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "run.json" if where == "file-as-folder" else tmp_path
+    stub = Stub()
+    with serving(stub) as url, pytest.raises(SystemExit) as exit_:
+        serve(url, out, "--concurrency", "1")
+    assert exit_.value.code == 2 and "--out" in capsys.readouterr().err
+    assert stub.payloads == []  # nothing was measured
+
+
+def test_temperature_and_prompt_files_reach_the_engine_and_the_record(tmp_path):
+    prompts = tmp_path / "mine.json"
+    prompts.write_text(json.dumps(["first prompt", "second, longer prompt"]))
+    out = tmp_path / "run.json"
+    stub = Stub(first_delay=0.005, token_delay=0.002)
+    with serving(stub) as url:
+        assert serve(url, out, "--concurrency", "1", "--temperature", "0.7", "--prompts", str(prompts)) == 0
+    assert {p["temperature"] for p in stub.payloads} == {0.7}
+    assert {p["prompt"] for p in stub.payloads} == {"first prompt", "second, longer prompt"}
+    [record] = measure.load_results(out).sections[engine_client.SECTION]
+    assert record.params["temperature"] == 0.7 and record.params["prompts"].startswith("mine.json (2 prompts")
+    assert record.params["prompt_chars"] == len("second, longer prompt")
+    lines = tmp_path / "lines.txt"
+    lines.write_text("one\n\ntwo\n")
+    assert engine_client.load_prompts(lines) == ["one", "two"]
+    for bad, message in (("[1, 2]", "list of strings"), ("{", "not JSON"), ("[]", "no prompt")):
+        (tmp_path / "bad.json").write_text(bad)
+        with pytest.raises(ValueError, match=message):
+            engine_client.load_prompts(tmp_path / "bad.json")
+
+
+def test_two_runs_at_different_temperatures_do_not_divide():
+    hot = run_file("on", {1: ([0.01], 1.0, 0.1)})
+    hot.sections[engine_client.SECTION][0].params["temperature"] = 1.0
+    with pytest.raises(ValueError, match="differ in temperature"):
+        engine_client.speedup(OFF, hot)
+
+
+def test_prompts_past_the_engines_context_are_refused_before_any_completion(tmp_path, capsys):
+    stub = Stub(first_delay=0.005, token_delay=0.002, context=256)
+    with serving(stub) as url:
+        with pytest.raises(SystemExit) as exit_:
+            serve(url, tmp_path / "x.json", "--concurrency", "1", "--prompt-chars", "1024")
+        assert exit_.value.code == 2 and "past the engine's context of 256" in capsys.readouterr().err
+        assert stub.payloads == []
+        # the default fits: 1024 characters cut to what the context leaves for the output (256 - 6)
+        assert serve(url, tmp_path / "x.json", "--concurrency", "1") == 0
+    [record] = measure.load_results(tmp_path / "x.json").sections[engine_client.SECTION]
+    assert record.params["prompt_chars"] == 250 and {len(p["prompt"]) for p in stub.payloads} == {250}
+    assert engine_client.fit_prompt_chars(None, 256, None) == engine_client.PROMPT_CHARS
+    with pytest.raises(ValueError, match="--max-tokens 300 leaves no room"):
+        engine_client.fit_prompt_chars(None, 300, 256)
+
+
+def test_the_engines_own_timings_are_kept_beside_the_clients():
+    stub = Stub(first_delay=0.01, token_delay=0.01, timings=True, drafts=(8, 6))
+    with serving(stub) as url:
+        [level] = run_levels(url, max_tokens=8, requests=3)
+    extra = level.record(MODEL, 8, 64).extra
+    assert extra["engine_draft_tokens"] == 24 and extra["engine_draft_accepted"] == 18
+    assert extra["engine_acceptance"] == pytest.approx(0.75) and extra["engine_tpot_median_s"] == pytest.approx(0.01)
+    assert extra["engine_predicted_tokens"] == 24
+    assert "engine_tpot_median_s" not in Stub().__dict__ and level.engine_timings()["engine_timed_requests"] == 3
+
+
+def test_engine_client_does_not_import_bench():
+    # the house reads bottom-up: bench dispatches serve / serve-speedup to engine_client, never the reverse
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(engine_client))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not [m for m in imported if "bench" in m], imported

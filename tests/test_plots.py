@@ -262,6 +262,122 @@ def test_ratio_vs_tokens_rejects_bad_curves(curves):
         plots.ratio_vs_tokens(None, curves, k=4)
 
 
+# ---- the intro's figure: S(B) by GPU -------------------------------------------------------------
+
+def _curve(accel, model="idealized", batches=(1, 4, 16, 64), speedups=(2.0, 1.8, 1.2, 0.8), crossover=32,
+           max_batch=64, fitted_up_to=None):
+    from specnotes.thesis import Curve
+
+    return Curve(accel, model, tuple(batches), tuple(speedups), crossover, max_batch, fitted_up_to)
+
+
+def test_speedup_by_gpu_one_colour_per_gpu_crossover_and_memory_marked():
+    from specnotes.thesis import Points
+
+    curves = [_curve("GPU-A"), _curve("GPU-A", "calibrated", speedups=(1.7, 1.6, 1.3, 1.1), crossover=None,
+                                      fitted_up_to=16),
+              _curve("GPU-B", batches=(1, 2, 4, 8), speedups=(2.0, 2.0, 2.0, 2.0), crossover=None, max_batch=8)]
+    points = [Points("bench, engine 1.0", "GPU-A", (1, 16), (1.7, 1.5))]
+    ax = plots.speedup_by_gpu(None, curves, points, title="t", source="published: bench")
+    assert legend_texts(ax) == [
+        "S = 1: below it, speculation slows decoding",
+        "model: idealized, one colour per GPU (named where its curve ends)",
+        "model: calibrated to the published points (fitted on B ≤ 16)", "model: calibrated, extrapolated past B = 16",
+        "measured: bench, engine 1.0, GPU-A", "model: B*, where S falls to 1 for good",
+        "model: memory full (the largest batch that fits)"]
+    assert ax.get_legend().get_title().get_text() == "published: bench"
+    # each GPU named once, in its colour, where its idealized curve ends; B* on S = 1 in the GPU's colour
+    texts = {t.get_text(): t for t in ax.texts}
+    assert sorted(texts) == ["B* = 32", "GPU-A", "GPU-B"]
+    assert texts["GPU-A"].xy == (64, 0.8) and texts["GPU-B"].xy == (8, 2.0)
+    assert texts["GPU-A"].get_color() != texts["GPU-B"].get_color()
+    assert texts["B* = 32"].get_color() == texts["GPU-A"].get_color()
+    lines = ax.get_lines()
+    (measured,) = [line for line in lines if line.get_marker() == "s"]
+    assert measured.get_color() == texts["GPU-A"].get_color()  # published points on their GPU's colour
+    dashed = [line for line in lines if line.get_linestyle() == "--" and line.get_color() == measured.get_color()]
+    dotted = [line for line in lines if line.get_linestyle() == ":"]
+    assert [list(d.get_xdata()) for d in dashed] == [[1, 4, 16]] and list(dotted[0].get_xdata()) == [16, 64]  # joined
+    (star,) = [line for line in lines if line.get_marker() == "o"]
+    assert list(star.get_xdata()) == [32] and list(star.get_ydata()) == [1.0]
+    # each curve ends with a bar at its last batch (memory full)
+    ends = sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in lines if line.get_marker() == "|")
+    assert ends == [(8, 2.0), (64, 0.8), (64, 1.1)]
+    assert ax.get_xscale() == "log" and "Batch size B" in ax.get_xlabel() and "S(B)" in ax.get_ylabel()
+
+
+@pytest.mark.parametrize("curves, points, message", [
+    ([], [], "at least one curve"),
+    ([_curve("A", model="fitted")], [], "'idealized' or 'calibrated'"),
+    ([_curve("A", batches=(1, 2))], [], "2 batches but 4 speedups"),
+])
+def test_speedup_by_gpu_rejects_bad_curves(curves, points, message):
+    with pytest.raises(ValueError, match=message):
+        plots.speedup_by_gpu(None, curves, points)
+
+
+def test_thesis_figure_draws_the_published_setup():
+    thesis = pytest.importorskip("specnotes.thesis")
+    data = thesis.thesis()
+    ax = thesis.figure(data)
+    labels = legend_texts(ax)
+    assert any(t.startswith("measured: ") and t.endswith("H100-SXM") for t in labels)
+    assert set(thesis.GPUS) <= {t.get_text() for t in ax.texts}  # every GPU named on its curve
+    assert data.setup.split(",")[0] in ax.get_title()
+
+
+# ---- Chapter 2's timeline --------------------------------------------------------------------------
+
+def test_iteration_rows_put_drafts_then_verify_against_expected_decode_steps():
+    plain, spec = plots.iteration_rows("model", 4, 3.36, 10e-3, 2e-3, 12e-3)
+    assert plain[0] == "model: plain decoding, E[N] = 3.36 steps" and plain[2] == "model"
+    assert [n for n, _ in plain[1]] == ["decode"] * 4
+    assert [s for _, s in plain[1]] == pytest.approx([10e-3] * 3 + [3.6e-3])  # the last step a fraction
+    assert spec[1] == [("draft", 2e-3)] * 4 + [("verify", 12e-3)]
+    (_, whole, _), _ = plots.iteration_rows("measured", 2, 3.0, 1.0, 0.1, 1.0)
+    assert len(whole) == 3  # E[N] = 3 exactly: no zero-width fraction
+
+
+@pytest.mark.parametrize("args", [("guess", 4, 3.0, 1, 1, 1), ("model", 0, 3.0, 1, 1, 1), ("model", 4, 0.0, 1, 1, 1),
+                                  ("model", 4, 3.0, 1, 0, 1)])
+def test_iteration_rows_reject_bad_input(args):
+    with pytest.raises(ValueError):
+        plots.iteration_rows(*args)
+
+
+def test_iteration_timeline_bars_to_scale_with_speedup():
+    rows = (plots.iteration_rows("model", 4, 3.36, 10e-3, 1e-3, 11e-3)
+            + plots.iteration_rows("measured", 4, 3.36, 20e-3, 5e-3, 60e-3))
+    ax = plots.iteration_timeline(None, rows, title="B = 1", source="test host")
+    assert ax.get_title() == "B = 1" and "(ms)" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_yticklabels()] == [r[0] for r in reversed(rows)]
+    bars = ax.collections
+    assert len(bars) == 4 + 5 + 4 + 5  # one rectangle per pass
+    # to scale: the measured verify bar is 60 ms wide, the model's 11 ms; the top row is the first one
+    widths = [b.get_paths()[0].get_extents().width for b in bars]
+    assert widths[8] == pytest.approx(11) and widths[17] == pytest.approx(60)
+    assert bars[0].get_paths()[0].get_extents().y0 > bars[-1].get_paths()[0].get_extents().y0
+    # hatched model bars, filled measured ones
+    assert bars[0].get_hatch() == "///" and not bars[-1].get_hatch()
+    speedups = [t.get_text() for t in ax.texts]
+    assert speedups == [f"S = {33.6 / 15:.2f}×", f"S = {67.2 / 80:.2f}×"]
+    assert ax.get_legend().get_title().get_text() == "test host"
+    assert plots.iteration_timeline(None, rows, legend=False).get_legend() is None
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([], "at least one row"),
+    ([("x", [], "model")], "at least one pass"),
+    ([("x", [("prefill", 1.0)], "model")], "a pass is one of"),
+    ([("x", [("decode", 0.0)], "model")], "decode pass of 0.0"),
+    ([("x", [("decode", 1.0)], "guess")], "kind must be"),
+])
+def test_iteration_timeline_rejects_bad_rows(rows, message):
+    with pytest.raises(ValueError, match=message):
+        plots.iteration_timeline(None, rows)
+
+
+# ----------------------------------------------------------------------------------------------
 # ---------------------------------------------------------------------------------------------- Chapter 9's cache
 
 

@@ -204,3 +204,35 @@ def test_speedup_vs_batch_plot():
     assert "model: m" in labels and "measured: x" in labels and "B* = 3" in labels
     with pytest.raises(ValueError, match="kind must be"):
         plots.speedup_vs_batch(None, [("m", [1], [1.0], "guess")])
+
+
+def test_ipywidgets_explorer_draws_an_image_that_says_what_it_shows():
+    import re
+
+    box = widgets.ipywidgets_explorer()
+    view = box.children[-1]
+    (alt,) = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', view.value)
+    bstar = box.last[2]
+    assert "Llama-3-8B" in alt and "H100-SXM" in alt and f"B* = {bstar}" in alt
+    assert f"fits in memory is {box.fits}" in alt
+    box.controls["alpha"].value = 0.0  # E[N] = 1: never pays, said so, not a B*
+    (alt,) = re.findall(r'<img alt="([^"]+)"', view.value)
+    assert box.last[2] == 1 and "is below 1 at every batch" in alt and "B*" not in alt
+    box.controls["dtype"].value = "fp8"
+    box.controls["accel"].value = "A100-80GB"  # no fp8 there: the error, as text, and no image
+    assert box.last is None and "<img" not in view.value and "<pre>" in view.value
+
+
+def test_image_html_needs_alt_text_and_closes_the_figure():
+    import matplotlib.pyplot as plt
+
+    from specnotes import plots
+
+    fig, _ = plt.subplots()
+    out = plots.image_html(fig, 'A "quoted" <plot> of nothing in particular')
+    assert out.startswith('<img alt="A &quot;quoted&quot; &lt;plot&gt; of nothing in particular" src="data:image/png')
+    assert not plt.fignum_exists(fig.number)
+    fig, _ = plt.subplots()
+    with pytest.raises(ValueError, match="alt"):
+        plots.image_html(fig, "  ")
+    plt.close(fig)

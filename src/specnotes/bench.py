@@ -14,8 +14,8 @@ and the roofs again, with what the chapters' models need in ``notes``; ``specnot
 replays Chapters 1, 2 and 4 on it. No file recorded on a GPU ships yet.
 
 ``serve`` measures a real serving engine over its OpenAI-compatible API at each concurrency (Chapter 8;
-``specnotes.engine_client``), and ``serve-speedup`` turns a run with speculation off and one with it on
-into S(B) records. A failed request writes nothing.
+``specnotes.engine_client``, which holds these two commands), and ``serve-speedup`` turns a run with
+speculation off and one with it on into S(B) records. A failed request writes nothing.
 
 ``sampler`` times the fused speculative sampler against the per-sequence reference loop
 (``sampling.speculative_sample`` vs ``speculative_sample_loop``) for each (B, k, V), after checking
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from specnotes import measure, stack, validate
+from specnotes import engine_client, measure, stack, validate
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_OUT = DATA / "reference"
@@ -494,101 +494,6 @@ def run_sampler(device=None, repeats: int = 30, threads: tuple[int, ...] = CASE_
     return measure.Results(prov, {"roofline": roofline, "sampler": records, "sampler_cases": cases}, notes)
 
 
-# ---------------------------------------------------------------------------------------------- serve
-
-
-def serve_arguments(parser: argparse.ArgumentParser):
-    parser.add_argument("--url", required=True, help="the OpenAI base URL, e.g. http://HOST:8000/v1")
-    parser.add_argument("--model", required=True, help="the served model name (GET /v1/models lists them)")
-    parser.add_argument("--concurrency", default="1,2,4,8,16,32,64,128,256",
-                        help="comma-separated requests in flight (default: 1,2,4,...,256)")
-    parser.add_argument("--label", default="", help="what this run is, e.g. 'off' or 'on, k=4' (kept in the record)")
-    parser.add_argument("--max-tokens", type=int, default=256, help="output tokens per request (ignore_eos)")
-    parser.add_argument("--prompt-chars", type=int, default=1024, help="characters per prompt (book text)")
-    parser.add_argument("--requests", type=int, default=None, help="requests per level (default 4 x concurrency, "
-                                                                   ">= 16)")
-    parser.add_argument("--warmup", type=int, default=2, help="unmeasured requests first")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before a request fails")
-    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
-
-
-def check_serve_arguments(args: argparse.Namespace):
-    """Validate ``serve``'s flags (ValueError naming the flag); ``--concurrency`` becomes a list."""
-    from urllib.parse import urlparse
-
-    if urlparse(args.url).scheme not in ("http", "https"):
-        raise validate.BadArgument(f"--url must start with http:// or https://, got {args.url!r}")
-    try:
-        levels = [int(c) for c in args.concurrency.split(",")]
-    except ValueError:
-        raise validate.BadArgument(f"--concurrency must be integers separated by commas, got "
-                                   f"{args.concurrency!r}") from None
-    args.concurrency = validate.integers("--concurrency", levels, low=1)
-    validate.integer("--max-tokens", args.max_tokens, low=2)
-    validate.integer("--prompt-chars", args.prompt_chars, low=1)
-    validate.integer("--warmup", args.warmup, low=0)
-    validate.number("--timeout", args.timeout, low=0, low_open=True)
-    if args.requests is not None:
-        validate.integer("--requests", args.requests, low=1)
-        from specnotes import engine_client
-
-        engine_client.check_levels(args.concurrency, args.requests)
-
-
-def run_serve(args: argparse.Namespace, command: str = "") -> measure.Results:
-    """Every concurrency level in turn; ``engine_client.EngineError`` if any request fails."""
-    import asyncio
-
-    from specnotes import engine_client
-
-    levels = asyncio.run(engine_client.measure(args.url, args.model, args.concurrency, args.max_tokens,
-                                               args.prompt_chars, args.requests, args.warmup, args.timeout))
-    return engine_client.results(levels, args.url.rstrip("/"), args.model, args.label, args.max_tokens,
-                                 args.prompt_chars, command)
-
-
-def print_speedup(results: measure.Results):
-    from specnotes import engine_client
-
-    print(f"{'B':>5} {'S (TPOT)':>9} {'IQR':>13} {'S (tok/s)':>10} {'TTFT off ms':>12} {'TTFT on ms':>11}")
-    for row in engine_client.speedup_table(results):
-        print(f"{row['concurrency']:5d} {row['S (TPOT)']:9.3f} {row['S q1']:6.3f}-{row['S q3']:<6.3f} "
-              f"{row['S (tokens/s)']:10.3f} {row['TTFT off ms']:12.1f} {row['TTFT on ms']:11.1f}")
-
-
-def serve_main(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
-    """``bench serve``: bad flags exit 2 (argparse); a failed request prints why, writes nothing, exits 1."""
-    from specnotes.engine_client import EngineError
-
-    try:
-        check_serve_arguments(args)
-    except ValueError as e:
-        parser.error(str(e))
-    try:
-        import aiohttp  # noqa: F401
-    except ImportError:
-        parser.error("bench serve needs aiohttp: pip install 'specnotes[serving]'")
-    try:
-        results = run_serve(args, command)
-    except EngineError as e:
-        print(f"error: {e}\nNothing was written: a record is only written when every level completed.",
-              file=sys.stderr)
-        return 1
-    path = measure.save_results(results, args.out)
-    print(f"wrote {path} ({len(results.sections['engine_serve'])} levels)")
-    return 0
-
-
-def serve_speedup(off: Path, on: Path, command: str = "") -> measure.Results:
-    """``bench serve-speedup``: the two files read back, S(B) computed (``engine_client.speedup``)."""
-    from specnotes import engine_client
-
-    if Path(off).resolve() == Path(on).resolve():
-        raise validate.BadArgument("--off and --on are the same file: pass the run with speculation off and the "
-                                   "run with it on")
-    return engine_client.speedup(measure.load_results(off), measure.load_results(on), command)
-
-
 # ---------------------------------------------------------------------------------------------- CLI
 
 
@@ -637,23 +542,15 @@ def main(argv=None) -> int:
     sampler.add_argument("--out", type=Path, default=SAMPLER_OUT, help="the JSON file to write")
     serve = commands.add_parser("serve", help="a real engine's TPOT, TTFT and tokens/s at each concurrency (run "
                                               "once with speculation off, once on)")
-    serve_arguments(serve)
+    engine_client.serve_arguments(serve)
     combine = commands.add_parser("serve-speedup", help="S(B) records from a serve run off and one on")
-    combine.add_argument("--off", type=Path, required=True, help="the serve run with speculation off")
-    combine.add_argument("--on", type=Path, required=True, help="the serve run with speculation on")
-    combine.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    engine_client.speedup_arguments(combine)
     args = parser.parse_args(argv)
     command = "python -m specnotes.bench " + " ".join(argv)
     if args.command == "serve":
-        return serve_main(serve, args, command)
+        return engine_client.serve_main(serve, args, command)
     if args.command == "serve-speedup":
-        try:
-            results = serve_speedup(args.off, args.on, command)
-        except (ValueError, OSError) as e:
-            combine.error(str(e))
-        print_speedup(results)
-        print(f"wrote {measure.save_results(results, args.out)} ({len(results.sections['engine_speedup'])} levels)")
-        return 0
+        return engine_client.speedup_main(combine, args, command)
     if args.command == "sampler":
         try:
             counts = validate.integers("--threads", [int(t) for t in args.threads.split(",")], low=1)

@@ -4,43 +4,58 @@
         --concurrency 1,2,4,8,16,32,64,128,256 --max-tokens 256 --out serve-off.json
     python -m specnotes.bench serve-speedup --off serve-off.json --on serve-on.json --out serve-speedup.json
 
-``serve`` drives the server (vLLM's ``vllm serve``, SGLang's ``launch_server``, anything that speaks the
-OpenAI ``/v1/completions`` streaming protocol) at each concurrency in turn: ``concurrency`` requests
-always in flight (closed loop), a fixed prompt set, a fixed output length (``max_tokens`` with
-``ignore_eos``, which both engines accept), temperature 0. For every request it records the time to the
+``serve`` drives the server (vLLM's ``vllm serve``, SGLang's ``launch_server``, llama.cpp's ``llama-server``,
+anything that speaks the OpenAI ``/v1/completions`` streaming protocol) at each concurrency in turn:
+``concurrency`` requests always in flight (closed loop), a fixed prompt set (the book's held-out text, or
+``--prompts FILE``), a fixed output length (``max_tokens`` with ``ignore_eos``, which all three accept),
+``--temperature`` (default 0; the engine's other sampling defaults apply). For every request it records the time to the
 first token (TTFT), the time per output token after it (TPOT = (last − first chunk) / (tokens − 1),
 tokens from the stream's ``usage``, since a speculating engine sends several tokens per chunk) and the
 gaps between chunks; for every level, output tokens per second. Run it once with speculation off and
 once on; ``serve-speedup`` (:func:`speedup`) turns the two into S(B) records.
 
+Where the engine reports its context (``/v1/models``: vLLM's ``max_model_len``, llama.cpp's ``n_ctx_train``),
+prompts longer than the context leaves for the output are refused before anything is sent, and the default
+prompt length fits it. ``--out`` is checked writable before anything is measured. Each request has a
+connection of its own (``force_close``): llama-server closes the connection after every streamed
+completion, and a pooled connection the server closed breaks the next request sent on it. When the engine
+reports its own timings (llama-server's ``timings``: tokens per second, drafted and accepted tokens) the
+records keep them beside the client's numbers.
+
 Any failed request (an HTTP error, a stream that ends before ``[DONE]``, no data for ``--timeout``
 seconds) stops the run with a message that says which, and writes nothing: a file on disk is always
 complete. Both write ``Results`` (``specnotes.results/1``, one provenance block), the format of
 every ``specnotes.bench`` command: an ``engine_serve`` record per concurrency, whose samples are the
-requests' TPOTs.
+requests' TPOTs. The command line lives here (:func:`main`); ``specnotes.bench`` dispatches to it.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import hashlib
 import json
 import platform
 import statistics
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
 from specnotes import validate
-from specnotes.measure.records import Record, Results, utc_now
+from specnotes.measure.records import Record, Results, load_results, save_results, utc_now
 from specnotes.measure.timing import quantile
 
 SECTION = "engine_serve"  # one record per concurrency of one run
 SPEEDUP = "engine_speedup"  # one record per concurrency of two runs, off and on
 DEVICE = "remote engine"
-SAME = ("model", "max_tokens", "prompt_chars")  # what two runs must share to be divided
+SAME = ("model", "max_tokens", "prompt_chars", "prompts", "temperature")  # what two runs must share to be divided
+PROMPT_CHARS = 1024  # the default prompt length, where the engine's context leaves room for it
+BOOK_TEXT = "book held-out text"  # params["prompts"] of a run on the default prompts
 
 
 class EngineError(RuntimeError):
@@ -59,6 +74,7 @@ class RequestTiming:
     tokens: int
     chunk_times: list[float] = field(repr=False)  # seconds after sending, one per chunk with text
     tokens_from: str = "usage"
+    engine: dict | None = None  # the engine's own timings of this request, where it sends them (llama-server)
 
     @property
     def tpot_s(self) -> float:
@@ -80,7 +96,22 @@ class LevelResult:
     def output_tokens(self) -> int:
         return sum(r.tokens for r in self.requests)
 
-    def record(self, model: str, max_tokens: int, prompt_chars: int) -> Record:
+    def engine_timings(self) -> dict:
+        """What the engine said about these requests (llama-server's ``timings``), summed or medianed: its
+        TPOT (``predicted_per_token_ms``), its tokens, and the drafts it made and accepted. Empty when the
+        engine sent none."""
+        timed = [r.engine for r in self.requests if r.engine]
+        if not timed:
+            return {}
+        drafted = sum(t.get("draft_n", 0) for t in timed)
+        accepted = sum(t.get("draft_n_accepted", 0) for t in timed)
+        return {"engine_tpot_median_s": statistics.median(t["predicted_per_token_ms"] / 1e3 for t in timed),
+                "engine_predicted_tokens": sum(t.get("predicted_n", 0) for t in timed),
+                "engine_draft_tokens": drafted, "engine_draft_accepted": accepted,
+                "engine_acceptance": accepted / drafted if drafted else None, "engine_timed_requests": len(timed)}
+
+    def record(self, model: str, max_tokens: int, prompt_chars: int, prompts: str = BOOK_TEXT,
+               temperature: float = 0.0) -> Record:
         """This level as one ``measure.Record``: the samples are the requests' TPOTs."""
         tpots = sorted(r.tpot_s for r in self.requests)
         ttfts = sorted(r.ttft_s for r in self.requests)
@@ -89,7 +120,8 @@ class LevelResult:
         return Record(
             name=SECTION,
             params={"concurrency": self.concurrency, "model": model, "max_tokens": max_tokens,
-                    "prompt_chars": prompt_chars, "requests": len(self.requests)},
+                    "prompt_chars": prompt_chars, "prompts": prompts, "temperature": temperature,
+                    "requests": len(self.requests)},
             median_s=median, q1_s=q1, q3_s=q3, samples=tpots, device=DEVICE, dtype="",
             extra={"what": "samples: per-request TPOT in seconds",
                    "ttft_median_s": statistics.median(ttfts), "ttft_p90_s": quantile(ttfts, 0.9),
@@ -97,7 +129,7 @@ class LevelResult:
                    "chunk_gap_median_s": statistics.median(gaps) if gaps else None,
                    "output_tokens": self.output_tokens, "output_tokens_per_s": self.output_tokens / self.wall_s,
                    "requests_per_s": len(self.requests) / self.wall_s, "wall_s": self.wall_s,
-                   "tokens_from": sorted({r.tokens_from for r in self.requests})})
+                   "tokens_from": sorted({r.tokens_from for r in self.requests}), **self.engine_timings()})
 
 
 def default_prompts(n: int, chars: int) -> list[str]:
@@ -107,19 +139,65 @@ def default_prompts(n: int, chars: int) -> list[str]:
     return [text[i * step: i * step + chars] for i in range(n)]
 
 
+def load_prompts(path) -> list[str]:
+    """Prompts from a file (``--prompts``): a JSON list of strings (``.json``), or one prompt per non-empty
+    line of text. Your traffic's prompts give your S(B); the book's give the book's."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise validate.BadArgument(f"--prompts {path}: cannot read it ({e})") from None
+    if path.suffix == ".json":
+        try:
+            prompts = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise validate.BadArgument(f"--prompts {path}: not JSON ({e.msg})") from None
+        if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
+            raise validate.BadArgument(f"--prompts {path}: a .json file must hold a list of strings")
+    else:
+        prompts = [line for line in text.splitlines() if line.strip()]
+    prompts = [p for p in prompts if p]
+    if not prompts:
+        raise validate.BadArgument(f"--prompts {path} holds no prompt")
+    return prompts
+
+
+def prompts_label(path, prompts: list[str]) -> str:
+    """What ``params["prompts"]`` says of prompts read from a file: its name and their hash."""
+    digest = hashlib.sha256("\x00".join(prompts).encode()).hexdigest()[:12]
+    return f"{Path(path).name} ({len(prompts)} prompts, sha256 {digest})"
+
+
+def check_writable(flag: str, path) -> Path:
+    """``path`` can be written (``--out``): tried by writing and removing a file beside it, before anything
+    is measured. A ``ValueError`` naming ``flag`` otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise validate.BadArgument(f"{flag} {path} is a folder: pass the JSON file to write")
+    probe = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise validate.BadArgument(f"{flag} {path} cannot be written ({e.strerror or e}): pass a path in a folder "
+                                   "you can write; nothing was measured") from None
+    return path
+
+
 # ---------------------------------------------------------------------------------------------- the client
 
 
 async def stream_completion(session, url: str, model: str, prompt: str, max_tokens: int, timeout_s: float,
-                            clock=time.perf_counter) -> RequestTiming:
+                            clock=time.perf_counter, temperature: float = 0.0) -> RequestTiming:
     """POST one streaming completion and time its chunks. Raises ``EngineError`` on any failure."""
     import aiohttp
 
-    payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
-               "ignore_eos": True, "stream_options": {"include_usage": True}}
+    payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
+               "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
     endpoint = f"{url}/completions"
     chunk_times: list[float] = []
-    usage_tokens, done = None, False
+    usage_tokens, done, engine = None, False, None
     start = clock()
     try:
         async with session.post(endpoint, json=payload,
@@ -147,6 +225,8 @@ async def stream_completion(session, url: str, model: str, prompt: str, max_toke
                                       "per 'data:' line")
                 if chunk.get("usage"):
                     usage_tokens = chunk["usage"].get("completion_tokens")
+                if isinstance(chunk.get("timings"), dict) and "predicted_per_token_ms" in chunk["timings"]:
+                    engine = chunk["timings"]
                 if any(c.get("text") for c in chunk.get("choices") or []):
                     chunk_times.append(clock() - start)
     except asyncio.TimeoutError:
@@ -162,11 +242,11 @@ async def stream_completion(session, url: str, model: str, prompt: str, max_toke
     if not chunk_times:
         raise EngineError(f"{endpoint} returned no tokens")
     tokens, source = (usage_tokens, "usage") if usage_tokens else (len(chunk_times), "chunks")
-    return RequestTiming(chunk_times[0], clock() - start, tokens, chunk_times, source)
+    return RequestTiming(chunk_times[0], clock() - start, tokens, chunk_times, source, engine)
 
 
 async def run_level(session, url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int,
-                    requests: int, timeout_s: float, clock=time.perf_counter) -> LevelResult:
+                    requests: int, timeout_s: float, clock=time.perf_counter, temperature: float = 0.0) -> LevelResult:
     """``requests`` completions with ``concurrency`` always in flight; the first failure cancels the rest."""
     queue: asyncio.Queue = asyncio.Queue()
     for i in range(requests):
@@ -176,7 +256,8 @@ async def run_level(session, url: str, model: str, prompts: list[str], max_token
     async def worker():
         while not queue.empty():
             prompt = queue.get_nowait()
-            results.append(await stream_completion(session, url, model, prompt, max_tokens, timeout_s, clock))
+            results.append(await stream_completion(session, url, model, prompt, max_tokens, timeout_s, clock,
+                                                   temperature))
 
     start = clock()
     tasks = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
@@ -190,20 +271,48 @@ async def run_level(session, url: str, model: str, prompts: list[str], max_token
     return LevelResult(concurrency, results, clock() - start)
 
 
-async def check_model(session, url: str, model: str, timeout_s: float):
-    """GET /models: the server is up and serves ``model``."""
+async def check_model(session, url: str, model: str, timeout_s: float) -> int | None:
+    """GET /models: the server is up and serves ``model``. Returns the context length the engine reports for it
+    (vLLM and SGLang: ``max_model_len``; llama-server: ``meta.n_ctx_train``), or None."""
     import aiohttp
 
+    endpoint = f"{url}/models"
     try:
-        async with session.get(f"{url}/models", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        async with session.get(endpoint, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
-                raise EngineError(f"HTTP {resp.status} from {url}/models: {(await resp.text())[:300]!r}")
-            served = [m.get("id") for m in (await resp.json()).get("data", [])]
-    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
-        raise EngineError(f"cannot reach {url}/models: {e or type(e).__name__}. Is the server running, and is "
-                          "--url the OpenAI base URL (ending in /v1)?") from None
-    if model not in served:
-        raise EngineError(f"{url} serves {served}, not {model!r}: pass one of those as --model")
+                raise EngineError(f"HTTP {resp.status} from {endpoint}: {(await resp.text())[:300]!r}")
+            served = (await resp.json()).get("data", [])
+    except asyncio.TimeoutError:  # before aiohttp.ClientError: its timeouts are both
+        raise EngineError(f"no answer from {endpoint} within {timeout_s:g} s (timeout): the engine accepted the "
+                          "connection but did not respond. Is it still loading the model, or stuck? (--timeout "
+                          "sets the wait)") from None
+    except aiohttp.ClientError as e:
+        raise EngineError(f"cannot reach {endpoint}: {type(e).__name__}{f': {e}' if str(e) else ''}. Is the server "
+                          "running, and is --url the OpenAI base URL (ending in /v1)?") from None
+    names = [m.get("id") for m in served]
+    if model not in names:
+        raise EngineError(f"{url} serves {names}, not {model!r}: pass one of those as --model")
+    entry = served[names.index(model)]
+    context = entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx_train")
+    return int(context) if isinstance(context, (int, float)) and context > 0 else None
+
+
+def fit_prompt_chars(prompt_chars: int | None, max_tokens: int, context: int | None) -> int:
+    """The prompt length to use: ``prompt_chars``, or by default ``PROMPT_CHARS`` cut to what the engine's
+    ``context`` leaves for ``max_tokens`` output tokens. A prompt that does not fit is refused: past its
+    context a model's output is noise, and so is the acceptance it gives. (Characters bound tokens from above
+    for the book's ASCII text on any tokenizer whose tokens are at least one byte.)"""
+    if context is not None and max_tokens >= context:
+        raise validate.BadArgument(f"--max-tokens {max_tokens} leaves no room for a prompt in the engine's context "
+                                   f"of {context} tokens: pass --max-tokens {context // 2} or fewer")
+    if prompt_chars is None:
+        return PROMPT_CHARS if context is None else min(PROMPT_CHARS, context - max_tokens)
+    prompt_chars = validate.integer("--prompt-chars", prompt_chars, low=1)
+    if context is not None and prompt_chars + max_tokens > context:
+        raise validate.BadArgument(f"--prompt-chars {prompt_chars} + --max-tokens {max_tokens} is past the engine's "
+                                   f"context of {context} tokens: pass --prompt-chars {context - max_tokens} or "
+                                   "fewer (or fewer --max-tokens)")
+    return prompt_chars
 
 
 def check_levels(concurrencies: list[int], requests_per_level: int | None) -> list[int]:
@@ -222,31 +331,62 @@ def check_levels(concurrencies: list[int], requests_per_level: int | None) -> li
     return concurrencies
 
 
-async def measure(url: str, model: str, concurrencies: list[int], max_tokens: int = 256, prompt_chars: int = 1024,
-                  requests_per_level: int | None = None, warmup: int = 2, timeout_s: float = 60.0,
-                  prompts: list[str] | None = None, progress=print) -> list[LevelResult]:
+@dataclass
+class Run:
+    """A measured run: its levels and what its requests were (``prompt_chars``, ``prompts``, ``temperature``)."""
+    levels: list[LevelResult]
+    prompt_chars: int
+    prompts: str
+    temperature: float
+    context: int | None
+
+
+async def measure_run(url: str, model: str, concurrencies: list[int], max_tokens: int = 256,
+                      prompt_chars: int | None = None, requests_per_level: int | None = None, warmup: int = 2,
+                      timeout_s: float = 60.0, prompts: list[str] | None = None, progress=print,
+                      temperature: float = 0.0, prompts_name: str = BOOK_TEXT) -> Run:
     """Every level in turn (after ``warmup`` unmeasured requests). Requests per level: by default
     4 × concurrency, at least 16, so every slot turns over a few times; never fewer than the concurrency
-    (``check_levels``: a ``ValueError`` naming ``--requests`` and ``--concurrency``)."""
+    (``check_levels``: a ``ValueError`` naming ``--requests`` and ``--concurrency``). Prompts: ``prompts``,
+    or the book's text cut to ``prompt_chars`` (``fit_prompt_chars``: checked against the context the
+    engine reports, before any completion is sent)."""
     import aiohttp
 
     concurrencies = check_levels(concurrencies, requests_per_level)
+    temperature = validate.number("--temperature", temperature, low=0)
     url = url.rstrip("/")
-    prompts = prompts or default_prompts(64, prompt_chars)
-    connector = aiohttp.TCPConnector(limit=max(concurrencies))
+    # A connection per request: llama-server closes it after each streamed completion, and a pooled
+    # connection the server has closed fails the next request ("Cannot write to closing transport").
+    connector = aiohttp.TCPConnector(limit=max(concurrencies), force_close=True)
     async with aiohttp.ClientSession(connector=connector) as session:
-        await check_model(session, url, model, timeout_s)
+        context = await check_model(session, url, model, timeout_s)
+        if prompts is None:
+            prompt_chars = fit_prompt_chars(prompt_chars, max_tokens, context)
+            prompts = default_prompts(64, prompt_chars)
+        else:
+            prompt_chars = fit_prompt_chars(max(map(len, prompts)), max_tokens, context)
         if warmup:
-            await run_level(session, url, model, prompts, max_tokens, 1, warmup, timeout_s)
+            await run_level(session, url, model, prompts, max_tokens, 1, warmup, timeout_s, temperature=temperature)
         levels = []
         for c in concurrencies:
             n = requests_per_level or max(16, 4 * c)
-            level = await run_level(session, url, model, prompts, max_tokens, c, n, timeout_s)
+            level = await run_level(session, url, model, prompts, max_tokens, c, n, timeout_s,
+                                    temperature=temperature)
             tpot = statistics.median(r.tpot_s for r in level.requests)
             progress(f"concurrency {c}: {n} requests, TPOT median {1e3 * tpot:.1f} ms, "
                      f"{level.output_tokens / level.wall_s:.0f} output tokens/s")
             levels.append(level)
-    return levels
+    return Run(levels, prompt_chars, prompts_name, temperature, context)
+
+
+async def measure(url: str, model: str, concurrencies: list[int], max_tokens: int = 256,
+                  prompt_chars: int | None = None, requests_per_level: int | None = None, warmup: int = 2,
+                  timeout_s: float = 60.0, prompts: list[str] | None = None, progress=print,
+                  temperature: float = 0.0) -> list[LevelResult]:
+    """``measure_run``'s levels."""
+    run = await measure_run(url, model, concurrencies, max_tokens, prompt_chars, requests_per_level, warmup,
+                            timeout_s, prompts, progress, temperature)
+    return run.levels
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -263,12 +403,15 @@ def provenance(url: str, model: str, label: str, command: str = "") -> dict:
 
 
 def results(levels: list[LevelResult], url: str, model: str, label: str, max_tokens: int, prompt_chars: int,
-            command: str = "") -> Results:
+            command: str = "", prompts: str = BOOK_TEXT, temperature: float = 0.0,
+            context: int | None = None) -> Results:
     """One run as ``Results``: an ``engine_serve`` record per concurrency."""
-    notes = {"what": "engine_serve samples: per-request TPOT (s); see extra for TTFT and tokens/s",
-             "seconds": round(sum(lv.wall_s for lv in levels), 2)}
+    notes = {"what": "engine_serve samples: per-request TPOT (s); see extra for TTFT and tokens/s (and the "
+                     "engine's own timings, engine_*, where it sent them)",
+             "seconds": round(sum(lv.wall_s for lv in levels), 2), "engine_context": context}
     return Results(provenance(url, model, label, command),
-                           {SECTION: [lv.record(model, max_tokens, prompt_chars) for lv in levels]}, notes)
+                   {SECTION: [lv.record(model, max_tokens, prompt_chars, prompts, temperature) for lv in levels]},
+                   notes)
 
 
 def _run_records(run: Results, which: str) -> dict[int, Record]:
@@ -300,10 +443,10 @@ def speedup(off: Results, on: Results, command: str = "") -> Results:
     (``ChunkCountWarning``) and records it (``tokens_from_off``, ``tokens_from_on``, ``tpot_from_chunks``)."""
     a, b = _run_records(off, "off"), _run_records(on, "on")
     for key in SAME:
-        values = {r.params[key] for r in [*a.values(), *b.values()]}
+        values = {r.params.get(key) for r in [*a.values(), *b.values()]}
         if len(values) > 1:
             raise validate.BadArgument(f"the two runs differ in {key} ({sorted(map(str, values))}): S(B) divides "
-                                       "two runs of the same model, output length and prompts")
+                                       "two runs of the same model, output length, prompts and temperature")
     common = sorted(a.keys() & b.keys())
     if not common:
         raise validate.BadArgument(f"the two runs share no concurrency (off: {sorted(a)}, on: {sorted(b)})")
@@ -328,13 +471,29 @@ def speedup(off: Results, on: Results, command: str = "") -> Results:
                    "tpot_off_median_s": x.median_s, "tpot_on_median_s": y.median_s,
                    "ttft_off_median_s": x.extra["ttft_median_s"], "ttft_on_median_s": y.extra["ttft_median_s"],
                    "tokens_from_off": sources["off"], "tokens_from_on": sources["on"],
-                   "tpot_from_chunks": bool(chunked)}))
+                   "tpot_from_chunks": bool(chunked), **engine_speedup(x, y),
+                   **{f"{key}_{which}": r.extra[key] for which, r in (("off", x), ("on", y))
+                      for key in ("engine_tpot_median_s", "engine_acceptance", "engine_draft_tokens",
+                                  "engine_draft_accepted") if key in r.extra}}))
     prov = provenance(on.provenance.get("host", ""), next(iter(b.values())).params["model"],
                       f"S(B): {on.provenance.get('label', 'on')} over {off.provenance.get('label', 'off')}", command)
     return Results(prov, {SPEEDUP: records, f"{SECTION}_off": list(a.values()),
                                   f"{SECTION}_on": list(b.values())},
                            {"off": off.provenance, "on": on.provenance,
                             "what": "S(B) at each concurrency B (requests in flight) both runs measured"})
+
+
+def engine_speedup(off: Record, on: Record) -> dict:
+    """Where the engine timed its own requests (llama-server's ``timings``): S from its median per-request TPOT
+    (``speedup_engine_tpot``), and how far the client's median TPOT is from the engine's in each run
+    (``tpot_client_over_engine_off`` / ``_on``). The client's clock sees tokens when they arrive; on a busy
+    machine an engine producing a token every millisecond can stream them in bursts, and then the engine's
+    own clock is the one to trust (the client's tokens per second, over a whole level, stays right)."""
+    a, b = off.extra.get("engine_tpot_median_s"), on.extra.get("engine_tpot_median_s")
+    if not a or not b:
+        return {}
+    return {"speedup_engine_tpot": a / b, "tpot_client_over_engine_off": off.median_s / a,
+            "tpot_client_over_engine_on": on.median_s / b}
 
 
 def speedup_table(results: Results) -> list[dict]:
@@ -346,13 +505,133 @@ def speedup_table(results: Results) -> list[dict]:
             for r in results.sections[SPEEDUP]]
 
 
+# ---------------------------------------------------------------------------------------------- the command line
+# python -m specnotes.bench serve / serve-speedup (bench dispatches here; this module never imports bench)
+
+
+def serve_arguments(parser: argparse.ArgumentParser):
+    parser.add_argument("--url", required=True, help="the OpenAI base URL, e.g. http://HOST:8000/v1")
+    parser.add_argument("--model", required=True, help="the served model name (GET /v1/models lists them)")
+    parser.add_argument("--concurrency", default="1,2,4,8,16,32,64,128,256",
+                        help="comma-separated requests in flight (default: 1,2,4,...,256)")
+    parser.add_argument("--label", default="", help="what this run is, e.g. 'off' or 'on, k=4' (kept in the record)")
+    parser.add_argument("--max-tokens", type=int, default=256, help="output tokens per request (ignore_eos)")
+    parser.add_argument("--prompt-chars", type=int, default=None,
+                        help=f"characters per prompt cut from the book's text (default {PROMPT_CHARS}, or what the "
+                             "engine's reported context leaves for --max-tokens); refused past that context")
+    parser.add_argument("--prompts", type=Path, default=None,
+                        help="your prompts instead of the book's: a .json list of strings, or one per line")
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="sampling temperature (default 0: greedy; the engine's other sampling defaults apply)")
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default 4 x concurrency, "
+                                                                   ">= 16)")
+    parser.add_argument("--warmup", type=int, default=2, help="unmeasured requests first")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before a request fails")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+
+
+def check_serve_arguments(args: argparse.Namespace):
+    """Validate ``serve``'s flags (ValueError naming the flag) before anything is sent; ``--concurrency``
+    becomes a list, ``--prompts`` the prompts read (``args.prompt_list``), and ``--out`` is tried."""
+    from urllib.parse import urlparse
+
+    if urlparse(args.url).scheme not in ("http", "https"):
+        raise validate.BadArgument(f"--url must start with http:// or https://, got {args.url!r}")
+    try:
+        levels = [int(c) for c in args.concurrency.split(",")]
+    except ValueError:
+        raise validate.BadArgument(f"--concurrency must be integers separated by commas, got "
+                                   f"{args.concurrency!r}") from None
+    args.concurrency = validate.integers("--concurrency", levels, low=1)
+    validate.integer("--max-tokens", args.max_tokens, low=2)
+    if args.prompt_chars is not None:
+        validate.integer("--prompt-chars", args.prompt_chars, low=1)
+    if args.prompts is not None and args.prompt_chars is not None:
+        raise validate.BadArgument("--prompts and --prompt-chars exclude each other: file prompts are used whole")
+    validate.number("--temperature", args.temperature, low=0)
+    validate.integer("--warmup", args.warmup, low=0)
+    validate.number("--timeout", args.timeout, low=0, low_open=True)
+    if args.requests is not None:
+        validate.integer("--requests", args.requests, low=1)
+        check_levels(args.concurrency, args.requests)
+    args.prompt_list = None if args.prompts is None else load_prompts(args.prompts)
+    check_writable("--out", args.out)
+
+
+def run_serve(args: argparse.Namespace, command: str = "") -> Results:
+    """Every concurrency level in turn; ``EngineError`` if any request fails."""
+    name = BOOK_TEXT if args.prompt_list is None else prompts_label(args.prompts, args.prompt_list)
+    run = asyncio.run(measure_run(args.url, args.model, args.concurrency, args.max_tokens, args.prompt_chars,
+                                  args.requests, args.warmup, args.timeout, args.prompt_list,
+                                  temperature=args.temperature, prompts_name=name))
+    return results(run.levels, args.url.rstrip("/"), args.model, args.label, args.max_tokens, run.prompt_chars,
+                   command, run.prompts, run.temperature, run.context)
+
+
+def serve_main(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
+    """``bench serve``: bad flags exit 2 (argparse), before anything is measured; a failed request prints why,
+    writes nothing, exits 1."""
+    try:
+        check_serve_arguments(args)
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        parser.error("bench serve needs aiohttp: pip install 'specnotes[serving]'")
+    try:
+        run = run_serve(args, command)
+    except EngineError as e:
+        print(f"error: {e}\nNothing was written: a record is only written when every level completed.",
+              file=sys.stderr)
+        return 1
+    except ValueError as e:  # a prompt past the context the engine reported: refused before any completion
+        parser.error(str(e))
+    path = save_results(run, args.out)
+    print(f"wrote {path} ({len(run.sections[SECTION])} levels)")
+    return 0
+
+
+def serve_speedup(off, on, command: str = "") -> Results:
+    """``bench serve-speedup``: the two files read back, S(B) computed (:func:`speedup`)."""
+    if Path(off).resolve() == Path(on).resolve():
+        raise validate.BadArgument("--off and --on are the same file: pass the run with speculation off and the "
+                                   "run with it on")
+    return speedup(load_results(off), load_results(on), command)
+
+
+def print_speedup(results: Results):
+    print(f"{'B':>5} {'S (TPOT)':>9} {'IQR':>13} {'S (tok/s)':>10} {'TTFT off ms':>12} {'TTFT on ms':>11}")
+    for row in speedup_table(results):
+        print(f"{row['concurrency']:5d} {row['S (TPOT)']:9.3f} {row['S q1']:6.3f}-{row['S q3']:<6.3f} "
+              f"{row['S (tokens/s)']:10.3f} {row['TTFT off ms']:12.1f} {row['TTFT on ms']:11.1f}")
+
+
+def speedup_arguments(parser: argparse.ArgumentParser):
+    parser.add_argument("--off", type=Path, required=True, help="the serve run with speculation off")
+    parser.add_argument("--on", type=Path, required=True, help="the serve run with speculation on")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+
+
+def speedup_main(parser: argparse.ArgumentParser, args: argparse.Namespace, command: str) -> int:
+    try:
+        check_writable("--out", args.out)
+        result = serve_speedup(args.off, args.on, command)
+    except (ValueError, OSError) as e:
+        parser.error(str(e))
+    print_speedup(result)
+    print(f"wrote {save_results(result, args.out)} ({len(result.sections[SPEEDUP])} levels)")
+    return 0
+
+
 def main(argv=None) -> int:
     """``python -m specnotes.engine_client ...`` is ``python -m specnotes.bench serve ...``."""
-    import sys
-
-    from specnotes import bench
-
-    return bench.main(["serve", *(sys.argv[1:] if argv is None else argv)])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m specnotes.bench serve",
+                                     description="a real engine's TPOT, TTFT and tokens/s at each concurrency")
+    serve_arguments(parser)
+    args = parser.parse_args(argv)
+    return serve_main(parser, args, "python -m specnotes.bench serve " + " ".join(argv))
 
 
 if __name__ == "__main__":

@@ -338,6 +338,105 @@ def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, max_batch: i
 
 
 # ----------------------------------------------------------------------------------------------
+# S(B) on several GPUs: the book in one figure (the intro)
+
+
+def speedup_by_gpu(ax=None, curves: Sequence = (), points: Sequence = (), *, title: str | None = None,
+                   source: str | None = None):
+    """S(B) of one setup on several GPUs: model curves that end where memory is full, B* marked on S = 1.
+
+    curves: objects with ``accelerator``, ``model`` ("idealized" | "calibrated"), ``batches``, ``speedups``,
+        ``crossover`` (B*, or None), ``max_batch`` (the last batch that fits; the curve ends there with a
+        bar) and ``fitted_up_to`` (calibrated: past this batch the line is dotted, "extrapolated")
+        (:class:`specnotes.thesis.Curve`). One colour per GPU, its name written where its curve ends (read
+        on a phone too, where a long legend is not); idealized solid, calibrated dashed.
+    points: published measurements, objects with ``label``, ``accelerator``, ``batches``, ``speedups``
+        (:class:`specnotes.thesis.Points`), markers in their GPU's colour.
+    source: where the published points come from, the legend's title. Returns the Axes.
+    """
+    from matplotlib.lines import Line2D
+
+    if not curves:
+        raise ValueError("speedup_by_gpu needs at least one curve")
+    colors: dict[str, str] = {}
+    for c in curves:
+        if c.model not in ("idealized", "calibrated"):
+            raise ValueError(f"{c.accelerator}: a curve's model is 'idealized' or 'calibrated', got {c.model!r}")
+        if len(c.batches) != len(c.speedups) or not len(c.batches):
+            raise ValueError(f"{c.accelerator} {c.model}: {len(c.batches)} batches but {len(c.speedups)} speedups")
+        colors.setdefault(c.accelerator, PALETTE[len(colors) % len(PALETTE)])
+    for p in points:
+        if len(p.batches) != len(p.speedups) or not len(p.batches):
+            raise ValueError(f"{p.label}: {len(p.batches)} batches but {len(p.speedups)} speedups")
+        colors.setdefault(p.accelerator, PALETTE[len(colors) % len(PALETTE)])
+    top = max(max(c.speedups) for c in curves) * 1.12
+    grey = {"color": "0.3"}
+    handles = [Line2D([], [], color="0.4", linestyle="--", linewidth=1),
+               Line2D([], [], **grey, **MODEL)]
+    labels = ["S = 1: below it, speculation slows decoding",
+              "model: idealized, one colour per GPU (named where its curve ends)"]
+    with house_style():
+        ax = _axes(ax)
+        ax.axhspan(0, 1, color="0.5", alpha=0.08, linewidth=0)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
+        crossings, named = 0, set()
+        for c in sorted(curves, key=lambda c: c.model != "idealized"):  # names go on the idealized curves
+            color, batches, speedups = colors[c.accelerator], list(c.batches), list(c.speedups)
+            if c.model == "idealized":
+                ax.plot(batches, speedups, color=color, **MODEL)
+            else:
+                fit = c.fitted_up_to if c.fitted_up_to is not None else batches[-1]
+                inside = [i for i, b in enumerate(batches) if b <= fit]
+                ax.plot([batches[i] for i in inside], [speedups[i] for i in inside], color=color,
+                        **{**MODEL, "linestyle": "--"})
+                text = f"model: calibrated to the published points (fitted on B ≤ {fit})"
+                if text not in labels:
+                    handles.append(Line2D([], [], **grey, **{**MODEL, "linestyle": "--"}))
+                    labels.append(text)
+                if batches[-1] > fit:
+                    start = max(i for i, b in enumerate(batches) if b <= fit)
+                    ax.plot(batches[start:], speedups[start:], color=color, linestyle=":", linewidth=2.0)
+                    text = f"model: calibrated, extrapolated past B = {fit}"
+                    if text not in labels:
+                        handles.append(Line2D([], [], **grey, linestyle=":", linewidth=2.0))
+                        labels.append(text)
+            ax.plot([batches[-1]], [speedups[-1]], color=color, marker="|", markersize=16, markeredgewidth=2.5,
+                    linestyle="none")
+            if c.accelerator not in named:  # the GPU's name where its curve ends: above it near the top
+                named.add(c.accelerator)
+                high = speedups[-1] > 0.85 * top
+                ax.annotate(c.accelerator, (batches[-1], speedups[-1]), xytext=(0, 10) if high else (8, 0),
+                            textcoords="offset points", ha="center" if high else "left",
+                            va="bottom" if high else "center", fontsize=9, fontweight="bold", color=color)
+            if c.crossover is not None and c.crossover <= batches[-1]:
+                ax.plot([c.crossover], [1.0], color=color, marker="o", markersize=8, markerfacecolor="white",
+                        markeredgewidth=2, linestyle="none")
+                ax.annotate(f"B* = {c.crossover:g}", (c.crossover, 1.0), ha="right", fontsize=9,
+                            xytext=(-8, -14 - 13 * crossings), textcoords="offset points", color=color,
+                            fontweight="bold")
+                crossings += 1
+        for j, p in enumerate(points):
+            (line,) = ax.plot(list(p.batches), list(p.speedups), color=colors[p.accelerator],
+                              marker=MARKERS[(j + 1) % len(MARKERS)], **MEASURED)
+            handles.append(line)
+            labels.append(f"measured: {p.label}, {p.accelerator}")
+        handles += [Line2D([], [], color="0.3", marker="o", markerfacecolor="white", markeredgewidth=2,
+                           linestyle="none"),
+                    Line2D([], [], color="0.3", marker="|", markersize=14, markeredgewidth=2.5, linestyle="none")]
+        labels += ["model: B*, where S falls to 1 for good", "model: memory full (the largest batch that fits)"]
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set_xlim(0.8, max(c.batches[-1] for c in curves) * 2.6)  # room for the names
+        ax.set_ylim(0, top)
+        ax.set_xlabel("Batch size B (sequences decoding together)")
+        ax.set_ylabel("Speedup S(B) (× plain decoding)")
+        ax.set_title(title or "Speculative decoding speedup vs batch size, by GPU")
+        _legend(ax, source, handles=handles, labels=labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
+                fontsize=9)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
 # S(B, L): the speedup over batch size and context length (Chapter 5)
 
 
@@ -606,6 +705,107 @@ def ratio_vs_tokens(ax=None, curves: Sequence = (), *, k: int, title: str | None
         ax.set_title(title or "What verifying costs, relative to decoding")
         _legend(ax, source, loc="best", fontsize=8)
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# one speculative iteration on a timeline (Chapter 2)
+
+PASS_COLORS = {"draft": PALETTE[1], "verify": PALETTE[0], "decode": PALETTE[2]}
+PASS_NAMES = {"draft": "draft step: one draft pass, 1 token per sequence",
+              "verify": "verify pass: the target over k + 1 tokens per sequence",
+              "decode": "decode step: the target over 1 token per sequence"}
+
+
+def iteration_rows(kind: str, k: int, tokens: float, t_decode: float, t_draft: float, t_verify: float) -> list:
+    """The two rows of :func:`iteration_timeline` for one source of times (``kind``: "model" | "measured"):
+    plain decoding, ``tokens`` decode steps (E[N]; a fractional last step is drawn as a fraction), and one
+    speculative iteration, ``k`` draft steps then the verify pass, which yields ``tokens`` on average."""
+    _kind(kind)
+    if k < 1 or tokens <= 0 or min(t_decode, t_draft, t_verify) <= 0:
+        raise ValueError(f"need k >= 1, tokens > 0 and positive times; got k={k}, tokens={tokens}, "
+                         f"times {t_decode}, {t_draft}, {t_verify}")
+    whole, part = int(tokens), tokens - int(tokens)
+    plain = [("decode", t_decode)] * whole + ([("decode", part * t_decode)] if part > 1e-9 else [])
+    spec = [("draft", t_draft)] * k + [("verify", t_verify)]
+    return [(f"{kind}: plain decoding, E[N] = {tokens:.2f} steps", plain, kind),
+            (f"{kind}: speculative, {k} drafts + verify", spec, kind)]
+
+
+def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, title: str | None = None,
+                       source: str | None = None):
+    """Gantt chart of passes to scale: each row ``(label, [(pass, seconds), ...], "model" | "measured")`` is a
+    bar of back-to-back passes ("draft", "verify" or "decode"); measured rows filled, model rows hatched.
+    A row made of draft and verify passes is labelled with its speedup over the plain-decoding row of the
+    same kind above it (plain time / speculative time). Top row first. The legend sits under the axes
+    (``legend=False`` leaves it out, e.g. on the first of two panels). Returns the Axes."""
+    from matplotlib.patches import Patch
+
+    if not rows:
+        raise ValueError("iteration_timeline needs at least one row")
+    for label, segments, kind in rows:
+        _kind(kind)
+        if not segments:
+            raise ValueError(f"{label}: a row needs at least one pass")
+        for name, seconds in segments:
+            if name not in PASS_COLORS:
+                raise ValueError(f"{label}: a pass is one of {sorted(PASS_COLORS)}, got {name!r}")
+            if not seconds > 0:
+                raise ValueError(f"{label}: a {name} pass of {seconds} s")
+    scale, unit = _time_unit(max(sum(s for _, s in segments) for _, segments, _ in rows))
+    plain: dict[str, float] = {}
+    with house_style():
+        ax = _axes(ax)
+        for i, (_, segments, kind) in enumerate(rows):
+            y, start = len(rows) - 1 - i, 0.0
+            for name, seconds in segments:
+                color = PASS_COLORS[name]
+                style = ({"facecolor": color, "edgecolor": "white"} if kind == "measured"
+                         else {"facecolor": "white", "edgecolor": color, "hatch": "///"})
+                ax.broken_barh([(start / scale, seconds / scale)], (y - 0.32, 0.64), linewidth=1.2, **style)
+                start += seconds
+            names = {name for name, _ in segments}
+            if names == {"decode"}:
+                plain[kind] = start
+            elif kind in plain and "verify" in names:
+                ax.annotate(f"S = {plain[kind] / start:.2f}×", (start / scale, y), xytext=(6, 0),
+                            textcoords="offset points", va="center", fontsize=9, fontweight="bold")
+        ax.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.grid(False, axis="y")
+        ax.set_xlim(0, max(sum(s for _, s in segments) for _, segments, _ in rows) / scale * 1.18)
+        ax.set_xlabel(f"Time ({unit}), to scale")
+        ax.set_title(title or "One speculative iteration against the decode steps it replaces")
+        handles = [Patch(facecolor=PASS_COLORS[n], edgecolor="white", label=PASS_NAMES[n]) for n in PASS_COLORS]
+        kinds = {kind for _, _, kind in rows}
+        if "model" in kinds:
+            handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="///", label="model: hatched"))
+        if "measured" in kinds:
+            handles.append(Patch(facecolor="0.3", edgecolor="white", label="measured: filled"))
+        if legend:
+            _legend(ax, source, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# a figure as an <img> with alt text (widgets: an Output widget's image has no alt on the website)
+
+
+def image_html(fig, alt: str, dpi: int = 100) -> str:
+    """``fig`` as an HTML ``<img>`` (an inline PNG) whose alt text is ``alt``, scaled to fit its container;
+    closes ``fig``. For an ``ipywidgets.HTML`` that shows a plot: stored in the widget state, it keeps its
+    alt text on the website, where an ``Output`` widget's image would have none."""
+    import base64
+    import html
+    import io
+
+    if not alt or not alt.strip():
+        raise ValueError("alt: say what the figure shows (a reader who cannot see it gets this text)")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return (f'<img alt="{html.escape(alt.strip(), quote=True)}" src="data:image/png;base64,{data}" '
+            'style="max-width: 100%; height: auto;">')
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ arguments of the time functions (``overlap``, ``overhead``, ``draft_overhead``, 
 
 from __future__ import annotations
 
+import html
 import itertools
 from collections.abc import Callable
 
@@ -273,9 +274,9 @@ def ipywidgets_explorer(initial: dict | None = None):
     for name, value in (initial or {}).items():
         validate.choice("initial control", name, controls)
         controls[name].value = value
-    out = w.Output()
+    view = w.HTML()  # the plot as an <img> with alt text (an Output widget's image has none on the website)
     rows = (["accel", "dtype", "target"], ["calibration", "overlap"], ["k", "alpha", "context"])
-    box = w.VBox([w.HBox([controls[name] for name in row]) for row in rows] + [out])
+    box = w.VBox([w.HBox([controls[name] for name in row]) for row in rows] + [view])
 
     def redraw(*_):
         c = {name: ctl.value for name, ctl in controls.items()}
@@ -287,21 +288,22 @@ def ipywidgets_explorer(initial: dict | None = None):
             box.fits = fits_batch(target, DRAFT, c["accel"], c["k"], c["context"], c["dtype"])
         except ValueError as err:  # fp8 on a GPU without fp8; a calibration this GPU does not have
             box.last = box.fits = None
-            with out:
-                out.clear_output(wait=True)
-                print(err)
+            view.value = f"<pre>{html.escape(str(err))}</pre>"
             return
         batches, speedups, bstar = box.last
         how = (OVERLAP_LABELS[c["overlap"]] if c["calibration"] == IDEALIZED
                else f"calibrated ({c['calibration']}, Chapter 6)")
-        with out:
-            out.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=(8, 4.5))
-            plots.speedup_vs_batch(ax, [(f"{c['target']} + {DRAFT.name}, k={c['k']}, α={c['alpha']:.2f}",
-                                         batches, speedups, "model")], bstar=bstar, max_batch=box.fits,
-                                   title=f"{c['accel']}, {c['dtype']}, L={c['context']}, {how}: "
-                                         f"max batch that fits {box.fits}")
-            plt.show()
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        plots.speedup_vs_batch(ax, [(f"{c['target']} + {DRAFT.name}, k={c['k']}, α={c['alpha']:.2f}",
+                                     batches, speedups, "model")], bstar=bstar, max_batch=box.fits,
+                               title=f"{c['accel']}, {c['dtype']}, L={c['context']}, {how}: "
+                                     f"max batch that fits {box.fits}")
+        ends = ("stays above 1 at every batch" if bstar is None else "is below 1 at every batch" if bstar == 1
+                else f"falls to 1 at B* = {bstar}")
+        view.value = plots.image_html(fig, (
+            f"Plot of the modelled speedup S(B) against batch size for {c['target']} with a {DRAFT.name} draft on "
+            f"{c['accel']} in {c['dtype']}, k = {c['k']}, α = {c['alpha']:.2f}, L = {c['context']}, {how}: "
+            f"S(B) {ends}; the largest batch that fits in memory is {box.fits}."))
 
     for ctl in controls.values():
         ctl.observe(redraw, names="value")

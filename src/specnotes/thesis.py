@@ -1,0 +1,173 @@
+"""The book in one figure (the intro): S(B) of one published setup on a few GPUs.
+
+The setup is a published S(B) series (``published.load(source)[series]``, read into model inputs by
+``calibrate.cases``): its target, draft, k, α and context. For each GPU the idealized model's S(B) runs
+from B = 1 to the largest batch that fits in memory (``cost.max_batch``), with the crossover batch B*
+(``cost.crossover_batch``) where there is one below that. Where a calibration of ``source`` is stored
+for a GPU (``calibrate.calibrations()``), the calibrated model's S(B) is drawn too, and the batches it was
+fitted to (``calibrate.recipe_cases``) say where it starts to extrapolate. The published points are
+drawn on the GPU they were measured on.
+
+Nothing here is drawn by hand: a new calibration, a new published point or a change to the cost model
+changes the figure the next time the intro is executed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from specnotes import calibrate, cost, published, validate
+from specnotes.hardware import ACCELERATORS
+
+# The published setup (Chapter 6's headline: Llama-3.1-8B + EAGLE-3, k = 3, one H100, vLLM) and three
+# GPUs it was not measured on: a lower ridge that crosses 1 sooner (A100), more bandwidth (H200), and
+# less memory (L4).
+SOURCE, SERIES = "specdecode_bench", "fig1c_eagle3"
+GPUS = ("H100-SXM", "A100-80GB", "H200", "L4")
+MODELS = ("idealized", "calibrated")
+
+
+@dataclass(frozen=True)
+class Curve:
+    """The model's S(B) on one GPU, from B = 1 to the largest batch that fits."""
+
+    accelerator: str
+    model: str  # "idealized" or "calibrated"
+    batches: tuple[int, ...]
+    speedups: tuple[float, ...]
+    crossover: int | None  # B*: S ≤ 1 from here to max_batch; None: pays at every batch that fits
+    max_batch: int  # the largest batch whose weights and KV caches fit (the curve ends there)
+    fitted_up_to: int | None = None  # calibrated: the largest batch it was fitted to
+
+
+@dataclass(frozen=True)
+class Points:
+    """Published speedups measured on one GPU."""
+
+    label: str
+    accelerator: str
+    batches: tuple[int, ...]
+    speedups: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Thesis:
+    """Everything the intro's figure draws, and the setup it is drawn for."""
+
+    setup: str  # e.g. "Llama-3.1-8B + EAGLE-3 head (Llama-3.1-8B), k = 3, α = 0.62, L = 719"
+    curves: tuple[Curve, ...]
+    published: tuple[Points, ...]
+    source: str  # where the published points come from (figure, engine)
+
+    def curve(self, accelerator: str, model: str = "idealized") -> Curve:
+        for c in self.curves:
+            if c.accelerator == accelerator and c.model == model:
+                return c
+        have = ", ".join(f"{c.accelerator} {c.model}" for c in self.curves)
+        raise validate.BadArgument(f"no {model} curve for {accelerator}; there are: {have}")
+
+
+def batch_grid(limit: int, per_octave: int = 8) -> list[int]:
+    """1 to ``limit`` (inclusive), ``per_octave`` batches per doubling, rounded and unique."""
+    limit = validate.integer("limit", limit, low=1)
+    steps = per_octave * math.ceil(math.log2(limit)) if limit > 1 else 0
+    return sorted({min(limit, round(2 ** (i / per_octave))) for i in range(steps + 1)} | {1, limit})
+
+
+def _curve(case: calibrate.Case, accelerator: str, model: str, knobs: dict, fitted_up_to=None) -> Curve:
+    fits = cost.max_batch(case.target, case.draft, accelerator, case.context, k=case.k, tp=case.tp,
+                          draft_context=case.draft_context)
+    if not fits:
+        raise validate.BadArgument(f"{case.target.name} and its draft do not fit on {accelerator} "
+                                   f"(max_batch = {fits}): leave it out of accelerators")
+    batches = batch_grid(fits)
+    speedups = calibrate.curve(replace(case, accel=accelerator), batches, **knobs)
+    bstar = cost.crossover_batch(case.target, case.draft, accelerator, case.k, case.alpha, case.context,
+                                 max_batch=fits, draft_context=case.draft_context, tp=case.tp, **knobs)
+    return Curve(accelerator, model, tuple(batches), tuple(float(s) for s in speedups), bstar, fits, fitted_up_to)
+
+
+def _calibrated(accelerator: str, source: str) -> tuple[dict, int] | None:
+    """The stored calibration of ``source`` on this GPU and the largest batch it was fitted to, or None."""
+    if source not in calibrate.calibrations().get(accelerator, {}):
+        return None
+    fitted = calibrate.recipe_cases(accelerator, source)
+    return cost.calibration(accelerator, source), max(c.batch for c in fitted)
+
+
+def thesis(source: str = SOURCE, series: str = SERIES, accelerators=GPUS) -> Thesis:
+    """S(B) of the published setup ``source``/``series`` on each of ``accelerators``: the idealized model
+    everywhere, the calibrated one where ``source`` has a stored calibration on that GPU, and the
+    published points on the GPU they were measured on."""
+    accelerators = [validate.choice("accelerator", a, ACCELERATORS) for a in accelerators]
+    if not accelerators:
+        raise validate.BadArgument("accelerators: name at least one GPU")
+    s = published.load(source)[series]
+    cases = calibrate.cases(source, series)
+    case = cases[0]
+    curves = []
+    for accel in accelerators:
+        curves.append(_curve(case, accel, "idealized", {}))
+        calibrated = _calibrated(accel, source)
+        if calibrated is not None:
+            curves.append(_curve(case, accel, "calibrated", *calibrated))
+    name = _short_name(source)
+    measured_on = s.setup["accelerator"]
+    engine = " ".join(str(s.setup[key]) for key in ("engine", "engine_version") if s.setup.get(key))
+    points = ()
+    if measured_on in accelerators:
+        points = (Points(f"{name}, {engine}" if engine else name, measured_on, tuple(c.batch for c in cases),
+                         tuple(c.measured for c in cases)),)
+    draft = getattr(case.draft, "name", type(case.draft).__name__)
+    setup = f"{case.target.name} + {draft}, k = {case.k}, α = {case.alpha:.2f}, L = {case.context}"
+    return Thesis(setup, tuple(curves), points, f"published: {name} {s.figure}")
+
+
+def _short_name(source: str) -> str:
+    """A published source's short name: the parenthesised end of its title ("... (SpecDecode-Bench)"),
+    else its file name."""
+    title = published.load(source).title.strip()
+    if title.endswith(")") and "(" in title:
+        return title[title.rindex("(") + 1:-1]
+    return source
+
+def figure(data: Thesis | None = None, ax=None):
+    """Draw ``data`` (default: ``thesis()``) with :func:`specnotes.plots.speedup_by_gpu`; returns the Axes."""
+    import matplotlib.pyplot as plt
+
+    from specnotes import plots
+
+    data = thesis() if data is None else data
+    if ax is None:  # outside the house style's rc_context, so that the inline backend shows the figure
+        _, ax = plt.subplots(figsize=(8, 5))
+    title = f"The win shrinks as the batch grows: S(B) on {len({c.accelerator for c in data.curves})} GPUs"
+    return plots.speedup_by_gpu(ax, data.curves, data.published, title=f"{title}\n{data.setup}",
+                                source=data.source)
+
+
+def _ends(c: Curve) -> str:
+    if c.crossover is not None:
+        return f"falls to 1 at B* = {c.crossover}"
+    return f"is still {c.speedups[-1]:.2f} when memory is full at B = {c.max_batch}"
+
+
+def summary(data: Thesis) -> str:
+    """What the figure shows, in sentences chosen by its numbers (glued under it in the intro)."""
+    ideal = [c for c in data.curves if c.model == "idealized"]
+    parts = [f"the {c.accelerator}'s{' S(B)' if i == 0 else ''} {_ends(c)}" for i, c in enumerate(ideal)]
+    lines = [f"In the idealized model, {'; '.join(parts)}."]
+    for p in data.published:
+        lines.append(f"The published {p.accelerator} points go from {p.speedups[0]:.2f} at B = {p.batches[0]} "
+                     f"to {p.speedups[-1]:.2f} at B = {p.batches[-1]}.")
+    for c in data.curves:
+        if c.model != "calibrated":
+            continue
+        fit = c.fitted_up_to if c.fitted_up_to is not None else c.batches[-1]
+        at_fit = c.speedups[max(i for i, b in enumerate(c.batches) if b <= fit)]
+        text = (f"The model calibrated on the {c.accelerator} gives {at_fit:.2f} at B = {fit}, "
+                "the last batch it was fitted to")
+        if c.batches[-1] > fit:
+            text += f"; past it, extrapolating, it {_ends(c)}"
+        lines.append(text + ".")
+    return " ".join(lines)

@@ -1,0 +1,99 @@
+"""specnotes.thesis: the intro's S(B)-by-GPU figure is the cost model's, on the published setup."""
+
+import dataclasses
+
+import pytest
+
+from specnotes import calibrate, cost, published, thesis, validate
+
+
+@pytest.fixture(scope="module")
+def data():
+    return thesis.thesis()
+
+
+def test_batch_grid():
+    assert thesis.batch_grid(1) == [1]
+    grid = thesis.batch_grid(644)
+    assert grid[0] == 1 and grid[-1] == 644 and grid == sorted(set(grid))
+    assert all(b2 / b1 <= 2 ** (1 / 8) + 0.5 for b1, b2 in zip(grid[8:], grid[9:], strict=False))  # dense enough
+    with pytest.raises(validate.BadArgument, match="limit"):
+        thesis.batch_grid(0)
+
+
+def test_idealized_curves_are_the_cost_model_up_to_what_fits(data):
+    case = calibrate.cases(thesis.SOURCE, thesis.SERIES)[0]
+    assert [c.accelerator for c in data.curves if c.model == "idealized"] == list(thesis.GPUS)
+    for c in data.curves:
+        fits = cost.max_batch(case.target, case.draft, c.accelerator, case.context, k=case.k, tp=case.tp)
+        assert c.max_batch == fits and c.batches[-1] == fits and c.batches[0] == 1
+        knobs = cost.calibration(c.accelerator, thesis.SOURCE) if c.model == "calibrated" else {}
+        for b, s in list(zip(c.batches, c.speedups, strict=True))[::7]:
+            assert s == pytest.approx(cost.batch_speedup(case.target, case.draft, c.accelerator, b, case.k, case.alpha,
+                                                         case.context, **knobs))
+
+        def s_at(b, c=c, knobs=knobs):
+            return cost.batch_speedup(case.target, case.draft, c.accelerator, b, case.k, case.alpha, case.context,
+                                      **knobs)
+
+        if c.crossover is None:  # pays at every batch that fits
+            assert all(s > 1 for s in c.speedups)
+        else:  # S(B*) <= 1 < S(B* - 1), and no paying batch above B* up to what fits
+            assert s_at(c.crossover) <= 1 < s_at(c.crossover - 1)
+            assert all(s <= 1 for b, s in zip(c.batches, c.speedups, strict=True) if b >= c.crossover)
+
+
+def test_calibrated_curve_where_a_calibration_is_stored(data):
+    stored = {a for a, sources in calibrate.calibrations().items() if thesis.SOURCE in sources}
+    calibrated = [c for c in data.curves if c.model == "calibrated"]
+    assert {c.accelerator for c in calibrated} == stored & set(thesis.GPUS)
+    assert calibrated, "the published setup's GPU has a calibration: the figure shows it"
+    for c in calibrated:
+        assert c.fitted_up_to == max(x.batch for x in calibrate.recipe_cases(c.accelerator, thesis.SOURCE))
+
+
+def test_published_points_are_the_series(data):
+    series = published.load(thesis.SOURCE)[thesis.SERIES]
+    (points,) = data.published
+    assert points.accelerator == series.setup["accelerator"]
+    assert list(points.batches) == series.column("batch") and list(points.speedups) == series.column("speedup")
+    assert "SpecDecode-Bench" in points.label and "vLLM" in points.label
+    assert thesis.thesis(accelerators=("A100-80GB",)).published == ()  # not measured there: no points
+
+
+def test_the_setup_is_named(data):
+    case = calibrate.cases(thesis.SOURCE, thesis.SERIES)[0]
+    assert data.setup == (f"{case.target.name} + {case.draft.name}, k = {case.k}, α = {case.alpha:.2f}, "
+                          f"L = {case.context}")
+    assert data.curve("A100-80GB").accelerator == "A100-80GB"
+    with pytest.raises(validate.BadArgument, match="no calibrated curve for L4"):
+        data.curve("L4", "calibrated")
+
+
+def test_summary_follows_the_numbers():
+    def curve(accel, model="idealized", crossover=None, end=1.04, fitted_up_to=None):
+        return thesis.Curve(accel, model, (1, 128, 644), (2.0, 1.4, end), crossover, 644, fitted_up_to)
+
+    data = thesis.Thesis("setup", (curve("H100-SXM"), curve("A100-80GB", crossover=113, end=0.85),
+                                   curve("H100-SXM", "calibrated", fitted_up_to=128, end=1.13)),
+                         (thesis.Points("bench", "H100-SXM", (1, 128), (1.71, 1.30)),), "published: bench")
+    text = thesis.summary(data)
+    assert text.startswith("In the idealized model, the H100-SXM's S(B) is still 1.04 when memory is full at "
+                           "B = 644; the A100-80GB's falls to 1 at B* = 113.")
+    assert "The published H100-SXM points go from 1.71 at B = 1 to 1.30 at B = 128." in text
+    assert text.endswith("gives 1.40 at B = 128, the last batch it was fitted to; past it, extrapolating, it is "
+                         "still 1.13 when memory is full at B = 644.")
+    fitted_everywhere = dataclasses.replace(data, curves=(curve("H100-SXM", "calibrated", fitted_up_to=644),))
+    assert "extrapolating" not in thesis.summary(fitted_everywhere)
+
+
+@pytest.mark.parametrize("accelerators, message", [(("H100",), "accelerator"), ((), "at least one GPU")])
+def test_thesis_rejects_bad_accelerators(accelerators, message):
+    with pytest.raises(validate.BadArgument, match=message):
+        thesis.thesis(accelerators=accelerators)
+
+
+def test_thesis_says_when_the_setup_does_not_fit(monkeypatch):
+    monkeypatch.setattr(thesis.cost, "max_batch", lambda *a, **k: 0)
+    with pytest.raises(validate.BadArgument, match="do not fit on H100-SXM"):
+        thesis.thesis(accelerators=("H100-SXM",))
