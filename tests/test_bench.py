@@ -72,24 +72,36 @@ def test_sampler_cases_span_the_acceptance_range():
         bench.noise_for_alpha(1.0, 100, g)
 
 
+CALLS = ["from_logits", "from_target_logits", "copy_inputs", "lse_rows_read", "logsumexp_rows_read", "lse_target_rows",
+         "logsumexp_target_rows", "softmax_rows_read", "softmax_then_sample", "softmax_then_loop"]
+
+
 def test_sampler_case_records_count_the_rows_read():
-    records = bench.sampler_case_records([(8, 2, 32000)], "cpu", repeats=3, alpha=0.5, sigma=1.0)
-    names = ["from_logits", "softmax_then_sample", "softmax_then_loop", "softmax_rows_read"]
-    assert [(r.name, r.params["case"]) for r in records] == [(n, c) for c in bench.SAMPLER_CASES for n in names]
+    records = bench.sampler_case_records([(8, 2, 32000)], "cpu", repeats=3, alpha=0.5, sigma=1.0, threads=(1, 2))
+    assert [(r.name, r.params["case"], r.params["threads"]) for r in records] == [
+        (n, c, t) for c in bench.SAMPLER_CASES for t in (1, 2) for n in CALLS]
     by = {r.params["case"]: r.extra for r in records if r.name == "from_logits"}
     every = by["all accepted"]
     assert every["rows_read"] == every["rows_total"] == 8 * 5 and every["mean_accepted"] == 2
+    assert every["target_rows"] == 8 * 3  # the draft-probabilities path exponentiates the k + 1 rows of p only
     assert every["bytes_read"] == every["input_bytes"] == 8 * 5 * 32000 * 4  # more than one chunk
     assert by["independent"]["rows_read"] < by["realistic"]["rows_read"] < every["rows_read"]
     assert by["independent"]["alpha"] < by["realistic"]["alpha"] < every["alpha"]
-    copy = measure.Record("copy", {}, 1.0, 1.0, 1.0, [1.0], "cpu", "fp32", extra={"bytes_per_s": 1e9})
-    table = bench.sampler_case_table(measure.Results({}, {"sampler_cases": records, "roofline": [copy]}))
-    assert [row["case"] for row in table] == list(bench.SAMPLER_CASES)
-    for row, extra in zip(table, by.values(), strict=True):
-        assert row["÷ bytes read"] == pytest.approx(row["÷ read once"] * extra["input_bytes"] / extra["bytes_read"])
-        assert row["rows read"] == extra["rows_read"] / 40
+    table = bench.sampler_case_table(measure.Results({}, {"sampler_cases": records}))
+    assert [(row["case"], row["threads"]) for row in table] == [(c, t) for c in bench.SAMPLER_CASES for t in (1, 2)]
+    timed = {(r.name, r.params["case"], r.params["threads"]): r.median_s for r in records}
+    for row in table:
+        t = lambda n: timed[n, row["case"], row["threads"]]  # noqa: B023
+        read_once, lse = t("copy_inputs") / 2, min(t("lse_rows_read"), t("logsumexp_rows_read"))
+        assert row["floor ms"] == pytest.approx(1e3 * max(read_once, lse))  # the floor: the larger of the two
+        assert row["floor is"] == ("reading once" if read_once >= lse else "exponentials")
+        assert row["÷ floor"] == pytest.approx(t("from_logits") / max(read_once, lse))
+        assert row["÷ read once"] == pytest.approx(t("from_logits") / read_once)
+        assert row["probs ÷ floor"] == pytest.approx(
+            t("from_target_logits") / max(read_once, min(t("lse_target_rows"), t("logsumexp_target_rows"))))
+        assert row["÷ bytes read"] == pytest.approx(row["÷ read once"] * 32 / (32 * row["rows read"]))
         assert row["softmax of rows read ÷ read once"] == pytest.approx(
-            row["÷ read once"] / row["÷ softmax of rows read"])  # the floor, on the bar's scale
+            row["÷ read once"] / row["÷ softmax of rows read"])  # the earlier floor, on the same scale
     assert table[-1]["rows read"] == 1.0
 
 
@@ -105,7 +117,11 @@ def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
     assert results.provenance["dtype"] == "fp32" and "(1 threads," in results.provenance["host"]
     assert results.notes["validate"] is False and results.sections["roofline"][0].name == "copy"
     assert {r.params["case"] for r in results.sections["sampler_cases"]} == set(bench.SAMPLER_CASES)
+    assert {r.params["threads"] for r in results.sections["sampler_cases"]} == {1}
+    assert results.notes["case_threads"] == [1]
     assert results.notes["alpha_shipped"] == 0.5 and results.notes["sigma"] > 0
+    assert "floor" in results.notes and len(results.notes["load_average_before"]) == 3
+    assert results.provenance["cpu"]["logical_cpus"] >= 1 and "avx512_bf16" in results.provenance["cpu"]
 
 
 def test_bench_rejects_bad_arguments():
@@ -113,6 +129,11 @@ def test_bench_rejects_bad_arguments():
         bench.run("cpu", quick=True, budget_s=-1)
     with pytest.raises(SystemExit):
         bench.main(["sampler", "--repeats", "many"])
+    for threads in ("0", "1,x", "1,,2"):
+        with pytest.raises(SystemExit):
+            bench.main(["sampler", "--threads", threads])
+    with pytest.raises(SystemExit):
+        bench.main(["sampler", "--repeats", "0"])
 
 
 def test_stack_sizes_sweep_reaches_past_every_cpus_crossover(monkeypatch):
@@ -127,25 +148,49 @@ def test_shipped_alpha_is_the_pairs_acceptance_at_temperature_one():
     assert 0.2 < alpha < 0.9  # the pair agrees often, not always
 
 
-def case_rows(ratios, floors, B=64, ms=(1.0, 1.0, 1.0), loop_ms=(2.0, 2.0, 2.0)):
-    """Synthetic sampler_case_table rows: ÷ read once, the softmax floor and the B = 1 times per case."""
-    return [{"B": B, "k": 4, "V": 32000, "case": c, "α": a, "÷ read once": r, "softmax of rows read ÷ read once": f,
-             "÷ softmax of rows read": r / f, "from logits ms": t, "softmax, then loop ms": t_loop}
-            for c, a, r, f, t, t_loop in zip(bench.SAMPLER_CASES, (0.16, 0.49, 1.0), ratios, floors, ms, loop_ms,
-                                             strict=True)]
+def case_rows(ratios, floors=(1.0, 1.0, 1.0), B=64, threads=1, ms=(1.0, 1.0, 1.0), loop_ms=(2.0, 2.0, 2.0),
+              read=(1.0, 2.0, 4.0), probs=(1.1, 1.1, 1.1)):
+    """Synthetic sampler_case_table rows: ÷ floor, the floor's term (1: reading once, else the exponentials), ÷ read
+    once, the draft-probabilities path over its floor, and the B = 1 times per case."""
+    return [{"B": B, "k": 4, "V": 32000, "case": c, "threads": threads, "α": a, "÷ floor": r,
+             "floor is": "reading once" if f == 1 else "exponentials", "÷ read once": rd,
+             "lse of rows read ÷ read once": f, "softmax of rows read ÷ read once": 2 * f, "probs ÷ floor": pr,
+             "probs ÷ read once": pr * f, "from logits ms": t, "softmax, then loop ms": t_loop}
+            for c, a, r, f, rd, pr, t, t_loop in zip(bench.SAMPLER_CASES, (0.16, 0.49, 1.0), ratios, floors, read,
+                                                     probs, ms, loop_ms, strict=True)]
 
 
-@pytest.mark.parametrize(("ratios", "floors", "bar", "floor"), [
-    ((1.2, 1.4, 1.45), (0.9, 1.0, 1.1), "in all three cases", "leave room under the bar in every case"),
-    ((2.9, 4.3, 5.3), (1.0, 1.8, 3.4), "in none of the three", "at α = 0.49 and 1.00 the bar is out of reach"),
-    ((1.3, 1.9, 2.5), (1.0, 1.2, 2.0), "only at 1.30× at α = 0.16 (independent), and not at 1.90×",
-     "at α = 1.00 the bar is out of reach"),
+ALL = "with 1 thread it holds in all three cases (1.10× (independent), 1.15× (realistic), 1.05× (all accepted))"
+SOME = "with 1 thread it holds only at 1.10× (independent), 1.20× (all accepted), not at 1.90× (realistic)"
+
+
+@pytest.mark.parametrize(("one", "two", "said"), [
+    ((1.1, 1.15, 1.05), (1.1, 1.2, 1.1), [ALL, "with 2 threads it holds in all three"]),
+    ((2.9, 4.3, 5.3), (1.3, 1.3, 1.3), ["with 1 thread it holds in none of the three",
+                                        "with 2 threads it holds in none"]),
+    ((1.1, 1.9, 1.2), (1.3, 1.1, 1.3), [SOME, "with 2 threads it holds only at 1.10× (realistic)"]),
 ])
-def test_sampler_bar_sentences_follow_the_numbers(ratios, floors, bar, floor):
-    said = bench.sampler_sentences(case_rows(ratios, floors) + case_rows((9, 9, 9), (9, 9, 9), B=1))
-    assert bar in said["bar"] and floor in said["floor"]
-    over = ", ".join(f"{r / f:.2f}×" for r, f in zip(ratios, floors, strict=True))
-    assert f"sampling from logits takes {over} that softmax" in said["floor"]
+def test_sampler_bar_sentences_follow_the_numbers(one, two, said):
+    rows = case_rows(one) + case_rows(two, threads=2) + case_rows((9, 9, 9), B=1)
+    text = bench.sampler_sentences(rows)["bar"]
+    assert all(part in text for part in said), text
+    assert "takes 1.00×, 2.00×, 4.00× the time to read the inputs once" in text
+
+
+@pytest.mark.parametrize(("floors", "said"), [
+    ((1.0, 1.0, 1.0), "so the floor is reading the inputs once in all three cases"),
+    ((1.0, 1.5, 3.0), "so the floor is reading the inputs once in the independent case; the exponentials in the "
+                      "realistic and all accepted cases"),
+    ((2.0, 2.0, 2.0), "so the floor is the exponentials in all three cases"),
+])
+def test_sampler_floor_sentence_names_the_term_that_sets_it(floors, said):
+    text = bench.sampler_sentences(case_rows((1, 1, 1), floors) + case_rows((9, 9, 9), B=1))["floor"]
+    assert said in text and "a softmax of the same rows" in text
+
+
+def test_sampler_probs_sentence_reads_its_own_floor():
+    text = bench.sampler_sentences(case_rows((1, 1, 1), probs=(1.05, 1.1, 1.15)) + case_rows((9, 9, 9), B=1))["probs"]
+    assert "1.05×, 1.10×, 1.15× its own floor and 1.05×, 1.10×, 1.15× reading the inputs once" in text
 
 
 @pytest.mark.parametrize(("ms", "said"), [((0.3, 0.4, 0.45), "faster in every case"),
@@ -153,15 +198,19 @@ def test_sampler_bar_sentences_follow_the_numbers(ratios, floors, bar, floor):
                                          ((0.3, 0.9, 0.3), "faster only in the independent and all accepted cases"),
                                          ((0.9, 0.3, 0.9), "faster only in the realistic case.")])
 def test_sampler_sentences_at_one_sequence(ms, said):
-    rows = case_rows((1, 1, 1), (1, 1, 1)) + case_rows((9, 9, 9), (9, 9, 9), B=1, ms=ms, loop_ms=(0.5, 0.5, 0.5))
+    rows = case_rows((1, 1, 1)) + case_rows((9, 9, 9), B=1, ms=ms, loop_ms=(0.5, 0.5, 0.5))
     assert bench.sampler_sentences(rows)["b1"].endswith(said if said.endswith(".") else said + ".")
 
 
 def test_sampler_sentences_need_every_case_at_both_shapes():
-    one = case_rows((1, 1, 1), (1, 1, 1), B=1)
+    one = case_rows((1, 1, 1), B=1)
     with pytest.raises(ValueError, match="one row per case"):
-        bench.sampler_sentences(case_rows((1, 1, 1), (1, 1, 1))[:2] + one)
+        bench.sampler_sentences(case_rows((1, 1, 1))[:2] + one)
     with pytest.raises(ValueError, match="B = 64"):
         bench.sampler_sentences(one)
     with pytest.raises(ValueError, match="B = 1,"):
-        bench.sampler_sentences(case_rows((1, 1, 1), (1, 1, 1)))
+        bench.sampler_sentences(case_rows((1, 1, 1)))
+    with pytest.raises(ValueError, match="2 thread"):
+        bench.sampler_sentences(case_rows((1, 1, 1)) + case_rows((1, 1, 1), threads=2)[:2] + one)
+
+

@@ -810,6 +810,21 @@ def test_fused_sentence(fused, says):
     assert says in checks.describe_fused(fused, 3.0)
 
 
+def test_takeaway_price_sentence_follows_the_numbers():
+    # Chapter 7's stored run on the EPYC: c = 0.233 against 0.069 by bytes, chain 1.90, tree 1.60 one-token passes
+    said = checks.describe_price_measured(2.217e-3, 8.07e6, 20e9, 0.233, 0.069, (5, 1.90), (16, 1.60))
+    assert ("a draft pass costs c = 0.233 of a target pass against 0.069 by bytes, because a one-token target pass "
+            "takes 2.22 ms where reading its 8.1 MB of weights at the copy bandwidth measured above takes 0.40 ms"
+            in said)
+    assert "the tree measured cheaper than the chain, more work faster" in said
+    ordered = checks.describe_price_measured(2.1e-3, 8.07e6, 20e9, 0.233, 0.069, (5, 1.40), (16, 1.78))
+    assert "measured cheaper" not in ordered and ordered.endswith("the 16-token tree 1.78, where the bytes, read once "
+                                                                  "either way, say about 1.")
+    assert "its 0.069 by bytes" in checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.0), (16, 1.0))
+    with pytest.raises(ValueError, match="bandwidth"):
+        checks.describe_price_measured(2e-3, 8e6, 0, 0.2, 0.07, (5, 1.4), (16, 1.8))
+
+
 def test_adaptive_policy_verdict():
     # Chapter 8's stored run: plain 1.105 measured, fixed 1.008, V0 0.997 (adaptive k's time = 1)
     ratios = {"plain decoding": 1.105, "fixed k = 2": 1.008, "V0 rule": 0.997}

@@ -1,17 +1,26 @@
-"""Rejection sampling from logits: agrees with speculative_sample on the softmaxed inputs in every path (chunks,
-one step, one sequence), follows the target (chi-square, with wrong variants caught), never emits a token of
-weight 0, greedy at T = 0."""
+"""Rejection sampling from logits, and from the target's logits with the draft's probabilities: agrees with
+speculative_sample on the softmaxed inputs in every path (chunks, one step, one sequence), follows the target
+(chi-square, with wrong variants caught, among them each new way the chunked path could go wrong), never emits a
+token of weight 0, stays exact for logits far outside exp's range, greedy at T = 0."""
 
 import pytest
 import torch
 
 from specnotes import fused
-from specnotes.fused import sample_from_logits
+from specnotes.fused import sample_from_logits, sample_from_target_logits
 from specnotes.sampling import draw_uniforms, inverse_cdf, logits_to_probs, speculative_sample
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SIGNIFICANCE = 1e-4
+
+
+def from_draft_probs(drafts, lq, lp, T, generator=None, uniforms=None):
+    """sample_from_target_logits with the draft's own probabilities softmax(lq / T), as a drafter hands them over."""
+    return sample_from_target_logits(drafts, torch.softmax(lq / T, -1), lp, T, generator=generator, uniforms=uniforms)
+
+
+SAMPLERS = [sample_from_logits, from_draft_probs]
 
 
 def random_logits(g, B, k, V, scale=1.5, dtype=torch.float64):
@@ -27,24 +36,26 @@ def path(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize(("B", "k", "V", "temperature"), [(400, 3, 6, 1.0), (300, 4, 50, 0.7), (40, 4, 1000, 1.3),
-                                                          (50, 2, 300, 1.0), (200, 1, 129, 2.0)])
-def test_agrees_with_speculative_sample_on_softmaxed_inputs(path, B, k, V, temperature):
+                                                          (50, 2, 300, 1.0), (200, 1, 129, 2.0), (12, 3, 5000, 0.8)])
+def test_agrees_with_speculative_sample_on_softmaxed_inputs(path, sampler, B, k, V, temperature):
     g = torch.Generator().manual_seed(B + V)
     lq, lp = random_logits(g, B, k, V)
     q, p = torch.softmax(lq / temperature, -1), torch.softmax(lp / temperature, -1)
     drafts = torch.multinomial(q.reshape(-1, V), 1, generator=g).reshape(B, k)
     uniforms = draw_uniforms(B, k, g)
     ref = speculative_sample(drafts, q, p, uniforms=uniforms)
-    ours = sample_from_logits(drafts, lq, lp, temperature, uniforms=uniforms)
+    ours = sampler(drafts, lq, lp, temperature, uniforms=uniforms)
     assert torch.equal(ours[1], ref[1])  # the accept tests agree exactly here (float64)
     assert (ours[0] == ref[0]).all(1).double().mean() >= 0.99  # the last token, up to rounding at CDF edges
     assert len(ref[1].unique()) > 1
 
 
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize(("k", "V", "temperature", "scale"), [(4, 32000, 1.0, 1.5), (3, 300, 0.7, 0.3),
                                                               (2, 50, 1.0, 0.1)])
-def test_one_sequence_agrees_with_speculative_sample(k, V, temperature, scale):
+def test_one_sequence_agrees_with_speculative_sample(sampler, k, V, temperature, scale):
     """B = 1 walks the positions: the same acceptances and tokens as the vectorized sampler, at every stop."""
     g = torch.Generator().manual_seed(V)
     stops = set()
@@ -54,26 +65,62 @@ def test_one_sequence_agrees_with_speculative_sample(k, V, temperature, scale):
         drafts = torch.multinomial(q.reshape(-1, V), 1, generator=g).reshape(1, k)
         uniforms = draw_uniforms(1, k, g)
         ref = speculative_sample(drafts, q, p, uniforms=uniforms)
-        ours = sample_from_logits(drafts, lq, lp, temperature, uniforms=uniforms)
+        ours = sampler(drafts, lq, lp, temperature, uniforms=uniforms)
         assert torch.equal(ours[1], ref[1]) and torch.equal(ours[0], ref[0])
         stops.add(int(ref[1]))
     assert len(stops) > 1
 
 
-def test_large_and_small_logits_are_safe(path):
-    """Logits far outside exp's range: softmax subtracts each row's maximum, so nothing overflows."""
-    g = torch.Generator().manual_seed(1)
-    B, k, V = 64, 2, 300
+def far_logits(g, B=64, k=2, V=300):
+    """float64 logits far outside exp's range: +800 on every other draft row (exp overflows), -800 on every other
+    target row (it underflows to 0), -725 on one target row (a sum in (0, 1): subnormal terms) and one target
+    row spread 400 times wider (overflows), with the drafts and uniforms for them."""
     lq, lp = random_logits(g, B, k, V)
-    lq[::2] += 500.0
-    lp[1::2] -= 700.0
+    lq[::2] += 800.0
+    lp[1::2] -= 800.0
+    lp[4, 1] -= 725.0
+    lp[2, 0] *= 400.0
     drafts = torch.multinomial(torch.softmax(lq, -1).reshape(-1, V), 1, generator=g).reshape(B, k)
-    uniforms = draw_uniforms(B, k, g)
+    return drafts, lq, lp, draw_uniforms(B, k, g)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_large_and_small_logits_are_safe(path, sampler):
+    """exp(l) is taken unshifted; a row whose sum leaves [1, inf) must be redone shifted by its maximum, in the
+    tests, in the residual and in the bonus row: the same draws as on the softmaxed inputs."""
+    drafts, lq, lp, uniforms = far_logits(torch.Generator().manual_seed(1))
     ref = speculative_sample(drafts, torch.softmax(lq, -1), torch.softmax(lp, -1), uniforms=uniforms)
-    for rows in (slice(None), slice(0, 1)):  # the batch, and one sequence
-        ours = sample_from_logits(drafts[rows], lq[rows], lp[rows], 1.0,
-                                  uniforms=(uniforms[0][rows], uniforms[1][rows]))
+    assert len(ref[1].unique()) == 3  # stops at every position, and bonus tokens
+    for rows in (slice(None), slice(0, 1), slice(1, 2)):  # the batch, and one sequence
+        ours = sampler(drafts[rows], lq[rows], lp[rows], 1.0, uniforms=(uniforms[0][rows], uniforms[1][rows]))
         assert torch.equal(ours[1], ref[1][rows]) and (ours[0] == ref[0][rows]).all(1).double().mean() >= 0.98
+
+
+def no_shift(monkeypatch):
+    """WRONG: exp(l) unshifted whatever its sum (no redo of a row that overflowed or underflowed)."""
+    monkeypatch.setattr(fused.Draws, "repair", lambda self, *args: None)
+    monkeypatch.setattr(fused.Draws, "tokens", lambda self, v: unchecked_tokens(self, v))
+
+
+def unchecked_tokens(draws, v):
+    """Draws.tokens without its redo of the rows whose sum left [1, inf)."""
+    j, rest = fused.locate_blocks(draws.sums, v)
+    cols = j * fused.BLOCK + torch.arange(fused.BLOCK)
+    block = draws.weights(cols.clamp(max=draws.V - 1)).masked_fill_(cols >= draws.V, 0)
+    return (j * fused.BLOCK + fused.search_block(block, rest))[:, 0]
+
+
+def test_without_the_shifted_redo_far_logits_go_wrong(monkeypatch):
+    """The check above can fail: without the redo, the rows that overflowed give wrong tests and draws."""
+    no_shift(monkeypatch)
+    monkeypatch.setattr(fused, "CHUNK_BYTES", 40 << 10)  # position by position, in chunks
+    drafts, lq, lp, uniforms = far_logits(torch.Generator().manual_seed(1), V=3000)
+    ref = speculative_sample(drafts, torch.softmax(lq, -1), torch.softmax(lp, -1), uniforms=uniforms)
+    try:
+        ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    except ZeroDivisionError:  # a row whose sum underflowed to 0
+        return
+    assert not (torch.equal(ours[1], ref[1]) and torch.equal(ours[0], ref[0]))
 
 
 def zero_tail_case(B, V, g):
@@ -90,14 +137,15 @@ def zero_tail_case(B, V, g):
     return drafts, lq, lp, (torch.full((B, 1), float(top)), torch.full((B,), float(top)))
 
 
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize(("B", "V"), [(3000, 300), (500, 300), (200, 32000)])  # chunks, one chunk, chunks
-def test_the_last_token_never_has_weight_zero(B, V):
+def test_the_last_token_never_has_weight_zero(sampler, B, V):
     """Rounding at the end of the CDF must not pick a token of the residual that has no weight (the clamps of
     ``sampling.sample_weights``): here every emitted token must be one of the first 10, in every path."""
     drafts, lq, lp, uniforms = zero_tail_case(B, V, torch.Generator().manual_seed(B + V))
-    tokens, n = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    tokens, n = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
     assert (n == 0).all() and (tokens[:, 0] < 10).all()
-    one = sample_from_logits(drafts[:1], lq[:1], lp[:1], 1.0, uniforms=(uniforms[0][:1], uniforms[1][:1]))
+    one = sampler(drafts[:1], lq[:1], lp[:1], 1.0, uniforms=(uniforms[0][:1], uniforms[1][:1]))
     assert one[0][0, 0] < 10
 
 
@@ -152,15 +200,52 @@ def residual_without_q(drafts, lq, lp, T, generator=None):
     return tokens, n
 
 
+def patched(sampler, owner, name, replacement):
+    """``sampler`` run with ``owner.name`` replaced by ``replacement(original)``."""
+
+    def run(drafts, lq, lp, T, generator=None):
+        original = getattr(owner, name)
+        setattr(owner, name, replacement(original))
+        try:
+            return sampler(drafts, lq, lp, T, generator=generator)
+        finally:
+            setattr(owner, name, original)
+
+    run.__name__ = f"{sampler.__name__}: {name} wrong"
+    return run
+
+
 def temperature_ignored(drafts, lq, lp, T, generator=None):
-    """WRONG: the rows are softmaxed at T = 1 whatever the temperature."""
-    original = fused.softmax_rows
-    fused.softmax_rows = lambda logits, rows, position, temperature, dtype: original(logits, rows, position, 1.0,
-                                                                                     dtype)
-    try:
-        return sample_from_logits(drafts, lq, lp, T, generator=generator)
-    finally:
-        fused.softmax_rows = original
+    """WRONG: the chunks' rows are exponentiated at T = 1 whatever the temperature."""
+    return patched(sample_from_logits, fused, "load",
+                   lambda load: lambda out, plane, rows, temperature, exp=True: load(out, plane, rows, 1.0, exp)
+                   )(drafts, lq, lp, T, generator)
+
+
+def residual_unscaled(drafts, lq, lp, T, generator=None):
+    """WRONG: the residual taken as exp(l_p) − exp(l_q), without the ratio of the two normalizers."""
+    return patched(sample_from_logits, fused.Draws, "residual",
+                   lambda residual: lambda self, e, chunk, stop, i, scale, spare: residual(
+                       self, e, chunk, stop, i, [1.0] * len(scale), spare)
+                   )(drafts, lq, lp, T, generator)
+
+
+def sums_in_chunk_order(drafts, lq, lp, T, generator=None):
+    """WRONG: each chunk's block sums written to the first rows, not to its sequences' rows."""
+    def keep(original):
+        return lambda self, weights, chunk: original(self, weights, list(range(len(chunk))))
+
+    return patched(sample_from_logits, fused.Draws, "keep", keep)(drafts, lq, lp, T, generator)
+
+
+def q_of_the_first_position(drafts, lq, lp, T, generator=None):
+    """WRONG (draft probabilities): the rejecting rows' q read at the first position, whatever the position."""
+    def residual(original):
+        def run(self, e, chunk, stop, i, scale, spare):
+            return original(self, e, chunk, stop, 0, scale, spare)
+        return run
+
+    return patched(from_draft_probs, fused.Draws, "residual", residual)(drafts, lq, lp, T, generator)
 
 
 def bonus_from_first_row(drafts, lq, lp, T, generator=None):
@@ -168,14 +253,16 @@ def bonus_from_first_row(drafts, lq, lp, T, generator=None):
     return sample_from_logits(drafts, lq, lp[:, :1].expand_as(lp).contiguous(), T, generator=generator)
 
 
-@pytest.mark.parametrize("chunk_bytes", [fused.CHUNK_BYTES, 1 << 30])  # 200,000 sequences: 2 chunks, or one step
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("chunk_bytes", [fused.CHUNK_BYTES, 1 << 30])  # 200,000 sequences: chunks, or one step
 @pytest.mark.parametrize("T", [1.0, 0.6])
-def test_emitted_tokens_follow_the_target(monkeypatch, T, chunk_bytes):
+def test_emitted_tokens_follow_the_target(monkeypatch, sampler, T, chunk_bytes):
     monkeypatch.setattr(fused, "CHUNK_BYTES", chunk_bytes)
-    assert min(pvalues(sample_from_logits, T)) > SIGNIFICANCE
+    assert min(pvalues(sampler, T)) > SIGNIFICANCE
 
 
-@pytest.mark.parametrize("broken", [residual_without_q, temperature_ignored, bonus_from_first_row])
+@pytest.mark.parametrize("broken", [residual_without_q, temperature_ignored, bonus_from_first_row, residual_unscaled,
+                                    sums_in_chunk_order, q_of_the_first_position])
 def test_the_check_catches_a_wrong_variant(broken):
     assert min(pvalues(broken, 0.6)) < SIGNIFICANCE
 
@@ -187,9 +274,9 @@ def test_temperature_zero_is_greedy_and_reads_no_draft_logits():
     drafts = lq.argmax(-1)
     ref = speculative_sample(drafts, logits_to_probs(lq, 0.0).double(), logits_to_probs(lp, 0.0).double(),
                              generator=torch.Generator().manual_seed(0))
-    ours = sample_from_logits(drafts, None, lp, 0.0)
-    assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1])
-    assert set(ours[1].tolist()) == set(range(k + 1))
+    for ours in (sample_from_logits(drafts, None, lp, 0.0), sample_from_target_logits(drafts, None, lp, 0.0)):
+        assert torch.equal(ours[0], ref[0]) and torch.equal(ours[1], ref[1])
+    assert set(ref[1].tolist()) == set(range(k + 1))
 
 
 def test_bad_inputs():
@@ -205,10 +292,36 @@ def test_bad_inputs():
     tokens, n = sample_from_logits(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(1, 0, 3),
                                    torch.tensor([[[0.0, 0.0, 50.0]]]), 1.0)
     assert tokens.tolist() == [[2]] and n.tolist() == [0]
+    q = torch.softmax(lq, -1)
+    for args in [(drafts[:, :2], q, lp), (drafts, q, lp[:, :3]), (drafts.int(), q, lp), (drafts + 9, q, lp),
+                 (drafts, None, lp), (drafts, (q > 0.1).long(), lp)]:
+        with pytest.raises(ValueError, match="draft"):
+            sample_from_target_logits(*args, temperature=1.0)
 
 
 def test_rows_read_counts_the_rows_up_to_each_stop():
     n = torch.tensor([0, 2, 4, 1])
     assert fused.rows_read(n, 4, 32000).tolist() == [2, 6, 9, 4]  # p and q up to the stop; 2k + 1 after k accepts
+    assert fused.rows_read(n, 4, 32000, "probs").tolist() == [2, 4, 5, 3]  # p up to the stop, q only there
+    assert fused.rows_read(n, 4, 32000, "target").tolist() == [1, 3, 5, 2]  # the rows that path exponentiates
     assert fused.rows_read(n[:1], 4, 32000).tolist() == [2]  # one sequence walks its positions too
     assert fused.rows_read(n, 4, 8).tolist() == [9] * 4  # a batch that fits one chunk is read whole, in one step
+    with pytest.raises(ValueError, match="draft"):
+        fused.rows_read(n, 4, 8, "softmax")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_log_normalizers_are_logsumexp_even_far_outside_exps_range(monkeypatch, dtype):
+    monkeypatch.setattr(fused, "CHUNK_BYTES", 40 << 10)  # several chunks
+    g = torch.Generator().manual_seed(4)
+    logits = 3 * torch.randn(30, 3000, generator=g, dtype=dtype)
+    logits[3] += 500.0  # overflows unshifted
+    logits[5] -= 900.0  # underflows unshifted
+    logits[7] *= 60.0  # a sum below 1 that is not 0
+    for T in (1.0, 0.7):
+        assert torch.allclose(fused.log_normalizers(logits, T), torch.logsumexp(logits / T, -1).to(
+            logits.dtype), rtol=1e-6 if dtype == torch.float32 else 1e-12, atol=0)
+    with pytest.raises(ValueError, match="temperature"):
+        fused.log_normalizers(logits, 0.0)
+    with pytest.raises(ValueError, match="logits"):
+        fused.log_normalizers(logits[0])

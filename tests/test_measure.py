@@ -229,6 +229,24 @@ def test_time_fn_min_s_stretches_fast_calls_past_a_stall():
     assert len(m.time_fn(tick, warmup=0, repeats=3, device=CPU, timer=timer, min_s=1).samples) == m.timing.MAX_SAMPLES
 
 
+def test_time_interleaved_turns_the_order_and_times_each_call_once_a_round():
+    calls, now = [], [0.0]
+    cost = {"a": 0.010, "b": 0.030, "c": 0.020}
+
+    def call(name):
+        calls.append(name)
+        now[0] += cost[name]
+
+    timings = m.time_interleaved({n: (lambda n=n: call(n)) for n in cost}, warmup=1, repeats=3, device=CPU,
+                                 timer=lambda: now[0])
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]  # the first round is warm-up
+    assert {n: t.samples for n, t in timings.items()} == {n: pytest.approx([c] * 3) for n, c in cost.items()}
+    with pytest.raises(ValueError, match="fns"):
+        m.time_interleaved({}, device=CPU)
+    with pytest.raises(ValueError, match="repeats"):
+        m.time_interleaved({"a": lambda: None}, repeats=0, device=CPU)
+
+
 def test_time_fn_sleep_has_robust_bounds():
     t = m.time_fn(lambda: time.sleep(0.005), warmup=1, repeats=5, device=CPU)
     assert len(t.samples) == 5 and 0.0045 <= t.median < 0.2 and t.q1 <= t.median <= t.q3

@@ -10,9 +10,9 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
 pytest.importorskip("triton")
 
-from specnotes.fused import sample_from_logits  # noqa: E402
+from specnotes.fused import sample_from_logits, sample_from_target_logits  # noqa: E402
 from specnotes.sampling import draw_uniforms  # noqa: E402
-from specnotes.triton_sampler import sample_from_logits_triton  # noqa: E402
+from specnotes.triton_sampler import sample_from_logits_triton, sample_from_target_logits_triton  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -33,6 +33,19 @@ def test_the_kernel_draws_what_the_pytorch_sampler_draws(B, k, V, T):
     assert torch.equal(ours[1], ref[1])  # the same acceptances
     assert (ours[0] == ref[0]).all(1).float().mean() >= 0.98  # the same last token, up to float32 rounding
     assert len(ref[1].unique()) > 1  # ragged: rejections at several positions, and some bonus tokens
+
+
+@pytest.mark.parametrize(("B", "k", "V", "T"), [(60, 3, 300, 1.0), (30, 2, 1000, 0.7)])
+def test_with_the_drafts_probabilities_the_kernel_draws_what_pytorch_draws(B, k, V, T):
+    drafts, lq, lp, u, v = case(B, k, V, T, B + V + 1)
+    q = torch.softmax(lq / T, -1)
+    ours = sample_from_target_logits_triton(drafts, q, lp, T, uniforms=(u, v), block=64)
+    ref = sample_from_target_logits(drafts, q, lp, T, uniforms=(u, v))
+    assert torch.equal(ours[1], ref[1]) and len(ref[1].unique()) > 1
+    assert (ours[0] == ref[0]).all(1).float().mean() >= 0.98
+    # and the probabilities are not taken for logits: the same q passed as logits draws otherwise
+    wrong = sample_from_logits_triton(drafts, q, lp, T, uniforms=(u, v), block=64)
+    assert not (torch.equal(wrong[1], ref[1]) and torch.equal(wrong[0], ref[0]))
 
 
 def test_the_comparison_catches_a_wrong_temperature():

@@ -47,7 +47,8 @@ SAMPLER_OUT = DATA / "bench_sampler.json"
 SAMPLER_SHAPES = [(B, 4, V) for V in (256, 32000) for B in (1, 8, 64)] + [(8, 8, 256), (8, 8, 32000)]
 CASE_SHAPES = [(64, 4, 32000), (1, 4, 32000)]  # the bar's shape, and one sequence
 SAMPLER_CASES = ("independent", "realistic", "all accepted")
-SAMPLER_BAR = 1.5  # issue 14: sampling from logits within 1.5x reading its inputs once, at CASE_SHAPES[0] on a CPU
+SAMPLER_BAR = 1.2  # issue 29: sampling from logits within 1.2x its floor, at CASE_SHAPES[0] on a CPU, 1 and 2 threads
+CASE_THREADS = (1, 2)
 ALPHA = 0.8  # acceptance rate for the speedup sweep's stopping rule (Chapter 4 uses the same)
 
 
@@ -240,15 +241,18 @@ def sampler_table(results: measure.Results) -> list[dict]:
     return rows
 
 
-def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: float) -> list[measure.Record]:
-    """For each (B, k, V) and each of ``SAMPLER_CASES``: ``from_logits`` (fused.sample_from_logits), the unfused
-    pipelines ``softmax_then_sample`` (softmax, then speculative_sample) and ``softmax_then_loop`` (softmax, then
-    the per-position loop: the fair baseline at B = 1), and ``softmax_rows_read`` (one softmax of exactly the
-    rows from_logits reads, made contiguous beforehand, in its chunks: the exponentials any sampler that reads
-    them must compute). ``params["case"]`` names the case; ``extra``: ``input_bytes`` (all the logits),
-    ``bytes_read`` and ``rows_read`` (what from_logits reads), ``rows_total``, ``alpha`` (mean Σ min(p, q) over
-    the draft positions), ``mean_accepted`` (drafts per sequence), ``alpha_target`` and ``sigma``."""
-    from specnotes.fused import CHUNK_BYTES, rows_read, sample_from_logits
+def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: float,
+                         threads: tuple[int | None, ...] = (None,)) -> list[measure.Record]:
+    """For each (B, k, V), each of ``SAMPLER_CASES`` and each CPU thread count in ``threads`` (None: torch's), the
+    calls of ``SAMPLER_CALLS`` timed against each other (``measure.time_interleaved``, so that a burst of load on a
+    shared machine lands on all of them alike): the two samplers, the floor's parts (reading every input once,
+    and the log-normalizers of exactly the rows each sampler exponentiates, made contiguous beforehand, with
+    ``fused.log_normalizers`` and with ``torch.logsumexp``), one softmax of the rows read (the earlier floor) and
+    the unfused pipelines. ``params``: B, k, V, ``case``, ``threads``; ``extra``: ``input_bytes`` (all the inputs),
+    ``rows_read``, ``bytes_read``, ``target_rows`` (the rows the draft-probabilities path exponentiates),
+    ``rows_total``, ``alpha`` (mean Σ min(p, q) over the draft positions), ``mean_accepted``, ``alpha_target``
+    and ``sigma``."""
+    from specnotes import fused
     from specnotes.sampling import acceptance_rate, speculative_sample, speculative_sample_loop
 
     repeats = validate.integer("repeats", repeats, low=1)
@@ -257,29 +261,43 @@ def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: floa
     for B, k, V in shapes:
         for case in SAMPLER_CASES:
             drafts, q, p, uniforms, (lq, lp) = sampler_case(B, k, V, device, g, case, sigma)
-            tokens, n = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
             ref = speculative_sample(drafts, q, p, uniforms=uniforms, validate=False)
-            if not torch.equal(n, ref[1]) or (tokens == ref[0]).all(1).float().mean() < 0.98:
-                raise AssertionError(f"sampling from logits disagrees with speculative_sample: {case}, B={B}, k={k}")
-            read = rows_read(n, k, V)
+            for sampler, draft in ((fused.sample_from_logits, lq), (fused.sample_from_target_logits, q)):
+                tokens, n = sampler(drafts, draft, lp, 1.0, uniforms=uniforms)
+                if not torch.equal(n, ref[1]) or (tokens == ref[0]).all(1).float().mean() < 0.98:
+                    raise AssertionError(f"{sampler.__name__} disagrees with speculative_sample: {case}, B={B}, k={k}")
+            read, target = fused.rows_read(n, k, V), fused.rows_read(n, k, V, "target")
             picked = torch.cat([torch.cat([lp[b, : (r + 1) // 2], lq[b, : r // 2]])  # the rows it read, contiguous
                                 for b, r in enumerate(read.tolist())])
-            params = {"B": B, "k": k, "V": V, "case": case}
-            extra = {"input_bytes": lq.nbytes + lp.nbytes, "rows_read": int(read.sum()), "rows_total": B * (2 * k + 1),
-                     "bytes_read": int(read.sum()) * V * lp.element_size(),
+            picked_target = torch.cat([lp[b, :r] for b, r in enumerate(target.tolist())])
+            inputs = torch.cat([lq.reshape(-1), lp.reshape(-1)])
+            copied = torch.empty_like(inputs)
+            step = max(1, fused.CHUNK_BYTES // 2 // (V * 4))  # the rows of one side of a sampler's chunk
+            calls = {
+                "from_logits": functools.partial(fused.sample_from_logits, drafts, lq, lp, 1.0, uniforms=uniforms),
+                "from_target_logits": functools.partial(fused.sample_from_target_logits, drafts, q, lp, 1.0,
+                                                        uniforms=uniforms),
+                "copy_inputs": functools.partial(copied.copy_, inputs),
+                "lse_rows_read": functools.partial(fused.log_normalizers, picked),
+                "logsumexp_rows_read": functools.partial(logsumexp_chunks, picked, step),
+                "lse_target_rows": functools.partial(fused.log_normalizers, picked_target),
+                "logsumexp_target_rows": functools.partial(logsumexp_chunks, picked_target, step),
+                "softmax_rows_read": functools.partial(softmax_chunks, picked, step),
+                "softmax_then_sample": functools.partial(softmax_then, speculative_sample, drafts, lq, lp, uniforms),
+                "softmax_then_loop": functools.partial(softmax_then, speculative_sample_loop, drafts, lq, lp,
+                                                       uniforms),
+            }
+            extra = {"input_bytes": inputs.nbytes, "rows_read": int(read.sum()), "rows_total": B * (2 * k + 1),
+                     "bytes_read": int(read.sum()) * V * lp.element_size(), "target_rows": int(target.sum()),
                      "alpha": float(acceptance_rate(q, p[:, :k]).mean()),
                      "mean_accepted": float(n.double().mean()), "alpha_target": alpha,
                      "sigma": sigma if case == "realistic" else None}
-            inputs = (drafts, lq, lp, uniforms)
-            for name, fn, reps in (
-                ("from_logits", functools.partial(sample_from_logits, drafts, lq, lp, 1.0, uniforms=uniforms), repeats),
-                ("softmax_then_sample", functools.partial(softmax_then, speculative_sample, *inputs), repeats),
-                ("softmax_then_loop", functools.partial(softmax_then, speculative_sample_loop, *inputs),
-                 max(3, repeats // 4)),
-                ("softmax_rows_read", functools.partial(softmax_chunks, picked, max(1, CHUNK_BYTES // (V * 4))),
-                 repeats)):
-                timing = measure.time_fn(fn, warmup=3, repeats=reps, device=device)
-                records.append(measure.Record.from_timing(name, params, timing, device, torch.float32, extra))
+            for count in threads:
+                with measure.num_threads(count):
+                    timings = measure.time_interleaved(calls, warmup=3, repeats=repeats, device=device)
+                    params = {"B": B, "k": k, "V": V, "case": case, "threads": torch.get_num_threads()}
+                records += [measure.Record.from_timing(name, params, timing, device, torch.float32, extra)
+                            for name, timing in timings.items()]
     return records
 
 
@@ -297,96 +315,208 @@ def softmax_chunks(rows: torch.Tensor, step: int) -> None:
         torch.softmax(rows[c: c + step], -1)
 
 
+def logsumexp_chunks(rows: torch.Tensor, step: int) -> None:
+    """``torch.logsumexp`` of ``rows`` [R, V], ``step`` rows at a time (its temporaries stay in cache): the other
+    way to compute the log-normalizers; the floor takes whichever of the two is faster."""
+    for c in range(0, len(rows), step):
+        torch.logsumexp(rows[c: c + step], -1)
+
+
 def sampler_case_table(results: measure.Results) -> list[dict]:
-    """One row per (B, k, V, case) of the ``sampler_cases`` section: α, drafts accepted per sequence, the share of
-    rows sampling from logits reads, its median time and that time over reading (a) all its inputs once, the
-    bound of the benchmark's bar, and (b) the bytes it actually read, at the recorded copy bandwidth; over one
-    softmax of the rows it read, and that softmax over reading all the inputs once (the exponentials alone,
-    against the bar's bound); and the unfused pipelines' times."""
-    by = {(r.name, r.params["B"], r.params["k"], r.params["V"], r.params["case"]): r
+    """One row per (B, k, V, case, threads) of the ``sampler_cases`` section. The floor of sampling from logits is
+    max(read once, lse of rows read): reading every input once (half of the interleaved copy of them: it reads and
+    writes them) and the log-normalizers of exactly the rows it reads, the faster of ``fused.log_normalizers`` and
+    ``torch.logsumexp`` (an exact sampler needs each row's normalizer and the few probabilities it compares, not a
+    softmax). Each sampler's median over its floor and over reading the inputs once; the draft-probabilities path
+    against its own floor (the rows of p it exponentiates); and, for continuity, one softmax of the rows read."""
+    by = {(r.name, r.params["B"], r.params["k"], r.params["V"], r.params["case"], r.params["threads"]): r
           for r in results.sections["sampler_cases"]}
-    bandwidth = results.sections["roofline"][0].extra["bytes_per_s"]
     rows = []
-    for (name, B, k, V, case), r in by.items():
+    for (name, B, k, V, case, threads), r in by.items():
         if name != "from_logits":
             continue
-        other = lambda n: by[n, B, k, V, case].median_s  # noqa: B023
-        rows.append({"B": B, "k": k, "V": V, "case": case, "α": r.extra["alpha"],
+        t = lambda n: by[n, B, k, V, case, threads].median_s  # noqa: B023
+        read_once = t("copy_inputs") / 2
+        lse = min(t("lse_rows_read"), t("logsumexp_rows_read"))
+        lse_target = min(t("lse_target_rows"), t("logsumexp_target_rows"))
+        floor, floor_target = max(read_once, lse), max(read_once, lse_target)
+        spread = lambda n: by[n, B, k, V, case, threads].timing.rel_spread  # noqa: B023
+        rows.append({"B": B, "k": k, "V": V, "case": case, "threads": threads, "α": r.extra["alpha"],
                      "accepted / sequence": r.extra["mean_accepted"],
                      "rows read": r.extra["rows_read"] / r.extra["rows_total"],
-                     "from logits ms": 1e3 * r.median_s,
-                     "÷ read once": r.median_s * bandwidth / r.extra["input_bytes"],
-                     "÷ bytes read": r.median_s * bandwidth / r.extra["bytes_read"],
-                     "÷ softmax of rows read": r.median_s / other("softmax_rows_read"),
-                     "softmax of rows read ÷ read once":
-                         other("softmax_rows_read") * bandwidth / r.extra["input_bytes"],
-                     "softmax, then sample ms": 1e3 * other("softmax_then_sample"),
-                     "softmax, then loop ms": 1e3 * other("softmax_then_loop")})
+                     "from logits ms": 1e3 * r.median_s, "floor ms": 1e3 * floor,
+                     "floor is": "reading once" if read_once >= lse else "exponentials",
+                     "÷ floor": r.median_s / floor, "÷ read once": r.median_s / read_once,
+                     "÷ bytes read": r.median_s / read_once * r.extra["input_bytes"] / r.extra["bytes_read"],
+                     "from probs ms": 1e3 * t("from_target_logits"),
+                     "probs ÷ floor": t("from_target_logits") / floor_target,
+                     "probs ÷ read once": t("from_target_logits") / read_once,
+                     "lse of rows read ÷ read once": lse / read_once,
+                     "softmax of rows read ÷ read once": t("softmax_rows_read") / read_once,
+                     "÷ softmax of rows read": r.median_s / t("softmax_rows_read"),
+                     "softmax, then sample ms": 1e3 * t("softmax_then_sample"),
+                     "softmax, then loop ms": 1e3 * t("softmax_then_loop"),
+                     "spread (IQR / median)": max(spread("from_logits"), spread("copy_inputs"),
+                                                  spread("lse_rows_read"))})
     return rows
 
 
 def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[str, str]:
     """What ``sampler_case_table`` rows say, as sentences chosen by the numbers. At the bar's shape
-    (``CASE_SHAPES[0]``): "bar", where sampling from logits stays within ``bar`` times the time to read its
-    inputs once and where not; "floor", where one softmax of just the rows it reads (the exponentials any exact
-    sampler from logits computes: every row it reads needs its normalizer) already passes the bar, and how far
-    the sampler is above that softmax. At one sequence (``CASE_SHAPES[1]``): "b1", whether it beats a softmax
-    followed by the per-position loop."""
-    at, one = (cases_at(case_rows, shape) for shape in CASE_SHAPES)
+    (``CASE_SHAPES[0]``), for each thread count recorded: "bar", where sampling from logits stays within ``bar``
+    times its floor and where not, with its time over reading the inputs once; "floor", which term sets the floor
+    in each case, the log-normalizers against the softmax of the same rows; "probs", the draft-probabilities path
+    against its own floor and reading once. At one sequence (``CASE_SHAPES[1]``, one thread): "b1", whether it
+    beats a softmax followed by the per-position loop."""
+    counts = sorted({r["threads"] for r in case_rows if (r["B"], r["k"], r["V"]) == CASE_SHAPES[0]})
+    if not counts:
+        raise validate.BadArgument(f"need rows at B = {CASE_SHAPES[0][0]}, k = {CASE_SHAPES[0][1]}, "
+                                   f"V = {CASE_SHAPES[0][2]}")
+    at = {n: cases_at(case_rows, CASE_SHAPES[0], n) for n in counts}
+    one = cases_at(case_rows, CASE_SHAPES[1], min((r["threads"] for r in case_rows
+                                                   if (r["B"], r["k"], r["V"]) == CASE_SHAPES[1]), default=1))
     B = CASE_SHAPES[0][0]
-    said = lambda case: f"{at[case]['÷ read once']:.2f}× at α = {at[case]['α']:.2f} ({case})"
-    held = [said(c) for c in SAMPLER_CASES if at[c]["÷ read once"] <= bar]
-    missed = [said(c) for c in SAMPLER_CASES if at[c]["÷ read once"] > bar]
-    head = f"The benchmark's bar, at most {bar}× the time to read the inputs once at B = {B}, holds "
-    verdict = (f"in all three cases: {', '.join(held)}." if not missed else
-               f"in none of the three: {', '.join(missed)}." if not held else
-               f"only at {', '.join(held)}, and not at {', '.join(missed)}.")
-    floors = ", ".join(f"{at[c]['softmax of rows read ÷ read once']:.1f}×" for c in SAMPLER_CASES)
-    over = ", ".join(f"{at[c]['÷ softmax of rows read']:.2f}×" for c in SAMPLER_CASES)
-    beyond = [f"{at[c]['α']:.2f}" for c in SAMPLER_CASES if at[c]["softmax of rows read ÷ read once"] > bar]
-    reach = (f"so at α = {' and '.join(beyond)} the bar is out of reach of any sampler built on PyTorch's "
-             f"softmax on the CPU that recorded it, before a single token is tested" if beyond else
-             "so the exponentials alone leave room under the bar in every case")
-    floor = (f"One softmax of just the rows each case reads takes {floors} that time ({reach}), and sampling from "
-             f"logits takes {over} that softmax: the rest is copying each position's scattered rows together, "
-             f"the residual's passes and a few microseconds of dispatch per operation.")
+    thread = lambda n: f"{n} thread{'s' if n > 1 else ''}"
+    listed = lambda rows, column: ", ".join(f"{rows[c][column]:.2f}×" for c in SAMPLER_CASES)
+    alphas = ", ".join(f"{at[counts[0]][c]['α']:.2f}" for c in SAMPLER_CASES)
+
+    def verdict(n):
+        rows = at[n]
+        held = [c for c in SAMPLER_CASES if rows[c]["÷ floor"] <= bar]
+        said = lambda cs: ", ".join(f"{rows[c]['÷ floor']:.2f}× ({c})" for c in cs)
+        where = ("in all three cases" if len(held) == 3 else "in none of the three" if not held else
+                 f"only at {said(held)}, not at {said([c for c in SAMPLER_CASES if c not in held])}")
+        detail = f" ({said(SAMPLER_CASES)})" if len(held) in (0, 3) else ""
+        return f"with {thread(n)} it holds {where}{detail}, and takes {listed(rows, '÷ read once')} the time to read " \
+               f"the inputs once"
+
+    bar_text = (f"The bar, sampling from logits in at most {bar}× its floor max(reading the inputs once, the "
+                f"log-normalizers of the rows it reads) at B = {B} and α = {alphas}: "
+                + "; ".join(verdict(n) for n in counts) + ".")
+
+    def floor_of(n):
+        rows = at[n]
+        by_term = {term: [c for c in SAMPLER_CASES if rows[c]["floor is"] == term]
+                   for term in ("reading once", "exponentials")}
+        name = lambda term: "reading the inputs once" if term == "reading once" else "the exponentials"
+        sets = "; ".join(f"{name(term)} in " + ("all three cases" if len(cs) == 3 else
+                                                f"the {' and '.join(cs)} case{'s' if len(cs) > 1 else ''}")
+                         for term, cs in by_term.items() if cs)
+        return (f"with {thread(n)} the log-normalizers of just the rows read take "
+                f"{listed(rows, 'lse of rows read ÷ read once')} the time to read the inputs once, a softmax of the "
+                f"same rows {listed(rows, 'softmax of rows read ÷ read once')}, so the floor is {sets}")
+
+    floor_text = ("An exact sampler from logits needs each row's normalizer and the few probabilities it compares, "
+                  "not a softmax: " + "; ".join(floor_of(n) for n in counts) + ".")
+    probs_text = ("Handed the draft's probabilities (vLLM's interface), it exponentiates only the target's rows and "
+                  "reads a row of q only where it rejects: "
+                  + "; ".join(f"with {thread(n)}, {listed(at[n], 'probs ÷ floor')} its own floor and "
+                              f"{listed(at[n], 'probs ÷ read once')} reading the inputs once" for n in counts) + ".")
     ms = lambda column: ", ".join(f"{one[c][column]:.3f}" for c in SAMPLER_CASES)
     faster = [c for c in SAMPLER_CASES if one[c]["from logits ms"] < one[c]["softmax, then loop ms"]]
-    b1 = (f"At B = 1, walking its one sequence and softmaxing a row only when it reaches it, sampling from logits "
-          f"takes {ms('from logits ms')} ms in the three cases, against {ms('softmax, then loop ms')} ms for a "
+    b1 = (f"At B = 1, walking its one sequence and exponentiating a row only when it reaches it, sampling from "
+          f"logits takes {ms('from logits ms')} ms in the three cases, against {ms('softmax, then loop ms')} ms for a "
           f"softmax and then the per-position loop: "
           + ("faster in every case." if len(faster) == 3 else "slower in every case." if not faster else
              f"faster only in the {' and '.join(faster)} case{'s' if len(faster) > 1 else ''}."))
-    return {"bar": head + verdict, "floor": floor, "b1": b1}
+    return {"bar": bar_text, "floor": floor_text, "probs": probs_text, "b1": b1}
 
 
-def cases_at(case_rows: list[dict], shape: tuple[int, int, int]) -> dict[str, dict]:
-    """The ``sampler_case_table`` rows at (B, k, V) = ``shape``, by case; every case must be there."""
-    at = {r["case"]: r for r in case_rows if (r["B"], r["k"], r["V"]) == shape}
+def cases_at(case_rows: list[dict], shape: tuple[int, int, int], threads: int) -> dict[str, dict]:
+    """The ``sampler_case_table`` rows at (B, k, V) = ``shape`` and ``threads``, by case; every case must be there."""
+    at = {r["case"]: r for r in case_rows if (r["B"], r["k"], r["V"]) == shape and r["threads"] == threads}
     if sorted(at) != sorted(SAMPLER_CASES):
         raise validate.BadArgument(f"need one row per case {SAMPLER_CASES} at B = {shape[0]}, k = {shape[1]}, "
-                                   f"V = {shape[2]}")
+                                   f"V = {shape[2]}, {threads} thread(s)")
     return at
 
 
-def run_sampler(device=None, repeats: int = 30, threads: int | None = None, command: str = "") -> measure.Results:
+# (vendor, family, model) of the CPUs that recorded this book's numbers, by Intel's family/model numbering: a virtual
+# machine's "model name" often hides the generation (this one reads "Intel(R) Xeon(R) Processor @ 2.80GHz")
+MICROARCHITECTURES = {("GenuineIntel", 6, 106): "Ice Lake server"}
+
+
+def cpu_details() -> dict:
+    """What /proc/cpuinfo says of this CPU (Linux; empty elsewhere): model name, family, model, stepping, logical
+    CPUs, the vector extensions that matter here, and the load average when asked."""
+    import os
+
+    info, flags, cpus = {}, set(), 0
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "processor":
+                    cpus += 1
+                elif key in ("vendor_id", "model name", "cpu family", "model", "stepping") and key not in info:
+                    info[key] = value
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        return {}
+    family, model = int(info.get("cpu family", -1)), int(info.get("model", -1))
+    return {"model_name": info.get("model name"), "family": family, "model": model,
+            "microarchitecture": MICROARCHITECTURES.get((info.get("vendor_id"), family, model)),
+            "stepping": int(info.get("stepping", -1)), "logical_cpus": cpus,
+            "avx2": "avx2" in flags, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
+            "amx": "amx_tile" in flags, "load_average_1_5_15": list(os.getloadavg())}
+
+
+def run_sampler(device=None, repeats: int = 30, threads: tuple[int, ...] = CASE_THREADS, command: str = ""
+                ) -> measure.Results:
+    """The ``sampler`` command: the copy bandwidth and Chapter 3's table with ``threads[0]`` CPU threads, then the
+    acceptance cases with each of ``threads``. Provenance adds the CPU's details and the load average before and
+    after (a shared machine's load moves every median; the interleaving keeps their ratios)."""
+    threads = tuple(validate.integers("threads", threads, low=1))
     device = measure.pick_device(device)
+    load_before = cpu_details().get("load_average_1_5_15")
     alpha = shipped_alpha()
     sigma = noise_for_alpha(alpha, CASE_SHAPES[0][2], torch.Generator().manual_seed(2))
-    with measure.num_threads(threads):
+    with measure.num_threads(threads[0]):
         roofline = [measure.copy_bandwidth(device)]
         records = sampler_records(SAMPLER_SHAPES, device, repeats)
-        cases = sampler_case_records(CASE_SHAPES, device, repeats, alpha, sigma)
-        prov = measure.provenance(device, torch.float32, command=command)
+        prov = measure.provenance(device, torch.float32, command=command, cpu=cpu_details())
+    start = time.perf_counter()
+    cases = sampler_case_records(CASE_SHAPES, device, repeats, alpha, sigma, threads)
     notes = {"what": "speculative_sample (fused) vs speculative_sample_loop (reference), and sampling from logits "
-                     "(fused.sample_from_logits), wall time per call; sampler_cases: sampling from logits at three "
-                     "acceptance levels (independent logits, the shipped pair's alpha at T = 1, every draft accepted) "
-                     "against the unfused pipelines and one softmax of the rows it reads",
-             "validate": False, "repeats": repeats, "alpha_shipped": alpha, "sigma": sigma}
+                     "(fused.sample_from_logits), wall time per call; sampler_cases: the two samplers from logits "
+                     "(draft logits, or the draft's probabilities) at three acceptance levels (independent logits, "
+                     "the shipped pair's alpha at T = 1, every draft accepted), with each thread count, timed "
+                     "interleaved with the floor's parts (a copy of every input; the log-normalizers of the rows "
+                     "read) and the unfused pipelines",
+             "floor": "max(reading every input once, the log-normalizers of the rows read): the faster of "
+                      "fused.log_normalizers and torch.logsumexp on exactly those rows, made contiguous; the softmax "
+                      "of the same rows is kept beside it, for continuity with the earlier floor, and is not the floor",
+             "validate": False, "repeats": repeats, "alpha_shipped": alpha, "sigma": sigma,
+             "case_threads": list(threads), "case_seconds": round(time.perf_counter() - start, 1),
+             "load_average_before": load_before, "load_average_after": cpu_details().get("load_average_1_5_15")}
     return measure.Results(prov, {"roofline": roofline, "sampler": records, "sampler_cases": cases}, notes)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
+
+
+def print_sampler(results: measure.Results):
+    print(f"{'B':>5} {'k':>3} {'V':>7} {'fused ms':>10} {'loop ms':>10} {'loop/fused':>10} {'fused/read':>10} "
+          f"{'logits ms':>10} {'logits/read':>11}   (x/read: time over reading the inputs once at copy bandwidth)")
+    for row in sampler_table(results):
+        print(f"{row['B']:5d} {row['k']:3d} {row['V']:7d} {row['fused ms']:10.3f} {row['loop ms']:10.3f} "
+              f"{row['loop / fused']:9.1f}x {row['fused / read once']:9.2f}x {row['from logits ms']:10.3f} "
+              f"{row['from logits / read once']:10.2f}x")
+    print(f"\nsampling from logits by acceptance (alpha: mean sum min(p, q); the shipped pair's at T = 1 is "
+          f"{results.notes['alpha_shipped']:.2f}); floor = max(read once, log-normalizers of the rows read)")
+    print(f"{'B':>5} {'thr':>3} {'case':>13} {'alpha':>6} {'rows':>5} {'ms':>8} {'floor ms':>8} {'floor is':>13} "
+          f"{'/floor':>6} {'/read':>6} {'probs/fl':>8} {'probs/rd':>8} {'lse/rd':>6} {'smax/rd':>7} {'spread':>6}")
+    for row in sampler_case_table(results):
+        print(f"{row['B']:5d} {row['threads']:3d} {row['case']:>13} {row['α']:6.2f} {row['rows read']:5.0%} "
+              f"{row['from logits ms']:8.3f} {row['floor ms']:8.3f} {row['floor is']:>13} {row['÷ floor']:5.2f}x "
+              f"{row['÷ read once']:5.2f}x {row['probs ÷ floor']:7.2f}x {row['probs ÷ read once']:7.2f}x "
+              f"{row['lse of rows read ÷ read once']:5.2f}x {row['softmax of rows read ÷ read once']:6.2f}x "
+              f"{row['spread (IQR / median)']:6.2f}")
+    print("\n".join(sampler_sentences(sampler_case_table(results)).values()))
+
+
 
 COMMANDS = ("chapters", "sampler", "serve", "serve-speedup")
 
@@ -406,7 +536,9 @@ def main(argv=None) -> int:
     sampler = commands.add_parser("sampler", help="fused vs loop speculative sampler")
     sampler.add_argument("--device", default=None)
     sampler.add_argument("--repeats", type=int, default=30)
-    sampler.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    sampler.add_argument("--threads", default=",".join(map(str, CASE_THREADS)),
+                         help="comma-separated CPU thread counts for the acceptance cases (default: 1,2); the first "
+                              "also runs the rest")
     sampler.add_argument("--out", type=Path, default=SAMPLER_OUT, help="the JSON file to write")
     serve = commands.add_parser("serve", help="a real engine's TPOT, TTFT and tokens/s at each concurrency (run "
                                               "once with speculation off, once on)")
@@ -420,24 +552,14 @@ def main(argv=None) -> int:
     if args.command == "serve-speedup":
         return engine_client.speedup_main(combine, args, command)
     if args.command == "sampler":
-        results = run_sampler(args.device, args.repeats, args.threads, command)
+        try:
+            counts = validate.integers("--threads", [int(t) for t in args.threads.split(",")], low=1)
+            validate.integer("--repeats", args.repeats, low=1)
+        except ValueError as e:
+            sampler.error(f"{e} (--threads: thread counts separated by commas, e.g. 1,2)")
+        results = run_sampler(args.device, args.repeats, counts, command)
         path = measure.save_results(results, args.out)
-        print(f"{'B':>5} {'k':>3} {'V':>7} {'fused ms':>10} {'loop ms':>10} {'loop/fused':>10} {'fused/read':>10} "
-              f"{'logits ms':>10} {'logits/read':>11}   (x/read: time over reading the inputs once at copy bandwidth)")
-        for row in sampler_table(results):
-            print(f"{row['B']:5d} {row['k']:3d} {row['V']:7d} {row['fused ms']:10.3f} {row['loop ms']:10.3f} "
-                  f"{row['loop / fused']:9.1f}x {row['fused / read once']:9.2f}x {row['from logits ms']:10.3f} "
-                  f"{row['from logits / read once']:10.2f}x")
-        print(f"\nsampling from logits by acceptance (alpha: mean sum min(p, q); the shipped pair's at T = 1 is "
-              f"{results.notes['alpha_shipped']:.2f})")
-        print(f"{'B':>5} {'case':>13} {'alpha':>6} {'acc/seq':>7} {'rows':>5} {'ms':>8} {'/read':>6} {'/bytes':>7} "
-              f"{'/softmax':>8} {'unfused ms':>10} {'sm+loop ms':>10}")
-        for row in sampler_case_table(results):
-            print(f"{row['B']:5d} {row['case']:>13} {row['α']:6.2f} {row['accepted / sequence']:7.2f} "
-                  f"{row['rows read']:5.0%} {row['from logits ms']:8.3f} {row['÷ read once']:5.2f}x "
-                  f"{row['÷ bytes read']:6.2f}x {row['÷ softmax of rows read']:7.2f}x "
-                  f"{row['softmax, then sample ms']:10.3f} {row['softmax, then loop ms']:10.3f}")
-        print("\n".join(sampler_sentences(sampler_case_table(results)).values()))
+        print_sampler(results)
     else:
         results = run(args.device, args.dtype, args.quick, args.budget_s, command)
         name = f"{slug(results.provenance['host'])}-{results.provenance['dtype']}.json"

@@ -47,33 +47,58 @@ def sample_from(probs: torch.Tensor, generator: torch.Generator | None = None, v
     return sample_weights(probs, v)
 
 
-def block_sums(weights: torch.Tensor) -> torch.Tensor:
-    """[R, V] -> [R, ceil(V / BLOCK)]: the weight of each block of ``BLOCK`` consecutive tokens."""
-    full = weights.shape[1] // BLOCK * BLOCK
-    sums = weights[:, :full].reshape(weights.shape[0], -1, BLOCK).sum(-1)
-    return torch.cat([sums, weights[:, full:].sum(1, keepdim=True)], 1) if full < weights.shape[1] else sums
+def block_sums(weights: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """[R, V] -> [R, ceil(V / BLOCK)]: the weight of each block of ``BLOCK`` consecutive tokens (into ``out`` if
+    given: a caller that keeps the rows in cache sums them there)."""
+    if weights.stride(-1) != 1:
+        weights = weights.contiguous()
+    R, V = weights.shape
+    full = V // BLOCK
+    out = weights.new_empty(R, -(-V // BLOCK)) if out is None else out
+    torch.sum(weights.as_strided((R, full, BLOCK), (weights.stride(0), BLOCK, 1)), -1, out=out[:, :full])
+    if full * BLOCK < V:
+        torch.sum(weights[:, full * BLOCK:], -1, out=out[:, full])
+    return out
 
 
 def sample_weights(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """The first index whose cumulative weight exceeds v · total, per row of weights [..., V] (unnormalized,
     >= 0; a zero-weight token is never returned), unchecked. Up to ``FLAT`` tokens, one cumulative sum over
-    the row; past that, two levels: the sums of blocks of ``BLOCK`` tokens, then the cumulative sum inside
-    the one block that holds v · total, a scan over V/BLOCK + BLOCK numbers instead of V."""
+    the row; past that, two levels (``sample_blocks``)."""
     V = weights.shape[-1]
     if V <= FLAT:
         return sample_cdf(weights.cumsum(-1), v)
     rows = weights.reshape(-1, V)
-    sums = block_sums(rows)
+    return sample_blocks(rows, block_sums(rows), v.reshape(-1)).view(v.shape)
+
+
+def sample_blocks(rows: torch.Tensor, sums: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``sample_weights`` on rows [R, V] whose block sums [R, ceil(V / BLOCK)] are given: the block that holds
+    v · total by the cumulative sum of the blocks (``locate_blocks``), then the cumulative sum inside that one
+    block (``search_block``), a scan over V/BLOCK + BLOCK numbers instead of V."""
+    V = rows.shape[1]
+    j, rest = locate_blocks(sums, v)
+    cols = j * BLOCK + torch.arange(BLOCK, device=j.device)
+    block = torch.where(cols < V, rows.gather(1, cols.clamp(max=V - 1)), 0)
+    return (j * BLOCK + search_block(block, rest))[:, 0]
+
+
+def locate_blocks(sums: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of block sums [R, n]: the block j [R, 1] where the cumulative weight passes v · total, never one
+    with no weight whatever the rounding, and the weight still to pass inside it [R, 1]."""
     cdf = sums.cumsum(-1)
     goal = v.reshape(-1, 1).to(cdf.dtype) * cdf[:, -1:]
     j = torch.searchsorted(cdf, goal, right=True)
     j = torch.minimum(j, (cdf < cdf[:, -1:]).sum(-1, keepdim=True))  # rounding: never a block with no weight
-    before = cdf.gather(1, j) - sums.gather(1, j)
-    cols = (j * BLOCK + torch.arange(BLOCK, device=j.device)).clamp_(max=V - 1)
-    inside = torch.where(j * BLOCK + torch.arange(BLOCK, device=j.device) < V, rows.gather(1, cols), 0).cumsum(-1)
-    i = torch.searchsorted(inside, goal - before, right=True)
-    i = torch.minimum(i, (inside < inside[:, -1:]).sum(-1, keepdim=True))  # and never a token with no weight
-    return (j * BLOCK + i).view(v.shape)
+    return j, goal - (cdf.gather(1, j) - sums.gather(1, j))
+
+
+def search_block(block: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+    """The first index [R, 1] in each row of ``block`` [R, BLOCK] whose cumulative weight passes ``rest``, never
+    one with no weight whatever the rounding."""
+    inside = block.cumsum(-1)
+    i = torch.searchsorted(inside, rest, right=True)
+    return torch.minimum(i, (inside < inside[:, -1:]).sum(-1, keepdim=True))
 
 
 def inverse_cdf(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

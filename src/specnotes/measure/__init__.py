@@ -44,7 +44,7 @@ from specnotes.measure.probes import (
     peak_matmul_flops,
 )
 from specnotes.measure.records import SCHEMA, Record, Results, load_results, provenance, save_results
-from specnotes.measure.timing import Timing, doubling_sweep, sync, time_fn
+from specnotes.measure.timing import Timing, doubling_sweep, sync, time_fn, time_interleaved
 
 _STACK = ("StackSizes", "stack_sizes", "stack_time", "stack_overhead")
 
@@ -64,5 +64,5 @@ __all__ = [
     "device_name", "efficiency_sweep",
     "doubling_sweep", "dtype_choice", "dtype_name", "knee", "knee_fit", "load_results", "matmul_floor",
     "matmul_sweep", "matmul_time", "measured_roofline", "num_threads", "peak_matmul_flops", "pick_device",
-    "provenance", "save_results", "sizes_for", "sync", "time_fn", *_STACK,
+    "provenance", "save_results", "sizes_for", "sync", "time_fn", "time_interleaved", *_STACK,
 ]

@@ -852,6 +852,37 @@ def describe_fused(fused_s: float, unfused_s: float, *, noise: float = NOISE) ->
             "work per row read costs more than the softmax of the rows it skips.")
 
 
+def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float, draft_c: float,
+                            draft_c_bytes: float, chain: tuple[int, float], tree: tuple[int, float], *,
+                            noise: float = NOISE) -> str:
+    """Chapter 7's takeaway, on this device: the model prices a drafter by what it reads; the sentence says where
+    the shipped pair's measured prices disagree and why, by the numbers. ``pass_s``: a one-token target pass;
+    ``weight_bytes`` read at ``bandwidth`` (bytes/s) is what the roofline would charge for it; ``draft_c`` against
+    ``draft_c_bytes``: a draft pass over a target pass, measured and by bytes; ``chain``, ``tree``: (tokens per
+    sequence, measured verify time over a one-token pass), which the model prices at about one pass each while
+    the weights dominate the bytes."""
+    pass_s = validate.number("pass_s", pass_s, low=0, low_open=True)
+    read_s = validate.number("weight_bytes", weight_bytes, low=0, low_open=True) / validate.number(
+        "bandwidth", bandwidth, low=0, low_open=True)
+    draft_c = validate.number("draft_c", draft_c, low=0, low_open=True)
+    draft_c_bytes = validate.number("draft_c_bytes", draft_c_bytes, low=0, low_open=True)
+    (n_chain, chain_x), (n_tree, tree_x) = ((validate.integer("tokens", n, low=1), validate.number(
+        "verify time", x, low=0, low_open=True)) for n, x in (chain, tree))
+    if abs(math.log(draft_c / draft_c_bytes)) <= math.log1p(noise):
+        draft = f"a draft pass costs c = {draft_c:.3f} of a target pass, its {draft_c_bytes:.3f} by bytes"
+    else:
+        draft = (f"a draft pass costs c = {draft_c:.3f} of a target pass against {draft_c_bytes:.3f} by bytes, "
+                 f"because a one-token target pass takes {1e3 * pass_s:.2f} ms where reading its "
+                 f"{weight_bytes / 1e6:.1f} MB of weights at the copy bandwidth measured above takes "
+                 f"{1e3 * read_s:.2f} ms: the rest is per-pass overhead, which a small model pays in full")
+    verify = (f"verifying the {n_chain}-token chain measured {chain_x:.2f} one-token passes and the {n_tree}-token "
+              f"tree {tree_x:.2f}, where the bytes, read once either way, say about 1")
+    if tree_x < chain_x / (1 + noise):
+        verify += (": the tree measured cheaper than the chain, more work faster, which no count of bytes or FLOPs "
+                   "allows; at a few milliseconds a pass, single timings on a shared CPU move by more than that")
+    return f"Measured on this device the shipped pair does not follow that price: {draft}; {verify}."
+
+
 def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
     """Chapter 8's adaptive k against each other policy (``ratios``: that policy's measured time over adaptive
     k's; ``sampled``: the same ratio predicted by step times sampled during the run): where the prediction is a

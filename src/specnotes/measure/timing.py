@@ -167,6 +167,37 @@ def time_fn(
     return Timing(samples)
 
 
+def time_interleaved(
+    fns: dict[str, Callable[[], object]],
+    *,
+    warmup: int = 3,
+    repeats: int = 10,
+    device: torch.device | str | None = None,
+    timer: Callable[[], float] | None = None,
+) -> dict[str, Timing]:
+    """Time several calls against each other: ``warmup`` untimed rounds, then ``repeats`` rounds that time each
+    call once, in an order that turns by one every round. On a shared machine a burst of load then lands on
+    all of them alike, so that the ratio of their medians means something even where the medians move.
+    Each sample is synchronized as in ``time_fn`` (wall clock; on CUDA too, to keep one clock for all)."""
+    warmup = validate.integer("warmup", warmup, low=0)
+    repeats = validate.integer("repeats", repeats, low=1)
+    if not fns:
+        raise validate.BadArgument("fns must name at least one call to time")
+    dev = resolve(device)
+    timer = timer or time.perf_counter
+    names = list(fns)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(warmup + repeats):
+        for name in names[round_ % len(names):] + names[: round_ % len(names)]:
+            sync(dev)
+            t0 = timer()
+            fns[name]()
+            sync(dev)
+            if round_ >= warmup:
+                samples[name].append(timer() - t0)
+    return {name: Timing(samples[name]) for name in names}
+
+
 # ---------------------------------------------------------------------------------------------- sweeps
 
 
