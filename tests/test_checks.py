@@ -821,6 +821,15 @@ def test_takeaway_price_sentence_follows_the_numbers():
     assert "measured cheaper" not in ordered and ordered.endswith("the 16-token tree 1.78, where the bytes, read once "
                                                                   "either way, say about 1.")
     assert "its 0.069 by bytes" in checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.0), (16, 1.0))
+    # the opening comes from the same noise tests: the draft's c against its bytes share, each verify against 1
+    opening = "Measured on this device the shipped pair "
+    assert said.startswith(opening + "does not follow that price: a draft pass costs")
+    assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 0.97)).startswith(
+        opening + "follows that price: a draft pass costs c = 0.072 of a target pass, its 0.069 by bytes")
+    assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 1.6)).startswith(
+        opening + "follows that price in its draft but not in its verify passes: ")
+    assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.233, 0.069, (5, 1.0), (16, 1.08)).startswith(
+        opening + "follows that price in its verify passes but not in its draft: ")
     with pytest.raises(ValueError, match="bandwidth"):
         checks.describe_price_measured(2e-3, 8e6, 0, 0.2, 0.07, (5, 1.4), (16, 1.8))
 

@@ -860,7 +860,8 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     ``weight_bytes`` read at ``bandwidth`` (bytes/s) is what the roofline would charge for it; ``draft_c`` against
     ``draft_c_bytes``: a draft pass over a target pass, measured and by bytes; ``chain``, ``tree``: (tokens per
     sequence, measured verify time over a one-token pass), which the model prices at about one pass each while
-    the weights dominate the bytes."""
+    the weights dominate the bytes. The opening says which of the two follows that price, each within ``noise``
+    (the draft's c of its bytes share; both verify passes of one pass)."""
     pass_s = validate.number("pass_s", pass_s, low=0, low_open=True)
     read_s = validate.number("weight_bytes", weight_bytes, low=0, low_open=True) / validate.number(
         "bandwidth", bandwidth, low=0, low_open=True)
@@ -868,7 +869,9 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     draft_c_bytes = validate.number("draft_c_bytes", draft_c_bytes, low=0, low_open=True)
     (n_chain, chain_x), (n_tree, tree_x) = ((validate.integer("tokens", n, low=1), validate.number(
         "verify time", x, low=0, low_open=True)) for n, x in (chain, tree))
-    if abs(math.log(draft_c / draft_c_bytes)) <= math.log1p(noise):
+    near = lambda x: abs(math.log(x)) <= math.log1p(noise)  # within the noise of what the bytes say
+    draft_follows, verify_follows = near(draft_c / draft_c_bytes), near(chain_x) and near(tree_x)
+    if draft_follows:
         draft = f"a draft pass costs c = {draft_c:.3f} of a target pass, its {draft_c_bytes:.3f} by bytes"
     else:
         draft = (f"a draft pass costs c = {draft_c:.3f} of a target pass against {draft_c_bytes:.3f} by bytes, "
@@ -880,7 +883,11 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     if tree_x < chain_x / (1 + noise):
         verify += (": the tree measured cheaper than the chain, more work faster, which no count of bytes or FLOPs "
                    "allows; at a few milliseconds a pass, single timings on a shared CPU move by more than that")
-    return f"Measured on this device the shipped pair does not follow that price: {draft}; {verify}."
+    opening = ("follows that price" if draft_follows and verify_follows else
+               "follows that price in its draft but not in its verify passes" if draft_follows else
+               "follows that price in its verify passes but not in its draft" if verify_follows else
+               "does not follow that price")
+    return f"Measured on this device the shipped pair {opening}: {draft}; {verify}."
 
 
 def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
