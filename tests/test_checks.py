@@ -665,6 +665,23 @@ def test_pairs_that_are_not_4x_apart_by_every_measure_are_not_compared(modelled,
     assert v.ok and not v.tested and v.numbers["pairs"] == 0
 
 
+def test_a_one_weight_sweep_compares_on_flops_and_modelled_time():
+    # Chapter 1: one 2048x8192 weight at 1 and 128 rows: 128x the FLOPs, 1.08x the bytes (the weight read is common)
+    work = [(2 * 2048 * 8192, 4 * (2048 * 8192 + 2048 + 8192)),
+            (2 * 128 * 2048 * 8192, 4 * (2048 * 8192 + 128 * 10240))]
+    assert not checks.more_work_is_slower(["B=1", "B=128"], [1.0, 0.05], [1.0, 5.0], work).tested  # by every measure
+    v = checks.more_work_is_slower(["B=1", "B=128"], [1.0, 4.0], [1.0, 5.0], work, common_bytes=True)
+    assert v.ok and v.tested and v.numbers["pairs"] == 1
+    with pytest.raises(checks.Broken, match="B=128 ran 20.00× faster than B=1"):
+        checks.more_work_is_slower(["B=1", "B=128"], [1.0, 0.05], [1.0, 5.0], work, common_bytes=True)
+    # modelled time still decides: a memory-bound pair (the model 1.9x apart) is not compared, however many FLOPs
+    flat = checks.more_work_is_slower(["B=1", "B=128"], [1.0, 0.05], [1.0, 1.9], work, common_bytes=True)
+    assert not flat.tested and "the weight read is common" in flat.sentence
+    # and a pass that reads less than the other is never "more work"
+    less = [(1e9, 1e8), (4e9, 0.9e8)]
+    assert not checks.more_work_is_slower(["a", "b"], [1.0, 0.05], [1.0, 4.0], less, common_bytes=True).tested
+
+
 # ---------------------------------------------------------------------------------------------- GEMM paths
 
 ROWS = [1, 2, 4, 8, 16, 64]

@@ -15,6 +15,7 @@ import pytest
 
 from specnotes import cost, findings, measure
 from specnotes.measure import checks
+from specnotes.measure.probes import gemm_roofline
 
 REFERENCE = Path(findings.__file__).parent / "data" / "reference"
 PATHS = sorted(REFERENCE.glob("*.json"))
@@ -218,7 +219,35 @@ def plant_more_work_faster(results):
     return "stack_sweep"
 
 
-PLANTS = {"nan": plant_nan, "timer": plant_timer, "more work faster": plant_more_work_faster}
+def gemm_extremes(rec):
+    """Chapter 1's sweep: the GEMM the model prices lowest and the one it prices highest (roofline + floor)."""
+    modelled = {r.params["batch"]: gemm_roofline(r, rec.roof) + (rec.floor or 0.0) for r in rec.gemm_records}
+    return min(modelled, key=modelled.get), max(modelled, key=modelled.get), modelled
+
+
+def plant_more_work_faster_gemm(results):
+    """Chapter 1: the GEMM the model prices highest (the most rows over the one weight) measured at a twentieth of
+    the time of the one it prices lowest."""
+    rec = findings.recorded(results)
+    least, most, _ = gemm_extremes(rec)
+    by_batch = {r.params["batch"]: r for r in results.sections["matmul_sweep"]}
+    r = by_batch[most]
+    r.samples = [0.05 * by_batch[least].fastest_s]
+    r.median_s = r.q1_s = r.q3_s = None
+    return "matmul_sweep"
+
+
+def gemm_pair_is_comparable(results):
+    """The model prices Chapter 1's dearest GEMM at 4x (checks.WORK_RATIO) its cheapest or more."""
+    rec = findings.recorded(results)
+    if not rec.gemm_records:
+        return False
+    least, most, modelled = gemm_extremes(rec)
+    return modelled[most] >= checks.WORK_RATIO * modelled[least]
+
+
+PLANTS = {"nan": plant_nan, "timer": plant_timer, "more work faster": plant_more_work_faster,
+          "more work faster, one weight": plant_more_work_faster_gemm}
 
 
 @pytest.mark.parametrize("plant", PLANTS, ids=list(PLANTS))
@@ -226,7 +255,10 @@ PLANTS = {"nan": plant_nan, "timer": plant_timer, "more work faster": plant_more
 def test_each_planted_invariant_violation_is_caught(path, plant):
     results = copy.deepcopy(load(path))
     if plant == "more work faster" and not has_draft(results):
-        pytest.skip("one weight in every pass (no draft passes): no pass does 4x the work of another by every measure")
+        pytest.skip("no draft passes: Chapters 2 and 4 have no pass that does 4x the work of another by every measure")
+    if plant == "more work faster, one weight" and not gemm_pair_is_comparable(results):
+        pytest.skip("no decode-GEMM sweep, or its model puts every point within 4x of every other (memory-bound "
+                    "throughout): nothing to compare")
     planted = PLANTS[plant](results)
     chapters = findings.recorded(results).chapters
     assert any(SECTION[n] == planted for n in chapters)
@@ -251,6 +283,27 @@ def test_the_more_work_plant_is_a_violation_on_every_stack_record():
         (f_less, b_less), (f_more, b_more) = rec.model.work(*least), rec.model.work(*most)
         assert rec.model.time(*most) >= 4 * rec.model.time(*least), path.name
         assert f_more >= 4 * f_less and b_more >= 4 * b_less, path.name
+
+
+def test_the_one_weight_plant_is_caught_on_most_chapter_1_records_including_zen_3():
+    """Chapter 1's sweep reads one weight at every point, so its pairs are compared on FLOPs and modelled time:
+    the invariant has teeth there (it had none while it asked for 4x the bytes too)."""
+    caught = []
+    for path in PATHS:
+        results = copy.deepcopy(load(path))
+        if not gemm_pair_is_comparable(results):
+            continue
+        plant_more_work_faster_gemm(results)
+        with pytest.raises(checks.Broken, match="faster than B="):
+            findings.recorded(results).chapter1()
+        caught.append(path.stem)
+    assert "amd-epyc-zen3-avx2-fp32" in caught and len(caught) >= 2, caught
+    # and unplanted, every real record's sweep has pairs to compare where its model spans 4x, and passes
+    for path in PATHS:
+        results = load(path)
+        if gemm_pair_is_comparable(results):
+            invariant = findings.recorded(results).chapter1().invariants[0]
+            assert invariant.ok and invariant.tested and invariant.numbers["pairs"] >= 1, path.name
 
 
 def test_no_chapter_asserts_a_verdict():

@@ -68,7 +68,7 @@ def gemm(roof: MeasuredRoof, records: list[Record], *, floor: float = 0.0, cache
     roofline = [gemm_roofline(r, roof) for r in records]
     modelled = [t + floor for t in roofline]
     work = [(r.extra.get("flops", 0.0), r.extra.get("bytes", 1.0)) for r in map(_with_work, records)]
-    invariant = checks.more_work_is_slower(labels, fastest, modelled, work)
+    invariant = checks.more_work_is_slower(labels, fastest, modelled, work, common_bytes=True)  # one weight
     roofs = checks.within_roofs(fastest, roofline, labels, cached=cached)
     amortization = [fastest[0] / (f / b) for f, b in zip(fastest, rows, strict=True)]
     grows = checks.grows("per-token time falls as B grows", rows, amortization,
