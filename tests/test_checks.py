@@ -802,6 +802,24 @@ def test_formula_gap_sentence():
     assert "misses the mean here" in checks.describe_formula_gap({0.0: 0.031, 1.0: 0.2})
 
 
+def test_tree_formula_sentence_follows_the_gap():
+    # Chapter 7's stored run: measured 3.100, 3.644, 3.478, 4.041 against the formula's 3.176, 3.496, 3.358, 3.909
+    measured = {"chain of 4": 3.100, "(2, 1, 1, 1)": 3.644, "(3, 2, 1)": 3.478, "best 15": 4.041}
+    formula = {"chain of 4": 3.176, "(2, 1, 1, 1)": 3.496, "(3, 2, 1)": 3.358, "best 15": 3.909}
+    assert checks.describe_tree_formula(measured, formula, chain="chain of 4") == (
+        "The formula predicts every tree's tokens per iteration to within 4.2% of what tree decoding measured, and "
+        "every wider tree yielded more than the chain of 4.")
+    close = checks.describe_tree_formula({**measured, "(3, 2, 1)": 2.9}, formula, chain="chain of 4")
+    assert close == ("The formula predicts every tree's tokens per iteration to within 13.6% of what tree decoding "
+                     "measured; the (3, 2, 1) yielded no more than the chain of 4 (3.10).")
+    missed = checks.describe_tree_formula({**measured, "(3, 2, 1)": 2.6}, formula, chain="chain of 4")
+    assert missed.startswith("The formula misses what tree decoding measured by up to 22.6% (the (3, 2, 1): 2.60 "
+                             "tokens per iteration against 3.36), more than 15%")
+    assert missed.endswith("; the (3, 2, 1) yielded no more than the chain of 4 (3.10).")
+    with pytest.raises(ValueError, match="chain"):
+        checks.describe_tree_formula(measured, formula, chain="chain of 3")
+
+
 def test_describe_all_names_only_what_failed():
     ok = checks.Verdict("a grows", True, True, "It grew.")
     untested = checks.Verdict("b grows", True, False, "Nothing to test.")

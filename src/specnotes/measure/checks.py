@@ -785,6 +785,29 @@ def describe_formula_gap(gaps: dict, *, close: float = 0.15) -> str:
             f"{close:.0%} somewhere, so acceptance on this text is far from independent draws at one α.")
 
 
+def describe_tree_formula(measured: dict, formula: dict, *, chain: str, close: float = 0.15) -> str:
+    """Chapter 7: tokens per iteration that tree decoding measured against the positional-acceptance formula
+    (``measured``, ``formula``: tree name -> E[N]), and whether every wider tree beat the ``chain``. Within
+    ``close`` of every tree the formula predicts them; past it, it misses. A finding either way."""
+    if not measured or set(measured) != set(formula) or chain not in measured:
+        raise validate.BadArgument(f"measured and formula must name the same trees, the chain {chain!r} among them")
+    close = validate.number("close", close, low=0, low_open=True)
+    gaps = {name: validate.number(f"measured[{name!r}]", measured[name], low=0, low_open=True)
+            / validate.number(f"formula[{name!r}]", formula[name], low=0, low_open=True) - 1 for name in measured}
+    worst = max(gaps, key=lambda name: abs(gaps[name]))
+    if abs(gaps[worst]) < close:
+        said = (f"The formula predicts every tree's tokens per iteration to within {100 * abs(gaps[worst]):.1f}% of "
+                "what tree decoding measured")
+    else:
+        said = (f"The formula misses what tree decoding measured by up to {100 * abs(gaps[worst]):.1f}% (the "
+                f"{worst}: {measured[worst]:.2f} tokens per iteration against {formula[worst]:.2f}), more than "
+                f"{close:.0%}: on this text whether a child is accepted depends on more than its rank")
+    lost = [name for name in measured if name != chain and not measured[name] > measured[chain]]
+    if not lost:
+        return f"{said}, and every wider tree yielded more than the {chain}."
+    return f"{said}; the {' and the '.join(lost)} yielded no more than the {chain} ({measured[chain]:.2f})."
+
+
 def wall_clock_agrees(name: str, ks: Sequence[int], median: Sequence[float], low: Sequence[float],
                       high: Sequence[float], predicted: Sequence[float], *, noise: float = NOISE) -> Verdict:
     """Whether a prediction of the wall-clock speedup (``predicted`` at each k: from the pass times, or
