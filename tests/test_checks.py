@@ -869,6 +869,17 @@ def test_takeaway_price_sentence_follows_the_numbers():
         checks.describe_price_measured(2e-3, 8e6, 0, 0.2, 0.07, (5, 1.4), (16, 1.8))
 
 
+@pytest.mark.parametrize("per_hit, compare, closing", [
+    (1.15e-3, "less than", "A recompute is a prefill, no more."),  # Chapter 9's stored run: 1.15 ms against 6.76
+    (6.0e-3, "about as much as", "A recompute is a prefill, no more."),
+    (10.0e-3, "more than", "Here a recompute cost 1.5× a prefill of its tokens on their own"),
+    (-0.1e-3, "less than", "Within this run's noise the recompute cost nothing measurable"),
+])
+def test_recompute_sentence_follows_the_ratio(per_hit, compare, closing):
+    said = checks.describe_recompute(per_hit, 6.76e-3)
+    assert said[0] == compare and said[1].startswith(closing)
+
+
 def test_adaptive_policy_verdict():
     # Chapter 8's stored run: plain 1.105 measured, fixed 1.008, V0 0.997 (adaptive k's time = 1)
     ratios = {"plain decoding": 1.105, "fixed k = 2": 1.008, "V0 rule": 0.997}

@@ -922,6 +922,24 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     return f"Measured on this device the shipped pair {opening}: {draft}; {verify}."
 
 
+def describe_recompute(per_hit_s: float, alone_s: float, *, low: float = 0.8, high: float = 1.25) -> tuple[str, str]:
+    """Chapter 9: what one prefix-cache hit's recompute under the drop rule cost inside a batched admission
+    (``per_hit_s``: the drop rule's admission time less the keep rule's, per request; may be at or below 0 in
+    noise) against prefilling the same tokens for one sequence on their own (``alone_s``). Returns the
+    comparison ("less than", "about as much as", "more than"; ``low`` and ``high`` bound "about") and the
+    closing sentence, chosen by the same ratio."""
+    per_hit_s = validate.number("per_hit_s", per_hit_s)
+    ratio = per_hit_s / validate.number("alone_s", alone_s, low=0, low_open=True)
+    compare = "less than" if ratio < low else "about as much as" if ratio < high else "more than"
+    if per_hit_s <= 0:
+        return compare, ("Within this run's noise the recompute cost nothing measurable: a recompute is a prefill, "
+                         "no more.")
+    if ratio < high:
+        return compare, "A recompute is a prefill, no more."
+    return compare, (f"Here a recompute cost {ratio:.1f}× a prefill of its tokens on their own: inside the batched "
+                     "admission it paid more than the work it adds.")
+
+
 def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
     """Chapter 8's adaptive k against each other policy (``ratios``: that policy's measured time over adaptive
     k's; ``sampled``: the same ratio predicted by step times sampled during the run): where the prediction is a
