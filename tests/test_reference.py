@@ -6,12 +6,15 @@ raw times, not from the choosers), and raise ``checks.Broken`` on exactly the in
 file plants in a copy: a NaN, a timer that disagrees with itself, more work measured faster than less.
 """
 
+import ast
 import copy
+import json
 import math
 import re
 from pathlib import Path
 
 import pytest
+from chapter_asserts import ALLOWED
 
 from specnotes import cost, findings, measure
 from specnotes.measure import checks
@@ -306,12 +309,57 @@ def test_the_one_weight_plant_is_caught_on_most_chapter_1_records_including_zen_
             assert invariant.ok and invariant.tested and invariant.numbers["pairs"] >= 1, path.name
 
 
-def test_no_chapter_asserts_a_verdict():
-    """Agreement with the model is a finding (a glued sentence); a cell asserts only invariants."""
-    import json
+def chapter_asserts(notebook: dict) -> list[tuple[int, str]]:
+    """Every ``assert`` in a notebook's code cells: (cell index, ``ast.unparse`` of its test)."""
+    found = []
+    for i, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        source = "\n".join(line for line in "".join(cell["source"]).splitlines()
+                           if not line.lstrip().startswith(("%", "!")))  # IPython magics are not Python
+        found += [(i, ast.unparse(node.test)) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assert)]
+    return found
 
-    root = REFERENCE.parents[3]
-    for path in sorted(root.glob("notebooks/*.ipynb")) + sorted(root.glob("book/*.ipynb")):
-        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
-            source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
-            assert not re.search(r"assert\s+\w+\.ok\b", source), f"{path.name} cell {i} asserts a Verdict"
+
+def unsorted_asserts(name: str, notebook: dict) -> list[str]:
+    """The asserts in ``notebook`` that the curated list (``chapter_asserts.ALLOWED``) does not hold, and any
+    ``assert v.ok`` on a Verdict: each a cell that could fail on agreement with the model."""
+    allowed = {a for kind in ALLOWED.get(name, {}).values() for a in kind}
+    return [f"{name} cell {i}: assert {test}" for i, test in chapter_asserts(notebook)
+            if test not in allowed or re.search(r"\.ok\b", test)]
+
+
+NOTEBOOKS = sorted(REFERENCE.parents[3].glob("notebooks/*.ipynb")) + sorted(REFERENCE.parents[3].glob("book/*.ipynb"))
+
+
+def test_no_chapter_asserts_a_verdict():
+    """Agreement with the model is a finding (a glued sentence); a cell asserts only the invariants sorted in
+    tests/chapter_asserts.py (exactness, exercise answers, a measurement's own consistency, deterministic
+    arithmetic on datasheet and published inputs)."""
+    unsorted = [line for path in NOTEBOOKS for line in unsorted_asserts(path.name, json.loads(path.read_text()))]
+    assert not unsorted, "asserts no one has sorted into invariants (tests/chapter_asserts.py):\n" + "\n".join(unsorted)
+
+
+def test_the_list_of_chapter_asserts_is_current():
+    """Every listed assert is still in its chapter: the list is of what the chapters hold, not of what they held."""
+    held = {path.name: {test for _, test in chapter_asserts(json.loads(path.read_text()))} for path in NOTEBOOKS}
+    stale = [f"{name}: {a}" for name, kinds in ALLOWED.items() for kind in kinds.values() for a in kind
+             if a not in held.get(name, set())]
+    assert not stale, "listed but gone from the chapter:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("source", [
+    "assert (gap < 0.15).all(), tree_table  # the formula predicts every tree to within 15%",  # Chapter 7, cell 22
+    "assert -noise < per_hit, (per_hit, noise)",  # Chapter 9, cell 27: 1.7x the work against 2 IQRs of 7 samples
+    "v = checks.grows('x', [1, 2], [1.0, 2.0], [1.0, 4.0])\nassert v.ok",
+    "assert found.verdicts[0].ok and found.verdicts[1].ok",
+])
+def test_a_model_agreement_assert_is_caught(source):
+    """What the check flags: the model-agreement asserts it replaced, and any assert on a Verdict."""
+    real = json.loads((REFERENCE.parents[3] / "notebooks" / "07_cheaper_drafters.ipynb").read_text())
+    planted = copy.deepcopy(real)
+    planted["cells"].append({"cell_type": "code", "source": source, "metadata": {}, "outputs": []})
+    assert not unsorted_asserts("07_cheaper_drafters.ipynb", real)
+    assert unsorted_asserts("07_cheaper_drafters.ipynb", planted) == [
+        f"07_cheaper_drafters.ipynb cell {len(real['cells'])}: assert {test}"
+        for _, test in chapter_asserts({"cells": planted["cells"][-1:]})]
