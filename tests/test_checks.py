@@ -602,12 +602,33 @@ def test_ratio_falls_needs_two_contexts_and_matching_lengths():
         checks.ratio_falls(CONTEXTS[:2], [1.0, 2.0], [1.0])
 
 
+@pytest.mark.parametrize("measured, device, says", [
+    ([2.13, 2.0, 1.87], "cpu", "on the CPU that recorded this chapter the verify pass fell, but only to 1.87 decode "
+                               "passes at L = 131,072"),  # Chapter 5's stored run
+    ([3.0, 2.0, 1.5], "cuda", "on the GPU that recorded this chapter the measurement bore it out, the verify pass "
+                              "falling to 1.50 decode passes at L = 131,072"),
+    ([2.0, 2.1, 2.05], "cpu", "on the CPU that recorded this chapter the verify pass still cost 2.05 decode passes at "
+                              "L = 131,072, flat over the contexts swept"),
+    ([2.0, 2.1, 2.5], "mps", "on the Apple GPU that recorded this chapter the verify pass rose to 2.50"),
+])
+def test_context_takeaway_follows_the_outcome_and_the_device(measured, device, says):
+    falls = checks.ratio_falls([256, 4096, 131072], measured, [3.0, 2.0, 1.2])
+    assert checks.describe_context_measured(falls, device).startswith(says)
+
+
 def test_shared_cache():
     assert checks.shared_cache(1.8, 1.1, 4).ok  # shared: well under 5 separate reads
     compute_bound = checks.shared_cache(5.3, 4.9, 4)  # ridge ~1: nothing to test
     assert compute_bound.ok and not compute_bound.tested
     v = checks.shared_cache(5.2, 1.1, 4)  # as much as reading the cache 5 times: the cache was not shared
     assert v.tested and not v.ok and "5 separate reads" in v.sentence
+    # Chapter 5 glues the clause the verdict chooses
+    assert checks.describe_shared_cache(checks.shared_cache(1.8, 1.1, 4)) == (
+        "the 5 queries shared one read of the cache, costing less than the 5× of separate reads")
+    assert checks.describe_shared_cache(v).endswith("here they did not share it")
+    assert checks.describe_shared_cache(compute_bound) == (
+        "the model has attention over 5 queries compute-bound on this device (4.90× one query's), so whether they "
+        "share one read of the cache is not tested")
 
 
 def test_attention_time_grows_with_context():

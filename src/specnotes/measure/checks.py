@@ -61,9 +61,11 @@ LOAD = 8.0  # how much faster than less work more work must run to be broken, no
 
 @dataclass(frozen=True)
 class Verdict:
-    """``ok``: the measurement agrees with what the model predicts for this device (assert it).
-    ``tested``: False when the model predicts nothing this measurement could show (``ok`` is then True).
-    ``sentence``: what the prose may say. ``numbers``: what it was decided on."""
+    """A finding on agreement with the model, never asserted in a chapter (a cell fails only on :class:`Broken`).
+    ``ok``: the measurement agrees with what the model predicts for this device; it chooses the sentence, and
+    the unit tests assert it on recorded and synthetic data. ``tested``: False when the model predicts nothing
+    this measurement could show (``ok`` is then True). ``sentence``: what the prose may say. ``numbers``: what
+    it was decided on."""
 
     claim: str
     ok: bool
@@ -279,6 +281,23 @@ def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Se
     return Verdict(claim, outcome in ("halved", "fell"), True, span + said, numbers)
 
 
+DEVICE_KINDS = {"cpu": "CPU", "cuda": "GPU", "mps": "Apple GPU", "xpu": "GPU"}
+
+
+def describe_context_measured(falls: Verdict, device_type: str) -> str:
+    """Chapter 5's takeaway on this device, chosen by :func:`ratio_falls`'s ``falls`` (its measured ``outcome``,
+    whatever the model said) and the kind of device (``torch.device.type``) that recorded it: what the verify
+    pass cost at the last context, and whether it fell as the model says verifying does."""
+    n = falls.numbers
+    outcome, last, ratio = n["outcome"], n["to L"], n["measured last"]
+    where = f"on the {DEVICE_KINDS.get(device_type, device_type)} that recorded this chapter"
+    at = f"{ratio:.2f} decode passes at L = {last:,}"
+    return {"halved": f"{where} the measurement bore it out, the verify pass falling to {at}",
+            "fell": f"{where} the verify pass fell, but only to {at}",
+            "flat": f"{where} the verify pass still cost {at}, flat over the contexts swept",
+            "rose": f"{where} the verify pass rose to {at}"}[outcome]
+
+
 def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
     """Verify attention reads each cache once for its k + 1 queries (Chapter 5): where this device's model
     puts its cost at most (k + 1)/2 decode attentions, the measured ratio must stay under k + 1, the cost of
@@ -295,6 +314,19 @@ def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
     return Verdict(claim, ok, True, f"Verify attention cost {measured:.2f}× decode attention (model {modelled:.2f}×)"
                    + (f", under the {k + 1}× of separate reads." if ok else
                       f": as much as {k + 1} separate reads of the cache."), numbers)
+
+
+def describe_shared_cache(verdict: Verdict) -> str:
+    """The clause Chapter 5 glues after the measured and modelled verify/decode attention ratio, chosen by
+    :func:`shared_cache`'s ``verdict``: shared, not shared, or not tested where the model has attention
+    compute-bound."""
+    n, model = verdict.numbers["separate reads"], verdict.numbers["model"]
+    if not verdict.tested:
+        return (f"the model has attention over {n} queries compute-bound on this device ({model:.2f}× one query's), "
+                "so whether they share one read of the cache is not tested")
+    if verdict.ok:
+        return f"the {n} queries shared one read of the cache, costing less than the {n}× of separate reads"
+    return f"the {n} queries cost as much as {n} separate reads of the cache: here they did not share it"
 
 
 def fastest_roofs(accel, *, cached: bool = False):
