@@ -660,6 +660,11 @@ def test_timer_agrees_with_itself_or_the_cell_fails():
     assert issubclass(checks.Broken, AssertionError)  # a cell fails on it like on an assert
 
 
+def test_the_rules_the_prose_states_are_the_constants():
+    assert checks.rules() == {"rule_slack": "1.5", "rule_compute": "1.25", "rule_load": "8", "rule_work": "4",
+                              "rule_threshold": "2", "rule_share": "1/8", "rule_noise": "10%"}
+
+
 WORK = [(1e9, 1e8), (4e9, 4e8), (1e9, 1e8)]  # (FLOPs, bytes): the second pass does 4x the first's and the third's
 
 
@@ -839,6 +844,21 @@ def test_tree_formula_sentence_follows_the_gap():
     assert missed.endswith("; the (3, 2, 1) yielded no more than the chain of 4 (3.10).")
     with pytest.raises(ValueError, match="chain"):
         checks.describe_tree_formula(measured, formula, chain="chain of 3")
+
+
+def test_amortization_clause_follows_the_verdict():
+    held = checks.grows("per-token time falls", [1, 128], [1.0, 13.9], [1.0, 24.5])
+    flat = checks.grows("per-token time falls", [1, 64], [1.0, 1.1], [1.0, 24.5])
+    untested = checks.grows("per-token time falls", [1, 64], [1.0, 1.5], [1.0, 1.8])
+    assert held.ok and not flat.ok and not untested.tested
+    assert checks.describe_amortization(held, 1, 128, 13.9) == (
+        "here the fastest per-token time fell 13.9× from B = 1 to its best batch, B = 128; the model on this "
+        "device's measured roofs predicts 24.5× from B = 1 to 128, where it measured 13.9× (enough for the check "
+        "above).")
+    assert checks.describe_amortization(flat, 1, 64, 2.9).endswith("where it measured 1.1× (too flat, above).")
+    assert checks.describe_amortization(untested, 1, 64, 1.5).endswith("predicts 1.8× from B = 1 to 64, where it "
+                                                                       "measured 1.5×: too small a fall to test.")
+    assert "saved nothing" in checks.describe_amortization(flat, 1, 1, 1.0)
 
 
 def test_describe_all_names_only_what_failed():

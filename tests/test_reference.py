@@ -140,6 +140,7 @@ def test_chapter_1_names_the_slow_rows_the_times_show(path):
     assert ("a library path for few rows" in story) == (max(ratios.values()) >= 2)
     grows = f.verdicts[1]
     assert ("too flat" in f.sentences["amortization_verdict"]) == (grows.tested and not grows.ok)
+    assert ("too flat" in f.sentences["amortization_here"]) == (grows.tested and not grows.ok)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=NAMES)

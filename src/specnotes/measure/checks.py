@@ -59,6 +59,16 @@ WORK_RATIO = 4.0  # a pass the model prices at this many times another's time do
 LOAD = 8.0  # how much faster than less work more work must run to be broken, not load (more_work_is_slower)
 
 
+def rules() -> dict[str, str]:
+    """The constants above as the chapters' prose states them, by glue name, so that no chapter types a
+    number the checks may change: ``rule_slack`` (READ_ONLY_SLACK, "1.5"), ``rule_compute`` (COMPUTE_SLACK),
+    ``rule_load`` (LOAD, "8"), ``rule_work`` (WORK_RATIO, "4"), ``rule_threshold`` (THRESHOLD, "2"),
+    ``rule_share`` (SHARE, "1/8") and ``rule_noise`` (NOISE, "10%")."""
+    return {"rule_slack": f"{READ_ONLY_SLACK:g}", "rule_compute": f"{COMPUTE_SLACK:g}", "rule_load": f"{LOAD:g}",
+            "rule_work": f"{WORK_RATIO:g}", "rule_threshold": f"{THRESHOLD:g}", "rule_share": f"1/{1 / SHARE:g}",
+            "rule_noise": f"{NOISE:.0%}"}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A finding on agreement with the model, never asserted in a chapter (a cell fails only on :class:`Broken`).
@@ -745,6 +755,24 @@ def describe_speedup_trend(falls: Verdict, batches: Sequence[int], measured_vd: 
                 "does, so verifying k + 1 tokens costs about as many decode passes at every batch, and the "
                 "roofline, which knows neither path, cannot predict it.")
     return f"{text}: a cost the roofline does not see slows plain decoding as much as verification here."
+
+
+def describe_amortization(verdict: Verdict, first_batch: int, best_batch: int, fell: float) -> str:
+    """Chapter 1's clause on sharing one weight read, after the model's "a per-token cost that falls like 1/B":
+    what the fastest per-token time did from ``first_batch`` to the batch where it was lowest (``best_batch``,
+    ``fell`` times lower), judged by :func:`grows`'s ``verdict`` on the same sweep."""
+    if best_batch == first_batch:
+        return (f"here the fastest per-token time was lowest at B = {first_batch}: sharing the weight read saved "
+                "nothing on this device")
+    at = f"here the fastest per-token time fell {fell:.1f}× from B = {first_batch} to its best batch, B = {best_batch}"
+    if not verdict.numbers:
+        return f"{at}."
+    n = verdict.numbers
+    model = (f"the model on this device's measured roofs predicts {n['model rise']:.1f}× from B = {n['from B']} to "
+             f"{n['to B']}, where it measured {n['measured rise']:.1f}×")
+    if not verdict.tested:
+        return f"{at}; {model}: too small a fall to test."
+    return f"{at}; {model}" + (" (enough for the check above)." if verdict.ok else " (too flat, above).")
 
 
 def describe_all(verdicts: Sequence[Verdict], holds: str) -> str:
