@@ -602,12 +602,33 @@ def test_ratio_falls_needs_two_contexts_and_matching_lengths():
         checks.ratio_falls(CONTEXTS[:2], [1.0, 2.0], [1.0])
 
 
+@pytest.mark.parametrize("measured, device, says", [
+    ([2.13, 2.0, 1.87], "cpu", "on the CPU that recorded this chapter the verify pass fell, but only to 1.87 decode "
+                               "passes at L = 131,072"),  # Chapter 5's stored run
+    ([3.0, 2.0, 1.5], "cuda", "on the GPU that recorded this chapter the measurement bore it out, the verify pass "
+                              "falling to 1.50 decode passes at L = 131,072"),
+    ([2.0, 2.1, 2.05], "cpu", "on the CPU that recorded this chapter the verify pass still cost 2.05 decode passes at "
+                              "L = 131,072, flat over the contexts swept"),
+    ([2.0, 2.1, 2.5], "mps", "on the Apple GPU that recorded this chapter the verify pass rose to 2.50"),
+])
+def test_context_takeaway_follows_the_outcome_and_the_device(measured, device, says):
+    falls = checks.ratio_falls([256, 4096, 131072], measured, [3.0, 2.0, 1.2])
+    assert checks.describe_context_measured(falls, device).startswith(says)
+
+
 def test_shared_cache():
     assert checks.shared_cache(1.8, 1.1, 4).ok  # shared: well under 5 separate reads
     compute_bound = checks.shared_cache(5.3, 4.9, 4)  # ridge ~1: nothing to test
     assert compute_bound.ok and not compute_bound.tested
     v = checks.shared_cache(5.2, 1.1, 4)  # as much as reading the cache 5 times: the cache was not shared
     assert v.tested and not v.ok and "5 separate reads" in v.sentence
+    # Chapter 5 glues the clause the verdict chooses
+    assert checks.describe_shared_cache(checks.shared_cache(1.8, 1.1, 4)) == (
+        "the 5 queries shared one read of the cache, costing less than the 5× of separate reads")
+    assert checks.describe_shared_cache(v).endswith("here they did not share it")
+    assert checks.describe_shared_cache(compute_bound) == (
+        "the model has attention over 5 queries compute-bound on this device (4.90× one query's), so whether they "
+        "share one read of the cache is not tested")
 
 
 def test_attention_time_grows_with_context():
@@ -639,6 +660,11 @@ def test_timer_agrees_with_itself_or_the_cell_fails():
     assert issubclass(checks.Broken, AssertionError)  # a cell fails on it like on an assert
 
 
+def test_the_rules_the_prose_states_are_the_constants():
+    assert checks.rules() == {"rule_slack": "1.5", "rule_compute": "1.25", "rule_load": "8", "rule_work": "4",
+                              "rule_threshold": "2", "rule_share": "1/8", "rule_noise": "10%"}
+
+
 WORK = [(1e9, 1e8), (4e9, 4e8), (1e9, 1e8)]  # (FLOPs, bytes): the second pass does 4x the first's and the third's
 
 
@@ -663,6 +689,23 @@ def test_pairs_that_are_not_4x_apart_by_every_measure_are_not_compared(modelled,
     # the second pass measured at a twentieth of the first's time: not compared, it does not surely do more work
     v = checks.more_work_is_slower(["a", "b"], [1.0, 0.05], modelled, work)
     assert v.ok and not v.tested and v.numbers["pairs"] == 0
+
+
+def test_a_one_weight_sweep_compares_on_flops_and_modelled_time():
+    # Chapter 1: one 2048x8192 weight at 1 and 128 rows: 128x the FLOPs, 1.08x the bytes (the weight read is common)
+    work = [(2 * 2048 * 8192, 4 * (2048 * 8192 + 2048 + 8192)),
+            (2 * 128 * 2048 * 8192, 4 * (2048 * 8192 + 128 * 10240))]
+    assert not checks.more_work_is_slower(["B=1", "B=128"], [1.0, 0.05], [1.0, 5.0], work).tested  # by every measure
+    v = checks.more_work_is_slower(["B=1", "B=128"], [1.0, 4.0], [1.0, 5.0], work, common_bytes=True)
+    assert v.ok and v.tested and v.numbers["pairs"] == 1
+    with pytest.raises(checks.Broken, match="B=128 ran 20.00× faster than B=1"):
+        checks.more_work_is_slower(["B=1", "B=128"], [1.0, 0.05], [1.0, 5.0], work, common_bytes=True)
+    # modelled time still decides: a memory-bound pair (the model 1.9x apart) is not compared, however many FLOPs
+    flat = checks.more_work_is_slower(["B=1", "B=128"], [1.0, 0.05], [1.0, 1.9], work, common_bytes=True)
+    assert not flat.tested and "the weight read is common" in flat.sentence
+    # and a pass that reads less than the other is never "more work"
+    less = [(1e9, 1e8), (4e9, 0.9e8)]
+    assert not checks.more_work_is_slower(["a", "b"], [1.0, 0.05], [1.0, 4.0], less, common_bytes=True).tested
 
 
 # ---------------------------------------------------------------------------------------------- GEMM paths
@@ -785,6 +828,39 @@ def test_formula_gap_sentence():
     assert "misses the mean here" in checks.describe_formula_gap({0.0: 0.031, 1.0: 0.2})
 
 
+def test_tree_formula_sentence_follows_the_gap():
+    # Chapter 7's stored run: measured 3.100, 3.644, 3.478, 4.041 against the formula's 3.176, 3.496, 3.358, 3.909
+    measured = {"chain of 4": 3.100, "(2, 1, 1, 1)": 3.644, "(3, 2, 1)": 3.478, "best 15": 4.041}
+    formula = {"chain of 4": 3.176, "(2, 1, 1, 1)": 3.496, "(3, 2, 1)": 3.358, "best 15": 3.909}
+    assert checks.describe_tree_formula(measured, formula, chain="chain of 4") == (
+        "The formula predicts every tree's tokens per iteration to within 4.2% of what tree decoding measured, and "
+        "every wider tree yielded more than the chain of 4.")
+    close = checks.describe_tree_formula({**measured, "(3, 2, 1)": 2.9}, formula, chain="chain of 4")
+    assert close == ("The formula predicts every tree's tokens per iteration to within 13.6% of what tree decoding "
+                     "measured; the (3, 2, 1) yielded no more than the chain of 4 (3.10).")
+    missed = checks.describe_tree_formula({**measured, "(3, 2, 1)": 2.6}, formula, chain="chain of 4")
+    assert missed.startswith("The formula misses what tree decoding measured by up to 22.6% (the (3, 2, 1): 2.60 "
+                             "tokens per iteration against 3.36), more than 15%")
+    assert missed.endswith("; the (3, 2, 1) yielded no more than the chain of 4 (3.10).")
+    with pytest.raises(ValueError, match="chain"):
+        checks.describe_tree_formula(measured, formula, chain="chain of 3")
+
+
+def test_amortization_clause_follows_the_verdict():
+    held = checks.grows("per-token time falls", [1, 128], [1.0, 13.9], [1.0, 24.5])
+    flat = checks.grows("per-token time falls", [1, 64], [1.0, 1.1], [1.0, 24.5])
+    untested = checks.grows("per-token time falls", [1, 64], [1.0, 1.5], [1.0, 1.8])
+    assert held.ok and not flat.ok and not untested.tested
+    assert checks.describe_amortization(held, 1, 128, 13.9) == (
+        "here the fastest per-token time fell 13.9× from B = 1 to its best batch, B = 128; the model on this "
+        "device's measured roofs predicts 24.5× from B = 1 to 128, where it measured 13.9× (enough for the check "
+        "above).")
+    assert checks.describe_amortization(flat, 1, 64, 2.9).endswith("where it measured 1.1× (too flat, above).")
+    assert checks.describe_amortization(untested, 1, 64, 1.5).endswith("predicts 1.8× from B = 1 to 64, where it "
+                                                                       "measured 1.5×: too small a fall to test.")
+    assert "saved nothing" in checks.describe_amortization(flat, 1, 1, 1.0)
+
+
 def test_describe_all_names_only_what_failed():
     ok = checks.Verdict("a grows", True, True, "It grew.")
     untested = checks.Verdict("b grows", True, False, "Nothing to test.")
@@ -821,8 +897,28 @@ def test_takeaway_price_sentence_follows_the_numbers():
     assert "measured cheaper" not in ordered and ordered.endswith("the 16-token tree 1.78, where the bytes, read once "
                                                                   "either way, say about 1.")
     assert "its 0.069 by bytes" in checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.0), (16, 1.0))
+    # the opening comes from the same noise tests: the draft's c against its bytes share, each verify against 1
+    opening = "Measured on this device the shipped pair "
+    assert said.startswith(opening + "does not follow that price: a draft pass costs")
+    assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 0.97)).startswith(
+        opening + "follows that price: a draft pass costs c = 0.072 of a target pass, its 0.069 by bytes")
+    assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 1.6)).startswith(
+        opening + "follows that price in its draft but not in its verify passes: ")
+    assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.233, 0.069, (5, 1.0), (16, 1.08)).startswith(
+        opening + "follows that price in its verify passes but not in its draft: ")
     with pytest.raises(ValueError, match="bandwidth"):
         checks.describe_price_measured(2e-3, 8e6, 0, 0.2, 0.07, (5, 1.4), (16, 1.8))
+
+
+@pytest.mark.parametrize("per_hit, compare, closing", [
+    (1.15e-3, "less than", "A recompute is a prefill, no more."),  # Chapter 9's stored run: 1.15 ms against 6.76
+    (6.0e-3, "about as much as", "A recompute is a prefill, no more."),
+    (10.0e-3, "more than", "Here a recompute cost 1.5× a prefill of its tokens on their own"),
+    (-0.1e-3, "less than", "Within this run's noise the recompute cost nothing measurable"),
+])
+def test_recompute_sentence_follows_the_ratio(per_hit, compare, closing):
+    said = checks.describe_recompute(per_hit, 6.76e-3)
+    assert said[0] == compare and said[1].startswith(closing)
 
 
 def test_adaptive_policy_verdict():

@@ -6,15 +6,19 @@ raw times, not from the choosers), and raise ``checks.Broken`` on exactly the in
 file plants in a copy: a NaN, a timer that disagrees with itself, more work measured faster than less.
 """
 
+import ast
 import copy
+import json
 import math
 import re
 from pathlib import Path
 
 import pytest
+from chapter_asserts import ALLOWED
 
 from specnotes import cost, findings, measure
 from specnotes.measure import checks
+from specnotes.measure.probes import gemm_roofline
 
 REFERENCE = Path(findings.__file__).parent / "data" / "reference"
 PATHS = sorted(REFERENCE.glob("*.json"))
@@ -136,6 +140,7 @@ def test_chapter_1_names_the_slow_rows_the_times_show(path):
     assert ("a library path for few rows" in story) == (max(ratios.values()) >= 2)
     grows = f.verdicts[1]
     assert ("too flat" in f.sentences["amortization_verdict"]) == (grows.tested and not grows.ok)
+    assert ("too flat" in f.sentences["amortization_here"]) == (grows.tested and not grows.ok)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=NAMES)
@@ -218,7 +223,35 @@ def plant_more_work_faster(results):
     return "stack_sweep"
 
 
-PLANTS = {"nan": plant_nan, "timer": plant_timer, "more work faster": plant_more_work_faster}
+def gemm_extremes(rec):
+    """Chapter 1's sweep: the GEMM the model prices lowest and the one it prices highest (roofline + floor)."""
+    modelled = {r.params["batch"]: gemm_roofline(r, rec.roof) + (rec.floor or 0.0) for r in rec.gemm_records}
+    return min(modelled, key=modelled.get), max(modelled, key=modelled.get), modelled
+
+
+def plant_more_work_faster_gemm(results):
+    """Chapter 1: the GEMM the model prices highest (the most rows over the one weight) measured at a twentieth of
+    the time of the one it prices lowest."""
+    rec = findings.recorded(results)
+    least, most, _ = gemm_extremes(rec)
+    by_batch = {r.params["batch"]: r for r in results.sections["matmul_sweep"]}
+    r = by_batch[most]
+    r.samples = [0.05 * by_batch[least].fastest_s]
+    r.median_s = r.q1_s = r.q3_s = None
+    return "matmul_sweep"
+
+
+def gemm_pair_is_comparable(results):
+    """The model prices Chapter 1's dearest GEMM at 4x (checks.WORK_RATIO) its cheapest or more."""
+    rec = findings.recorded(results)
+    if not rec.gemm_records:
+        return False
+    least, most, modelled = gemm_extremes(rec)
+    return modelled[most] >= checks.WORK_RATIO * modelled[least]
+
+
+PLANTS = {"nan": plant_nan, "timer": plant_timer, "more work faster": plant_more_work_faster,
+          "more work faster, one weight": plant_more_work_faster_gemm}
 
 
 @pytest.mark.parametrize("plant", PLANTS, ids=list(PLANTS))
@@ -226,7 +259,10 @@ PLANTS = {"nan": plant_nan, "timer": plant_timer, "more work faster": plant_more
 def test_each_planted_invariant_violation_is_caught(path, plant):
     results = copy.deepcopy(load(path))
     if plant == "more work faster" and not has_draft(results):
-        pytest.skip("one weight in every pass (no draft passes): no pass does 4x the work of another by every measure")
+        pytest.skip("no draft passes: Chapters 2 and 4 have no pass that does 4x the work of another by every measure")
+    if plant == "more work faster, one weight" and not gemm_pair_is_comparable(results):
+        pytest.skip("no decode-GEMM sweep, or its model puts every point within 4x of every other (memory-bound "
+                    "throughout): nothing to compare")
     planted = PLANTS[plant](results)
     chapters = findings.recorded(results).chapters
     assert any(SECTION[n] == planted for n in chapters)
@@ -253,12 +289,78 @@ def test_the_more_work_plant_is_a_violation_on_every_stack_record():
         assert f_more >= 4 * f_less and b_more >= 4 * b_less, path.name
 
 
-def test_no_chapter_asserts_a_verdict():
-    """Agreement with the model is a finding (a glued sentence); a cell asserts only invariants."""
-    import json
+def test_the_one_weight_plant_is_caught_on_most_chapter_1_records_including_zen_3():
+    """Chapter 1's sweep reads one weight at every point, so its pairs are compared on FLOPs and modelled time:
+    the invariant has teeth there (it had none while it asked for 4x the bytes too)."""
+    caught = []
+    for path in PATHS:
+        results = copy.deepcopy(load(path))
+        if not gemm_pair_is_comparable(results):
+            continue
+        plant_more_work_faster_gemm(results)
+        with pytest.raises(checks.Broken, match="faster than B="):
+            findings.recorded(results).chapter1()
+        caught.append(path.stem)
+    assert "amd-epyc-zen3-avx2-fp32" in caught and len(caught) >= 2, caught
+    # and unplanted, every real record's sweep has pairs to compare where its model spans 4x, and passes
+    for path in PATHS:
+        results = load(path)
+        if gemm_pair_is_comparable(results):
+            invariant = findings.recorded(results).chapter1().invariants[0]
+            assert invariant.ok and invariant.tested and invariant.numbers["pairs"] >= 1, path.name
 
-    root = REFERENCE.parents[3]
-    for path in sorted(root.glob("notebooks/*.ipynb")) + sorted(root.glob("book/*.ipynb")):
-        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
-            source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
-            assert not re.search(r"assert\s+\w+\.ok\b", source), f"{path.name} cell {i} asserts a Verdict"
+
+def chapter_asserts(notebook: dict) -> list[tuple[int, str]]:
+    """Every ``assert`` in a notebook's code cells: (cell index, ``ast.unparse`` of its test)."""
+    found = []
+    for i, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        source = "\n".join(line for line in "".join(cell["source"]).splitlines()
+                           if not line.lstrip().startswith(("%", "!")))  # IPython magics are not Python
+        found += [(i, ast.unparse(node.test)) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assert)]
+    return found
+
+
+def unsorted_asserts(name: str, notebook: dict) -> list[str]:
+    """The asserts in ``notebook`` that the curated list (``chapter_asserts.ALLOWED``) does not hold, and any
+    ``assert v.ok`` on a Verdict: each a cell that could fail on agreement with the model."""
+    allowed = {a for kind in ALLOWED.get(name, {}).values() for a in kind}
+    return [f"{name} cell {i}: assert {test}" for i, test in chapter_asserts(notebook)
+            if test not in allowed or re.search(r"\.ok\b", test)]
+
+
+NOTEBOOKS = sorted(REFERENCE.parents[3].glob("notebooks/*.ipynb")) + sorted(REFERENCE.parents[3].glob("book/*.ipynb"))
+
+
+def test_no_chapter_asserts_a_verdict():
+    """Agreement with the model is a finding (a glued sentence); a cell asserts only the invariants sorted in
+    tests/chapter_asserts.py (exactness, exercise answers, a measurement's own consistency, deterministic
+    arithmetic on datasheet and published inputs)."""
+    unsorted = [line for path in NOTEBOOKS for line in unsorted_asserts(path.name, json.loads(path.read_text()))]
+    assert not unsorted, "asserts no one has sorted into invariants (tests/chapter_asserts.py):\n" + "\n".join(unsorted)
+
+
+def test_the_list_of_chapter_asserts_is_current():
+    """Every listed assert is still in its chapter: the list is of what the chapters hold, not of what they held."""
+    held = {path.name: {test for _, test in chapter_asserts(json.loads(path.read_text()))} for path in NOTEBOOKS}
+    stale = [f"{name}: {a}" for name, kinds in ALLOWED.items() for kind in kinds.values() for a in kind
+             if a not in held.get(name, set())]
+    assert not stale, "listed but gone from the chapter:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("source", [
+    "assert (gap < 0.15).all(), tree_table  # the formula predicts every tree to within 15%",  # Chapter 7, cell 22
+    "assert -noise < per_hit, (per_hit, noise)",  # Chapter 9, cell 27: 1.7x the work against 2 IQRs of 7 samples
+    "v = checks.grows('x', [1, 2], [1.0, 2.0], [1.0, 4.0])\nassert v.ok",
+    "assert found.verdicts[0].ok and found.verdicts[1].ok",
+])
+def test_a_model_agreement_assert_is_caught(source):
+    """What the check flags: the model-agreement asserts it replaced, and any assert on a Verdict."""
+    real = json.loads((REFERENCE.parents[3] / "notebooks" / "07_cheaper_drafters.ipynb").read_text())
+    planted = copy.deepcopy(real)
+    planted["cells"].append({"cell_type": "code", "source": source, "metadata": {}, "outputs": []})
+    assert not unsorted_asserts("07_cheaper_drafters.ipynb", real)
+    assert unsorted_asserts("07_cheaper_drafters.ipynb", planted) == [
+        f"07_cheaper_drafters.ipynb cell {len(real['cells'])}: assert {test}"
+        for _, test in chapter_asserts({"cells": planted["cells"][-1:]})]

@@ -59,7 +59,8 @@ def sound(records) -> None:
 def gemm(roof: MeasuredRoof, records: list[Record], *, floor: float = 0.0, cached: bool = False) -> Findings:
     """Chapter 1: a decode-GEMM sweep (``measure.matmul_sweep`` records) on this device's measured ``roof``,
     with the per-op ``floor`` (``measure.matmul_floor``) in the model; ``cached``: the weight fits in the
-    last-level cache. Sentences: ``roofs_verdict``, ``amortization_verdict``, ``efficiency_story``."""
+    last-level cache. Sentences: ``roofs_verdict``, ``amortization_verdict``, ``amortization_here``,
+    ``efficiency_story``."""
     records = sorted(records, key=lambda r: r.params["batch"])
     sound(records)
     rows = [r.params["batch"] for r in records]
@@ -68,7 +69,7 @@ def gemm(roof: MeasuredRoof, records: list[Record], *, floor: float = 0.0, cache
     roofline = [gemm_roofline(r, roof) for r in records]
     modelled = [t + floor for t in roofline]
     work = [(r.extra.get("flops", 0.0), r.extra.get("bytes", 1.0)) for r in map(_with_work, records)]
-    invariant = checks.more_work_is_slower(labels, fastest, modelled, work)
+    invariant = checks.more_work_is_slower(labels, fastest, modelled, work, common_bytes=True)  # one weight
     roofs = checks.within_roofs(fastest, roofline, labels, cached=cached)
     amortization = [fastest[0] / (f / b) for f, b in zip(fastest, rows, strict=True)]
     grows = checks.grows("per-token time falls as B grows", rows, amortization,
@@ -87,6 +88,7 @@ def gemm(roof: MeasuredRoof, records: list[Record], *, floor: float = 0.0, cache
     numbers = {"amortization": amortization[best], "best_batch": rows[best],
                "efficiency_loo_error": efficiency.error(), "roofline_error": efficiency.error([1.0] * len(rows)),
                "efficiency_min": min(efficiency.ratios), "efficiency_max": max(efficiency.ratios)}
+    sentences["amortization_here"] = checks.describe_amortization(grows, rows[0], rows[best], amortization[best])
     return Findings([invariant], [roofs, grows], sentences, numbers)
 
 

@@ -59,11 +59,23 @@ WORK_RATIO = 4.0  # a pass the model prices at this many times another's time do
 LOAD = 8.0  # how much faster than less work more work must run to be broken, not load (more_work_is_slower)
 
 
+def rules() -> dict[str, str]:
+    """The constants above as the chapters' prose states them, by glue name, so that no chapter types a
+    number the checks may change: ``rule_slack`` (READ_ONLY_SLACK, "1.5"), ``rule_compute`` (COMPUTE_SLACK),
+    ``rule_load`` (LOAD, "8"), ``rule_work`` (WORK_RATIO, "4"), ``rule_threshold`` (THRESHOLD, "2"),
+    ``rule_share`` (SHARE, "1/8") and ``rule_noise`` (NOISE, "10%")."""
+    return {"rule_slack": f"{READ_ONLY_SLACK:g}", "rule_compute": f"{COMPUTE_SLACK:g}", "rule_load": f"{LOAD:g}",
+            "rule_work": f"{WORK_RATIO:g}", "rule_threshold": f"{THRESHOLD:g}", "rule_share": f"1/{1 / SHARE:g}",
+            "rule_noise": f"{NOISE:.0%}"}
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """``ok``: the measurement agrees with what the model predicts for this device (assert it).
-    ``tested``: False when the model predicts nothing this measurement could show (``ok`` is then True).
-    ``sentence``: what the prose may say. ``numbers``: what it was decided on."""
+    """A finding on agreement with the model, never asserted in a chapter (a cell fails only on :class:`Broken`).
+    ``ok``: the measurement agrees with what the model predicts for this device; it chooses the sentence, and
+    the unit tests assert it on recorded and synthetic data. ``tested``: False when the model predicts nothing
+    this measurement could show (``ok`` is then True). ``sentence``: what the prose may say. ``numbers``: what
+    it was decided on."""
 
     claim: str
     ok: bool
@@ -110,7 +122,7 @@ def timer_agrees(label: str, samples: Sequence[float], median: float | None = No
 
 def more_work_is_slower(labels: Sequence, measured: Sequence[float], modelled: Sequence[float],
                         work: Sequence[tuple[float, float]], *, ratio: float = WORK_RATIO,
-                        load: float = LOAD) -> Verdict:
+                        load: float = LOAD, common_bytes: bool = False) -> Verdict:
     """Raise :class:`Broken` if a pass that does ``ratio`` times the work of another, by every measure,
     measured ``load`` times faster than it or more. By every measure: at least ``ratio`` times its FLOPs and
     its bytes (``work``: (FLOPs, bytes) of each pass, counted by the cost model), and at least ``ratio``
@@ -121,7 +133,12 @@ def more_work_is_slower(labels: Sequence, measured: Sequence[float], modelled: S
     can stall one pass for longer than its whole sampling window. Chapter 4 on an Ice Lake share with a
     load average of 6 measured a draft step at 100 ms at B = 2 and 18 ms at B = 1: 5.4× from load alone.
     More work measured ``load`` (8) times faster than less is ``ratio`` × ``load`` = 32 times off what the
-    model says, which no load explains. Closer pairs are not compared. Returns the verdict to print."""
+    model says, which no load explains. Closer pairs are not compared. Returns the verdict to print.
+
+    ``common_bytes``: every pass reads one common weight (Chapter 1's one-weight GEMM sweep), so their bytes
+    differ only by the activations (about 1.08× from 1 to 128 rows of a 2048-wide GEMM) and no pair is ever
+    ``ratio`` times apart in them. Such a pass reads at least the other's bytes whatever its rows; the pairs
+    are then compared on FLOPs and modelled time alone."""
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
     if not len(measured) == len(modelled) == len(work):
         raise validate.BadArgument(f"measured, modelled and work have {len(measured)}, {len(modelled)} and "
@@ -131,11 +148,15 @@ def more_work_is_slower(labels: Sequence, measured: Sequence[float], modelled: S
     load = validate.number("load", load, low=1)
     labels = list(labels) or list(range(len(measured)))
     claim = f"no pass ran {load:g}× faster than one doing {ratio:g}× less work"
+    need_bytes = 1.0 if common_bytes else ratio  # over one common weight: at least the other's bytes
     pairs = [(i, j) for i in range(len(measured)) for j in range(len(measured))
-             if modelled[j] >= ratio * modelled[i] and flops[j] >= ratio * flops[i] and nbytes[j] >= ratio * nbytes[i]]
+             if modelled[j] >= ratio * modelled[i] and flops[j] >= ratio * flops[i]
+             and nbytes[j] >= need_bytes * nbytes[i]]
     if not pairs:
-        return Verdict(claim, True, False, f"No pass does {ratio:g}× the FLOPs, bytes and modelled time of another: "
-                       "nothing to compare.", {"pairs": 0})
+        measures = ("FLOPs and modelled time of another (the weight read is common to all)" if common_bytes else
+                    "FLOPs, bytes and modelled time of another")
+        return Verdict(claim, True, False, f"No pass does {ratio:g}× the {measures}: nothing to compare.",
+                       {"pairs": 0})
     i, j = min(pairs, key=lambda p: measured[p[1]] / measured[p[0]])
     seen = measured[j] / measured[i]
     numbers = {"pairs": len(pairs), "least measured ratio": seen, "more": labels[j], "less": labels[i],
@@ -270,6 +291,23 @@ def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Se
     return Verdict(claim, outcome in ("halved", "fell"), True, span + said, numbers)
 
 
+DEVICE_KINDS = {"cpu": "CPU", "cuda": "GPU", "mps": "Apple GPU", "xpu": "GPU"}
+
+
+def describe_context_measured(falls: Verdict, device_type: str) -> str:
+    """Chapter 5's takeaway on this device, chosen by :func:`ratio_falls`'s ``falls`` (its measured ``outcome``,
+    whatever the model said) and the kind of device (``torch.device.type``) that recorded it: what the verify
+    pass cost at the last context, and whether it fell as the model says verifying does."""
+    n = falls.numbers
+    outcome, last, ratio = n["outcome"], n["to L"], n["measured last"]
+    where = f"on the {DEVICE_KINDS.get(device_type, device_type)} that recorded this chapter"
+    at = f"{ratio:.2f} decode passes at L = {last:,}"
+    return {"halved": f"{where} the measurement bore it out, the verify pass falling to {at}",
+            "fell": f"{where} the verify pass fell, but only to {at}",
+            "flat": f"{where} the verify pass still cost {at}, flat over the contexts swept",
+            "rose": f"{where} the verify pass rose to {at}"}[outcome]
+
+
 def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
     """Verify attention reads each cache once for its k + 1 queries (Chapter 5): where this device's model
     puts its cost at most (k + 1)/2 decode attentions, the measured ratio must stay under k + 1, the cost of
@@ -286,6 +324,19 @@ def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
     return Verdict(claim, ok, True, f"Verify attention cost {measured:.2f}× decode attention (model {modelled:.2f}×)"
                    + (f", under the {k + 1}× of separate reads." if ok else
                       f": as much as {k + 1} separate reads of the cache."), numbers)
+
+
+def describe_shared_cache(verdict: Verdict) -> str:
+    """The clause Chapter 5 glues after the measured and modelled verify/decode attention ratio, chosen by
+    :func:`shared_cache`'s ``verdict``: shared, not shared, or not tested where the model has attention
+    compute-bound."""
+    n, model = verdict.numbers["separate reads"], verdict.numbers["model"]
+    if not verdict.tested:
+        return (f"the model has attention over {n} queries compute-bound on this device ({model:.2f}× one query's), "
+                "so whether they share one read of the cache is not tested")
+    if verdict.ok:
+        return f"the {n} queries shared one read of the cache, costing less than the {n}× of separate reads"
+    return f"the {n} queries cost as much as {n} separate reads of the cache: here they did not share it"
 
 
 def fastest_roofs(accel, *, cached: bool = False):
@@ -706,6 +757,24 @@ def describe_speedup_trend(falls: Verdict, batches: Sequence[int], measured_vd: 
     return f"{text}: a cost the roofline does not see slows plain decoding as much as verification here."
 
 
+def describe_amortization(verdict: Verdict, first_batch: int, best_batch: int, fell: float) -> str:
+    """Chapter 1's clause on sharing one weight read, after the model's "a per-token cost that falls like 1/B":
+    what the fastest per-token time did from ``first_batch`` to the batch where it was lowest (``best_batch``,
+    ``fell`` times lower), judged by :func:`grows`'s ``verdict`` on the same sweep."""
+    if best_batch == first_batch:
+        return (f"here the fastest per-token time was lowest at B = {first_batch}: sharing the weight read saved "
+                "nothing on this device")
+    at = f"here the fastest per-token time fell {fell:.1f}× from B = {first_batch} to its best batch, B = {best_batch}"
+    if not verdict.numbers:
+        return f"{at}."
+    n = verdict.numbers
+    model = (f"the model on this device's measured roofs predicts {n['model rise']:.1f}× from B = {n['from B']} to "
+             f"{n['to B']}, where it measured {n['measured rise']:.1f}×")
+    if not verdict.tested:
+        return f"{at}; {model}: too small a fall to test."
+    return f"{at}; {model}" + (" (enough for the check above)." if verdict.ok else " (too flat, above).")
+
+
 def describe_all(verdicts: Sequence[Verdict], holds: str) -> str:
     """One sentence for a set of verdicts: ``holds`` where every one held (or tested nothing), else the
     claim and sentence of each that did not."""
@@ -774,6 +843,29 @@ def describe_formula_gap(gaps: dict, *, close: float = 0.15) -> str:
         return f"On average the i.i.d. formula is close: measured E[N] differs from it by {listed}."
     return (f"The i.i.d. formula misses the mean here: measured E[N] differs from it by {listed}, more than "
             f"{close:.0%} somewhere, so acceptance on this text is far from independent draws at one α.")
+
+
+def describe_tree_formula(measured: dict, formula: dict, *, chain: str, close: float = 0.15) -> str:
+    """Chapter 7: tokens per iteration that tree decoding measured against the positional-acceptance formula
+    (``measured``, ``formula``: tree name -> E[N]), and whether every wider tree beat the ``chain``. Within
+    ``close`` of every tree the formula predicts them; past it, it misses. A finding either way."""
+    if not measured or set(measured) != set(formula) or chain not in measured:
+        raise validate.BadArgument(f"measured and formula must name the same trees, the chain {chain!r} among them")
+    close = validate.number("close", close, low=0, low_open=True)
+    gaps = {name: validate.number(f"measured[{name!r}]", measured[name], low=0, low_open=True)
+            / validate.number(f"formula[{name!r}]", formula[name], low=0, low_open=True) - 1 for name in measured}
+    worst = max(gaps, key=lambda name: abs(gaps[name]))
+    if abs(gaps[worst]) < close:
+        said = (f"The formula predicts every tree's tokens per iteration to within {100 * abs(gaps[worst]):.1f}% of "
+                "what tree decoding measured")
+    else:
+        said = (f"The formula misses what tree decoding measured by up to {100 * abs(gaps[worst]):.1f}% (the "
+                f"{worst}: {measured[worst]:.2f} tokens per iteration against {formula[worst]:.2f}), more than "
+                f"{close:.0%}: on this text whether a child is accepted depends on more than its rank")
+    lost = [name for name in measured if name != chain and not measured[name] > measured[chain]]
+    if not lost:
+        return f"{said}, and every wider tree yielded more than the {chain}."
+    return f"{said}; the {' and the '.join(lost)} yielded no more than the {chain} ({measured[chain]:.2f})."
 
 
 def wall_clock_agrees(name: str, ks: Sequence[int], median: Sequence[float], low: Sequence[float],
@@ -860,7 +952,8 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     ``weight_bytes`` read at ``bandwidth`` (bytes/s) is what the roofline would charge for it; ``draft_c`` against
     ``draft_c_bytes``: a draft pass over a target pass, measured and by bytes; ``chain``, ``tree``: (tokens per
     sequence, measured verify time over a one-token pass), which the model prices at about one pass each while
-    the weights dominate the bytes."""
+    the weights dominate the bytes. The opening says which of the two follows that price, each within ``noise``
+    (the draft's c of its bytes share; both verify passes of one pass)."""
     pass_s = validate.number("pass_s", pass_s, low=0, low_open=True)
     read_s = validate.number("weight_bytes", weight_bytes, low=0, low_open=True) / validate.number(
         "bandwidth", bandwidth, low=0, low_open=True)
@@ -868,7 +961,9 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     draft_c_bytes = validate.number("draft_c_bytes", draft_c_bytes, low=0, low_open=True)
     (n_chain, chain_x), (n_tree, tree_x) = ((validate.integer("tokens", n, low=1), validate.number(
         "verify time", x, low=0, low_open=True)) for n, x in (chain, tree))
-    if abs(math.log(draft_c / draft_c_bytes)) <= math.log1p(noise):
+    near = lambda x: abs(math.log(x)) <= math.log1p(noise)  # within the noise of what the bytes say
+    draft_follows, verify_follows = near(draft_c / draft_c_bytes), near(chain_x) and near(tree_x)
+    if draft_follows:
         draft = f"a draft pass costs c = {draft_c:.3f} of a target pass, its {draft_c_bytes:.3f} by bytes"
     else:
         draft = (f"a draft pass costs c = {draft_c:.3f} of a target pass against {draft_c_bytes:.3f} by bytes, "
@@ -880,7 +975,29 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     if tree_x < chain_x / (1 + noise):
         verify += (": the tree measured cheaper than the chain, more work faster, which no count of bytes or FLOPs "
                    "allows; at a few milliseconds a pass, single timings on a shared CPU move by more than that")
-    return f"Measured on this device the shipped pair does not follow that price: {draft}; {verify}."
+    opening = ("follows that price" if draft_follows and verify_follows else
+               "follows that price in its draft but not in its verify passes" if draft_follows else
+               "follows that price in its verify passes but not in its draft" if verify_follows else
+               "does not follow that price")
+    return f"Measured on this device the shipped pair {opening}: {draft}; {verify}."
+
+
+def describe_recompute(per_hit_s: float, alone_s: float, *, low: float = 0.8, high: float = 1.25) -> tuple[str, str]:
+    """Chapter 9: what one prefix-cache hit's recompute under the drop rule cost inside a batched admission
+    (``per_hit_s``: the drop rule's admission time less the keep rule's, per request; may be at or below 0 in
+    noise) against prefilling the same tokens for one sequence on their own (``alone_s``). Returns the
+    comparison ("less than", "about as much as", "more than"; ``low`` and ``high`` bound "about") and the
+    closing sentence, chosen by the same ratio."""
+    per_hit_s = validate.number("per_hit_s", per_hit_s)
+    ratio = per_hit_s / validate.number("alone_s", alone_s, low=0, low_open=True)
+    compare = "less than" if ratio < low else "about as much as" if ratio < high else "more than"
+    if per_hit_s <= 0:
+        return compare, ("Within this run's noise the recompute cost nothing measurable: a recompute is a prefill, "
+                         "no more.")
+    if ratio < high:
+        return compare, "A recompute is a prefill, no more."
+    return compare, (f"Here a recompute cost {ratio:.1f}× a prefill of its tokens on their own: inside the batched "
+                     "admission it paid more than the work it adds.")
 
 
 def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
