@@ -224,7 +224,7 @@ def test_record_holds_every_speedup_series_or_says_why_not():
         for s in published.load(name).series:
             if s.values is None and ("speedup" in s.columns or "latency_sd" in s.columns):
                 key = f"{name}/{s.id}"
-                assert (key in modelled) != (key in rec.skipped) or key in modelled, key
+                assert (key in modelled) != (key in rec.skipped), key
                 assert key in modelled or len(rec.skipped[key]) > 20, key
     assert "n-gram" in rec.skipped["specdecode_bench/fig1a_ngramfixed3"]
     # an anchored series is predicted from its smallest batch: that point is not scored, the others are
@@ -296,26 +296,54 @@ def test_fit_engines_recovers_each_engines_knobs():
     assert fit.knobs(("vllm", "0.11.0", "H100-SXM"))[1] == "vllm fitted on other versions or GPUs"
 
 
+def _scaled(rec, keep, factor=3.0):
+    """The record with the measured S of every case for which ``keep(case)`` is true multiplied by ``factor``."""
+    return calibrate.Record(tuple(dataclasses.replace(c, measured=c.measured * factor) if keep(c) else c
+                                  for c in rec.cases), rec.skipped)
+
+
 def test_cross_validation_never_sees_the_points_it_predicts():
-    # change the measured S of one held-out series (all but its anchor) wildly: its held-out predictions must
-    # not move, the in-sample ones must
+    # change the measured S of what is held out wildly: its held-out predictions must not move, the in-sample
+    # ones must. A series with a published acceptance, leaving one series out:
     rec = calibrate.record()
+    v = "per-layer cost"
     target = "specdecode_bench/fig1b_eagle3"
-    changed = calibrate.Record(tuple(dataclasses.replace(c, measured=c.measured * 3)
-                                     if f"{c.source}/{c.series}" == target else c for c in rec.cases), rec.skipped)
-    variants = ("per-layer cost",)
-    a = calibrate.cross_validate(variants, ("series",), rec=rec)
-    b = calibrate.cross_validate(variants, ("series",), rec=changed)
     mine = np.array([f"{c.source}/{c.series}" == target for c in rec.cases])
-    assert np.allclose(a.predicted["series"]["per-layer cost"][mine], b.predicted["series"]["per-layer cost"][mine])
-    assert not np.allclose(a.in_sample["per-layer cost"][mine], b.in_sample["per-layer cost"][mine])
+    assert not any(c.anchored for c, m in zip(rec.cases, mine, strict=True) if m)
+    changed = _scaled(rec, lambda c: f"{c.source}/{c.series}" == target)
+    a = calibrate.cross_validate((v,), ("series",), rec=rec)
+    b = calibrate.cross_validate((v,), ("series",), rec=changed)
+    assert np.allclose(a.predicted["series"][v][mine], b.predicted["series"][v][mine])
+    assert not np.allclose(a.in_sample[v][mine], b.in_sample[v][mine])
+    # a whole source, leaving one source out (its points predicted from their published acceptance; an
+    # anchored point takes its level from its own series' anchor, by design: tested below)
+    source = np.array([c.source == "magicdec" and not c.anchored for c in rec.cases]) & rec.scored
+    a = calibrate.cross_validate((v,), ("source",), rec=rec)
+    b = calibrate.cross_validate((v,), ("source",), rec=_scaled(rec, lambda c: c.source == "magicdec"))
+    assert np.allclose(a.predicted["source"][v][source], b.predicted["source"][v][source])
+    assert not np.allclose(a.in_sample[v][source], b.in_sample[v][source])
+    # an anchored series: every point but its anchor changed, its predictions (from the anchor) do not move
+    anchored = "eagle3_2025/table3_sglang_h100_eagle"
+    idx = [i for i, c in enumerate(rec.cases) if f"{c.source}/{c.series}" == anchored]
+    assert all(rec.cases[i].anchored for i in idx) and not rec.scored[idx[0]] and rec.scored[idx[1:]].all()
+    first = rec.cases[idx[0]]
+    changed = _scaled(rec, lambda c: f"{c.source}/{c.series}" == anchored and c is not first)
+    a = calibrate.cross_validate((v,), ("series",), rec=rec)
+    b = calibrate.cross_validate((v,), ("series",), rec=changed)
+    assert np.allclose(a.predicted["series"][v][idx[1:]], b.predicted["series"][v][idx[1:]])
+    assert not np.allclose(a.in_sample[v][idx[1:]], b.in_sample[v][idx[1:]])
 
 
 def test_cross_validation_is_deterministic_and_reports_every_variant():
     cv = calibrate.cross_validate()
     rows = cv.rows()
-    assert {(r["variant"], r["held out"]) for r in rows} == {(v, h) for v in calibrate.VARIANTS
-                                                              for h in ("one source", "one series")}
+    held = lambda v, h: "not held out" if v == "first calibration" else h
+    assert {(r["variant"], r["held out"], r["regime"]) for r in rows} == {
+        (v, held(v, h), regime) for v in calibrate.VARIANTS for h in ("one source", "one series")
+        for regime in calibrate.REGIMES}
+    # the two regimes split the scored points
+    by = {r["regime"]: r["points"] for r in rows if r["variant"] == calibrate.CHOSEN and r["scheme"] == "source"}
+    assert by["acceptance only"] + by["anchored"] == by["all"] == int(cv.record.scored.sum())
     again = calibrate.cross_validate(rec=calibrate.record())
     for scheme in ("source", "series"):
         for v in calibrate.VARIANTS:
@@ -323,15 +351,18 @@ def test_cross_validation_is_deterministic_and_reports_every_variant():
 
 
 def test_done_when_leave_one_source_out():
-    # issue 24's benchmark: the best variant, leaving one source out, over the whole record. The median and
-    # the bias meet the goal (<= 0.10, |bias| <= 0.05); verdict agreement reaches 92.6%, short of 95%
-    # (Chapter 6 shows which points and why)
+    # issue 24's benchmark: the best variant, leaving one source out, over the whole record (both regimes
+    # mixed). The goals are calibrate.GOALS (median <= 0.10, |bias| <= 0.05, verdict >= 95%); judged per
+    # regime in test_goals_are_judged_per_regime. The median and the bias of the mix meet them.
     cv = calibrate.cross_validate()
     assert cv.best("source") == calibrate.CHOSEN
     best = cv.summary("source", calibrate.CHOSEN)
     assert best["points"] >= 150
     assert best["median |log ratio|"] <= 0.10 and abs(best["bias"]) <= 0.05
+    # REGRESSION GUARD, not the goal: the verdict agreement reaches 92.6%, short of GOALS["verdict"] = 95%
+    # (Chapter 6 shows which points and why); this only catches it getting worse
     assert best["verdict agreement"] >= 0.92
+    assert not calibrate.judge(best).met["verdict"]
     # and it beats the idealized model and the first calibration on the same points
     for other in ("idealized", "first calibration", "2 knobs per engine"):
         assert cv.summary("source", other)["median |log ratio|"] > best["median |log ratio|"], other
@@ -339,12 +370,59 @@ def test_done_when_leave_one_source_out():
 
 def test_interval_covers_held_out_points():
     cv = calibrate.cross_validate()
+    # the advisor's interval: quantiles of log(measured/predicted) over the acceptance-only held-out points
+    acceptance = np.array([not c.anchored for c in cv.record.cases])
+    errs = -cv.errors("source", calibrate.CHOSEN, acceptance)
+    assert len(errs) >= calibrate.min_points() == 40
     lo, hi = calibrate.interval(cv)
-    assert lo < 1 < hi
+    assert (lo, hi) == pytest.approx(tuple(np.exp(np.quantile(errs, [0.025, 0.975]))))
+    assert lo < 1 and hi <= 1.01  # the model predicts too high from the acceptance alone: the interval sits low
     cover = calibrate.interval_coverage(cv)
-    assert cover["share"] >= 0.8 and cover["published_share"] >= 0.8
-    # a narrower interval (the central 50% of the errors) would not
+    assert cover["regime"] == "acceptance only" and cover["points"] == len(errs)
+    assert cover["share"] >= 0.8
+    # holding out a source leaves too few acceptance-only points for some folds: they say so and use both regimes
+    assert cover["pooled_folds"]
+    for s in cover["pooled_folds"]:
+        mask = np.array([c.source != s for c in cv.record.cases])
+        assert calibrate.interval_source(cv, mask=mask)["pooled"]
+    # the mix, judged the same way
+    assert calibrate.interval_coverage(cv, regime="all")["share"] >= 0.8
+    # a narrower interval (the central 50% of the errors) would not cover 80%
     assert calibrate.interval_coverage(cv, nominal=0.5)["share"] < 0.8
+
+
+def _row(median, bias, verdict, points=50):
+    return {"variant": "v", "regime": "acceptance only", "points": points, "median |log ratio|": median,
+            "bias": bias, "verdict agreement": verdict}
+
+
+def test_judge_chooses_its_sentence_by_the_numbers():
+    every = calibrate.judge(_row(0.05, -0.01, 0.97), coverage=0.85)
+    assert every.ok and all(every.met.values()) and "every goal is met" in every.sentence
+    none = calibrate.judge(_row(0.2, 0.2, 0.8), coverage=0.5)
+    assert not none.ok and not any(none.met.values()) and "no goal is met" in none.sentence
+    some = calibrate.judge(_row(0.061, -0.004, 0.935))
+    assert some.met == {"median": True, "bias": True, "verdict": False, "coverage": None}
+    assert not some.ok and "met: median" in some.sentence and "Not met: verdict agreement 93.5%" in some.sentence
+    assert "coverage" not in some.sentence  # not judged: not said
+    # the goals' edges are inclusive
+    assert calibrate.judge(_row(0.10, -0.05, 0.95), coverage=0.80).ok
+    with pytest.raises(validate.BadArgument, match="summary row"):
+        calibrate.judge({"median": 0.1})
+
+
+def test_goals_are_judged_per_regime():
+    cv = calibrate.cross_validate()
+    goals = calibrate.goals_table(cv)
+    assert set(goals) == set(calibrate.REGIMES)
+    acc = cv.summary("source", calibrate.CHOSEN, regime="acceptance only")
+    anchored = cv.summary("source", calibrate.CHOSEN, regime="anchored")
+    assert goals["acceptance only"].met["bias"] == (abs(acc["bias"]) <= 0.05)
+    assert goals["anchored"].met["median"] == (anchored["median |log ratio|"] <= 0.10)
+    # predicted from the acceptance alone, the model is biased high (the issue's complaint, not yet fixed)
+    assert acc["bias"] > 0.05 and not goals["acceptance only"].ok
+    table = calibrate.cv_table(cv)
+    assert "acceptance only" in table and "anchored" in table and "not held out" in table
 
 
 def test_lookup_says_which_calibration_it_found():

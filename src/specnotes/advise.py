@@ -49,10 +49,15 @@ dtype the calibration was not fitted on. ``--overhead-ms``, ``--draft-overhead-m
 ``--layer-overhead-us`` and ``--overlap`` set or override knobs (then the model has no cross-validated
 interval).
 
-The interval: the cross-validated error of the model in use (leave one source out over the published
-record): the measured S lay within predicted × [low, high] for the central 95% of held-out points, and an
-interval built without a source covered 83% of that source's points (``calibrate.interval_coverage``).
-Where the interval straddles S = 1 the report says "uncertain".
+The interval: the cross-validated error of the model in use, in the regime the advisor runs in: leaving one
+source out, the held-out points of the published record that were predicted from their published acceptance
+alone (not anchored to a measured S), as the advisor predicts from ``--alpha`` / ``--mean-accepted``. The
+measured S lay within predicted × [low, high] for the central 95% of them (quantiles of log(measured /
+predicted), so a model that predicts too high gets an interval below 1; with fewer than
+``calibrate.min_points()`` such points the errors of every held-out point). How often such an interval,
+built without a source, covered that source's points is stored beside it (``calibrate.interval_record``) and
+quoted in the report. "pays" / "does not pay" where the whole interval lies above / below S = 1, "uncertain"
+where it straddles 1; "(extrapolated)" where the request lies past what the calibration was fitted on.
 
 ``--json`` prints the report as JSON (schema ``specnotes.advise/2``; every quantity with a unit says it)::
 
@@ -69,16 +74,20 @@ Where the interval straddles S = 1 the report says "uncertain".
                     fitted to | null, "calibration_note": which model the report uses, and why,
                     "engine_knobs": {"overlap", "overhead_ms", "draft_overhead_ms", "layer_overhead_us",
                                      "allreduce_latency_us"},
-                    "interval": [low, high] factors | null, "extrapolations": [str, ...],
+                    "interval": [low, high] factors | null, "interval_about": {"regime", "points",
+                    "covered", "of", "share", "nominal"} (how it was built and its held-out coverage) | null,
+                    "extrapolations": [str, ...],
                     "fitted_batch_max": the largest batch the calibration was fitted on | null},
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
      "weights_per_gpu_GB": float,      # target + draft weights on each GPU (> memory: nothing fits)
-     "rows": [{"batch", "fits", "k", "speedup", "interval": [lo, hi] | null, "verdict", "best_k", "best_speedup",
+     "rows": [{"batch", "fits", "k", "speedup", "interval": [lo, hi] | null, "verdict", "extrapolated",
+               "best_k", "best_speedup",
                "idealized_speedup", "c", "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
                "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads"|"lm head": "memory"|"compute"}}}],
      "paying_batches": [[first, last], ...],   # S > 1 (for "best": the union over k = 1..16)
      "verdict_batches": {"pays": [[first, last], ...], "uncertain": [...], "does not pay": [...]} | null,
+     "verdict_extrapolated": bool,     # the request lies past the calibration's fit: the verdicts extrapolate
      "best_k_paying_batches": [[first, last], ...],  # the same for "best" k (the union over k = 1..16)
      "idealized_paying_batches": [[first, last], ...],  # the same without the calibration
      "crossover_batch": int | null,    # first B past the last paying range; null: pays up to the limit
@@ -153,6 +162,7 @@ class Deployment:
     interval: tuple[float, float] | None = None
     extrapolations: tuple[str, ...] = ()
     fitted_batch: int | None = None  # the largest batch the calibration in use was fitted on
+    interval_about: dict | None = None  # how the interval was built and how often it covered held-out points
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -403,6 +413,7 @@ class Resolved:
     extrapolations: tuple[str, ...]
     interval: tuple[float, float] | None
     fitted_batch: int | None = None
+    interval_about: dict | None = None
 
 
 def _gpus_of(stored: dict, engine: str | None) -> list[str]:
@@ -419,9 +430,13 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
     stored = _calibrate().stored()
     intervals = stored["cross_validation"]["intervals"]
     chosen = tuple(intervals[stored["model"]["variant"]])
+    about = interval_about(stored, stored["model"]["variant"])
     if name == "none":
         return Resolved(None, {}, None, "`--calibration none`: the idealized roofline (no engine costs)", (), (),
-                        tuple(intervals["idealized"]))
+                        tuple(intervals["idealized"]), None, interval_about(stored, "idealized"))
+    if gpu_name is None and name not in ("auto", "pooled"):
+        raise validate.BadArgument(f"calibration {name!r}: a calibration belongs to a GPU of the table, and this one "
+                                   "is given by --bandwidth/--peak; use --gpu, or --calibration auto, pooled or none")
     if lookup is not None and name != "auto":
         try:
             knobs = dict(lookup(gpu_name, name))
@@ -438,7 +453,7 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
         gone = extrapolations(pooled["fitted_to"], req, _gpus_of(stored, None))
         engine = ["the engine: the pooled knobs are no engine's own"] if name == "auto" else []
         return Resolved("pooled", dict(pooled["knobs"]), "pooled over every engine in the record", note, (),
-                        tuple(engine + gone), chosen, pooled["fitted_to"]["batch"][1])
+                        tuple(engine + gone), chosen, pooled["fitted_to"]["batch"][1], about)
     if gpu_name is None:
         raise validate.BadArgument(f"calibration {name!r}: a calibration belongs to a GPU of the table, and this one "
                                    "is given by --bandwidth/--peak; use --gpu, or --calibration auto, pooled or none")
@@ -451,12 +466,14 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
         exact = found is not None and "not to" not in how and "not given" not in how
         engine = [] if exact else [f"the engine: {how}"]
         label = found or (f"{family} (fitted on other GPUs)" if family else "pooled")
+        doubt = gpu_doubt_text(record["fitted_to"])
         if exact and not gone:
-            note = f"auto: {how}; this setup is inside what it was fitted on"
+            note = f"auto: {how}; this setup is inside what it was fitted on" + (
+                f", if the GPU of its source is this one ({doubt})" if doubt else "")
         else:
-            note = f"auto: {how}"
+            note = f"auto: {how}" + (f" ({doubt})" if doubt else "")
         return Resolved(label, dict(knobs), how, note, (), tuple(engine + gone), chosen,
-                        record["fitted_to"]["batch"][1])
+                        record["fitted_to"]["batch"][1], about)
     names = [n for n in here if "alias_of" not in here[n]] + [n for n in here if "alias_of" in here[n]]
     if name not in here:
         where = "; ".join(f"{a}: {', '.join(n)}" for a, n in
@@ -471,8 +488,26 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
                                                             .rstrip() if req.engine else "")]
     warnings = ((f"`--calibration {name}` ({label}) applied past what it was fitted on: {'; '.join(engine + gone)}",)
                 if engine + gone else ())
-    return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}", warnings,
-                    tuple(engine + gone), chosen, record["fitted_to"]["batch"][1])
+    doubt = gpu_doubt_text(record["fitted_to"])
+    return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}"
+                    + (f" ({doubt})" if doubt else ""), warnings, tuple(engine + gone), chosen,
+                    record["fitted_to"]["batch"][1], about)
+
+
+def interval_about(stored: dict, variant: str) -> dict | None:
+    """How a stored interval was built (regime, points) and how often it covered held-out points, or None."""
+    rec = stored["cross_validation"].get("interval_held_out", {}).get(variant)
+    if rec is None:
+        return None
+    cover = rec["held_out"]
+    return {"regime": rec["regime"], "points": rec["points"], "covered": cover["covered"], "of": cover["points"],
+            "share": cover["share"], "nominal": rec["nominal"]}
+
+
+def gpu_doubt_text(fitted: dict) -> str:
+    """The record's doubt about which GPU measured what a calibration was fitted to, in one clause ("" if none)."""
+    whys = sorted({line.split(": ", 1)[-1] for line in fitted.get("gpu_doubt", [])})
+    return "; ".join(whys)
 
 
 def calibrate_name_matches(name: str, record: dict, req: Request) -> bool:
@@ -573,7 +608,7 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
                       alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
                       res.warnings, k_from, widths, tokens, engine, engine_version, interval, res.extrapolations,
-                      res.fitted_batch)
+                      res.fitted_batch, res.interval_about if interval else None)
 
 
 def _is_float(text) -> bool:
@@ -678,6 +713,13 @@ def _subtract(ranges, cut) -> list[tuple[int, int]]:
     return out
 
 
+def extrapolated(dep: Deployment, batch: int) -> bool:
+    """Whether the verdict at ``batch`` extrapolates: the request lies past the calibration's fit (GPU, engine,
+    drafter, target, context, tp, weights), or this batch lies past the largest batch it was fitted on."""
+    past_batch = [x for x in dep.extrapolations if x.startswith("batches above")]
+    return len(dep.extrapolations) > len(past_batch) or bool(dep.fitted_batch and batch > dep.fitted_batch)
+
+
 def verdict(s: float, interval: tuple[float, float] | None) -> str | None:
     if interval is None:
         return None
@@ -733,7 +775,8 @@ def row(dep: Deployment, batch: int, limit: int | None) -> dict:
     s = speedup(dep, batch, k)
     return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s,
             "interval": [s * dep.interval[0], s * dep.interval[1]] if dep.interval else None,
-            "verdict": verdict(s, dep.interval), "best_k": best, "best_speedup": speedup(dep, batch, best),
+            "verdict": verdict(s, dep.interval), "extrapolated": extrapolated(dep, batch),
+            "best_k": best, "best_speedup": speedup(dep, batch, best),
             "c": drafting / (levels * plain), "plain_ms": 1e3 * plain, "iteration_ms": 1e3 * iteration,
             "plain_tokens_per_s": batch / plain, "spec_tokens_per_s": batch * tokens / iteration,
             "roofs": roofs(dep, batch, drafted)}
@@ -784,6 +827,7 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
     report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit,
               "weights_per_gpu_GB": weights_per_gpu(dep) / 1e9, "rows": rows,
               "paying_batches": [list(r) for r in ranges], "verdict_batches": verdict_batches(dep, limit),
+              "verdict_extrapolated": bool(dep.extrapolations),
               "best_k_paying_batches": [list(r) for r in any_k],
               "idealized_paying_batches": [list(r) for r in ideal_ranges], "crossover_batch": crossover,
               "curve": curve, "warnings": warnings}
@@ -828,7 +872,8 @@ def describe(dep: Deployment) -> dict:
         "engine": dep.engine, "engine_version": dep.engine_version,
         "calibration": dep.calibration, "calibration_about": dep.calibration_about,
         "calibration_note": dep.calibration_note, "engine_knobs": engine_knobs(dep.model),
-        "interval": list(dep.interval) if dep.interval else None, "extrapolations": list(dep.extrapolations),
+        "interval": list(dep.interval) if dep.interval else None, "interval_about": dep.interval_about,
+        "extrapolations": list(dep.extrapolations),
         "fitted_batch_max": dep.fitted_batch,
     }
 
@@ -863,9 +908,16 @@ def _k_text(report) -> str:
 
 
 def _interval_text(dep: dict) -> str:
+    """The interval, what it was built from, and how often it covered held-out points (as measured)."""
     low, high = dep["interval"]
-    return (f"the measured S of 95% of held-out published points lay within ×{low:.2f}–×{high:.2f} of this model's "
-            "prediction")
+    about = dep.get("interval_about")
+    if about is None:
+        return f"measured S within ×{low:.2f}–×{high:.2f} of this model's prediction"
+    built = (f"the {about['points']} held-out published points predicted from their acceptance alone (as here)"
+             if about["regime"] == "acceptance only" else f"all {about['points']} held-out published points")
+    return (f"for the central {about['nominal']:.0%} of {built}, the measured S lay within ×{low:.2f}–×{high:.2f} of "
+            f"this model's prediction; built without their own source, such an interval covered {about['covered']} "
+            f"of {about['of']} ({about['share']:.0%})")
 
 
 def _sure_text(report: dict) -> str:
@@ -874,7 +926,9 @@ def _sure_text(report: dict) -> str:
     if v is None:
         return ""
     parts = [f"{name} for B in {_ranges_text(v[name])}" for name in ("pays", "uncertain", "does not pay") if v[name]]
-    return f" Within the model's error ({_interval_text(report['deployment'])}): " + "; ".join(parts) + "."
+    extra = (" (extrapolated: the request lies past what the calibration was fitted on, see below)"
+             if report["verdict_extrapolated"] else "")
+    return f" Within the model's error ({_interval_text(report['deployment'])}): " + "; ".join(parts) + extra + "."
 
 
 def recommendation(report: dict) -> str:
@@ -1022,7 +1076,7 @@ def render(report: dict) -> str:
         columns += [("S (tree)" if dep["tree"] else f"S (k = {dep['k']})", lambda r: f"{r['speedup']:.2f}")]
     if dep["interval"]:
         columns += [("interval", lambda r: f"{r['interval'][0]:.2f}–{r['interval'][1]:.2f}"),
-                    ("verdict", lambda r: r["verdict"])]
+                    ("verdict", lambda r: r["verdict"] + (" (extrapolated)" if r["extrapolated"] else ""))]
     if calibrated:
         columns += [("S idealized", lambda r: f"{r['idealized_speedup']:.2f}")]
     if not best and not dep["tree"]:
@@ -1065,8 +1119,8 @@ def render(report: dict) -> str:
         "",
         "Roofs: matmul/attention kernels of each pass, M = memory-bound, C = compute-bound (draft: its first "
         "pass; — = no weights). Tokens/s: the whole batch, speculation off → on"
-        + ("; interval: the model's cross-validated error (95% of held-out published points), uncertain where "
-           "it straddles 1" if dep["interval"] else "")
+        + ("; interval: the model's cross-validated error (the **error** row below), uncertain where it straddles "
+           "1, (extrapolated) past the calibration's fit" if dep["interval"] else "")
         + ("; S idealized: the same k without the engine's costs." if calibrated else "."),
         "",
         "**How to quote this speedup**",
@@ -1099,8 +1153,10 @@ def plot(report: dict, ax=None, title: str | None = None):
                                                f"L = {dep['context_tokens']}")
     if dep["interval"] and curve:
         low, high = dep["interval"]
+        about = dep.get("interval_about")
+        covered = f" (covered {about['share']:.0%} of held-out points)" if about else ""
         ax.fill_between(batches, [s * low for _, s in curve], [s * high for _, s in curve], color="C0", alpha=0.12,
-                        linewidth=0, label="the model's cross-validated error (95% of held-out points)")
+                        linewidth=0, label=f"the model's cross-validated error{covered}")
     lo, hi = dep["batch"]
     right = hi if lo < hi else max(batches[-1], hi)
     plots.shade_batches(ax, [(a, min(b, right)) for a, b in report["paying_batches"] if a <= right],
