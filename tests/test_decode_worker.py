@@ -350,21 +350,89 @@ def test_a_request_that_breaks_inside_a_step_fails_alone(pair64, prompts, corrup
         assert torch.equal(out[i].tokens, plain_reference(target, prompts[i], lengths[i])), i
 
 
-def test_an_error_every_request_raises_is_the_workers_and_is_raised(pair64, prompts, monkeypatch):
+def test_an_error_no_request_raises_alone_is_the_workers_and_is_raised(pair64, prompts, monkeypatch):
     target, draft = pair64
     worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)
     worker.admit(prefill(target, prompts[0], 4, 0, draft=draft))
     worker.admit(prefill(target, prompts[1], 4, 1, draft=draft))
     before = worker.snapshot()
+    real = decode_worker.speculative_sample
+
+    def breaks_batches(drafts, *args, **kwargs):
+        if drafts.shape[0] > 1:
+            raise RuntimeError("the sampler breaks on batches")
+        return real(drafts, *args, **kwargs)
+
+    monkeypatch.setattr(decode_worker, "speculative_sample", breaks_batches)
+    with pytest.raises(RuntimeError, match="the sampler breaks on batches"):
+        worker.step(2)
+    assert worker.n == 2 and worker.request_ids[:2] == [0, 1]  # nobody was blamed for it
+    assert all(torch.equal(a, b) for a, b in zip(before, worker.snapshot(), strict=True))  # the step was undone
+
+
+def bad_request(target, draft, prompt, request_id, worker):
+    """Admit a request, then break it: a token id the model refuses, so it raises even alone."""
+    worker.admit(prefill(target, prompt, 6, request_id, draft=draft))
+    row = worker.request_ids.index(request_id)
+    worker.history[row, worker.committed[row] - 1] = 999
+
+
+@pytest.mark.parametrize("n_bad", [1, 2])
+@pytest.mark.parametrize("k", [0, 2])
+def test_a_batch_of_bad_requests_only_fails_each_and_the_worker_goes_on(pair64, prompts, n_bad, k, one_thread):
+    target, draft = pair64
+    worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)
+    for i in range(n_bad):
+        bad_request(target, draft, prompts[i], i, worker)
+    result = worker.step(k)
+    assert sorted(f.request_id for f in result.failed) == list(range(n_bad)) and result.batch == 0
+    assert all(re.search(r"BadArgument: tokens must be ids in \[0, 256\)", f.reason) for f in result.failed)
+    assert worker.n == 0 and worker.request_ids == [None, None]
+    worker.admit(prefill(target, prompts[5], 7, 5, draft=draft))  # still usable
+    out = {}
+    while worker.n:
+        result = worker.step(k)
+        assert not result.failed
+        out.update({f.request_id: f for f in result.finished})
+    assert torch.equal(out[5].tokens, plain_reference(target, prompts[5], 7))
+
+
+def test_a_sampler_that_always_raises_fails_every_request_with_its_reason(pair64, prompts, monkeypatch):
+    target, draft = pair64
+    worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)
+    worker.admit(prefill(target, prompts[0], 4, 0, draft=draft))
+    worker.admit(prefill(target, prompts[1], 4, 1, draft=draft))
 
     def broken(*args, **kwargs):
         raise RuntimeError("the sampler itself is broken")
 
     monkeypatch.setattr(decode_worker, "speculative_sample", broken)
-    with pytest.raises(RuntimeError, match="the sampler itself is broken"):
-        worker.step(2)
-    assert worker.n == 2 and worker.request_ids[:2] == [0, 1]  # nobody was blamed for it
-    assert all(torch.equal(a, b) for a, b in zip(before, worker.snapshot(), strict=True))  # the step was undone
+    result = worker.step(2)
+    assert sorted(f.request_id for f in result.failed) == [0, 1] and worker.n == 0
+    assert all("RuntimeError: the sampler itself is broken" in f.reason for f in result.failed)
+
+
+def test_at_temperature_one_the_others_redraw_as_if_the_failed_request_had_never_come(pair64, prompts, one_thread):
+    """A request that fails in its first step: the step is rerun without it from the random state it began with,
+    so the others draw exactly what a worker that never admitted it draws."""
+    target, draft = pair64
+    outputs = []
+    for with_bad in (True, False):
+        worker = DecodeWorker(target, draft, slots=3, capacity=64, k_max=3, temperature=1.0,
+                              generator=torch.Generator().manual_seed(7))
+        for i in (0, 1):
+            worker.admit(prefill(target, prompts[i], 12, i, draft=draft))
+        if with_bad:
+            bad_request(target, draft, prompts[2], 2, worker)
+        out, failed = {}, []
+        while worker.n:
+            result = worker.step(3)
+            out.update({f.request_id: f.tokens for f in result.finished})
+            failed += [f.request_id for f in result.failed]
+        assert failed == ([2] if with_bad else [])
+        outputs.append(out)
+    assert outputs[0].keys() == outputs[1].keys() == {0, 1}
+    assert all(torch.equal(outputs[0][i], outputs[1][i]) for i in (0, 1))
 
 
 def test_keys_rotated_in_float32_match_in_float64():

@@ -29,9 +29,12 @@ request's prompt (one small matmul, no prefill) fingerprints the prefix the cach
 is fingerprinted against the target cache the same way. A bad state is refused with
 ``InvalidDrafterState``, or, with ``on_missing="plain"``, the request decodes without speculation (k = 0)
 and its ``Finished.reason`` says why. Inside ``step``, a row whose bookkeeping breaks the worker's
-invariants, or that raises on its own, fails alone (``StepResult.failed`` gives its reason); the step is
-rolled back and rerun without it, so every other request goes on token for token as if it had never
-been admitted (greedy; with sampling, its draws from that step on are the same as without it).
+invariants, or that raises on its own, fails alone (``StepResult.failed`` gives its reason), even when every
+running request does; the step is rolled back and rerun without it, so every other request goes on token for
+token as if it had never been admitted (greedy). With sampling the rerun starts from the random state the
+step began with: after a request admitted last that fails in its first step, the others draw exactly what
+they would have drawn without it; otherwise (it fails later, or another row moves into its place) they go on
+with a valid sample, not the same one.
 """
 
 from __future__ import annotations
@@ -461,8 +464,9 @@ class DecodeWorker:
     def step(self, k: int) -> StepResult:
         """Decode every running request once: plainly (k = 0) or with k drafts per request. A request whose
         state is broken, or that raises on its own, fails alone (``StepResult.failed``); the step is rolled
-        back and rerun without it. An error that no request raises on its own, or that every running request
-        raises on its own (a batch of one included), is taken for the worker's: it is raised, the step undone."""
+        back and rerun without it, so a batch of bad requests only (a batch of one included) ends with every
+        one failed and none running. An error that no request raises on its own is the worker's: it is
+        raised, the step undone."""
         k = validate.integer("k", k, low=0, high=self.k_max)
         if self.n == 0:
             raise RuntimeError("no request is running: admit one first")
@@ -475,7 +479,7 @@ class DecodeWorker:
             except Exception:  # a request's failure must not end the batch: find whose it is
                 self.load(saved)
                 culprits = self.culprits(k, saved)
-                if len(culprits) in (0, self.n):  # nobody, or everybody: the worker's own error
+                if not culprits:  # no request raises it on its own: the worker's own error
                     raise
                 failed += [self.fail(row, reason) for row, reason in culprits]
                 saved = self.save()
