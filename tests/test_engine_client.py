@@ -29,9 +29,10 @@ class Stub:
     a data line that is not a JSON object, after n chunks). ``close_after_response``: a connection serves one
     completion, as llama-server's does (it closes it after each): a request sent on it again is not answered,
     the connection is closed. Closing right after the response would race a pooled client's next write, and a
-    client that saw the close in time would pass; this way reusing a connection always fails. ``context``: the context length /v1/models reports (vLLM's
-    ``max_model_len``); ``timings``: send llama-server's ``timings`` object (``predicted_per_token_ms`` =
-    ``token_delay``, ``draft_n`` and ``draft_n_accepted`` from ``drafts``) in the last chunk."""
+    client that saw the close in time would pass; this way reusing a connection always fails. ``context``: the
+    context length /v1/models reports (vLLM's ``max_model_len``); ``timings``: send llama-server's ``timings``
+    object (``predicted_per_token_ms`` = ``token_delay``, ``draft_n`` and ``draft_n_accepted`` from ``drafts``)
+    in the last chunk."""
 
     def __init__(self, first_delay=0.08, token_delay=0.02, per_chunk=1, status=200, drop_after=None,
                  stall_after=None, usage=True, fail_from=None, malformed_after=None, malformed=b"{'text': 'x'",
