@@ -7,6 +7,12 @@ of S(B) at two concurrencies through the book's own client. The rest runs in pla
 """
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +246,54 @@ def test_the_committed_records_read_back_and_say_what_the_chapter_says():
     runs = big.notes["engine_runs"]
     assert all(r["draft_accepted"] == r["draft_tokens"] > 0 for r in runs if r["speculation"] == "on")
     assert all(r["draft_tokens"] == 0 for r in runs if r["speculation"] == "off")
+
+
+PARENT = """
+import subprocess, sys, time
+from specnotes import engine
+child = subprocess.Popen(["sleep", "60"], start_new_session=True, preexec_fn=engine.parent_death_signal())
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] in "ZX"  # a zombie has exited
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_dies_with_a_parent_killed_outright():
+    # SIGKILL runs no atexit handler: only the parent-death signal stops a server in its own session
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    try:
+        assert not gone(child)
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while not gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(child)
+    finally:
+        if not gone(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_the_server_is_started_with_the_parent_death_signal(tmp_path, monkeypatch):
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"")
+    seen = {}
+
+    def popen(cmd, **kwargs):
+        seen.update(kwargs)
+        raise OSError("not started")
+
+    monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    monkeypatch.setattr(engine.subprocess, "Popen", popen)
+    monkeypatch.setenv("SPECNOTES_ENGINE_DIR", str(tmp_path))
+    with pytest.raises(OSError, match="not started"):
+        engine.Server(target, threads=1).start()
+    assert seen["start_new_session"] and (seen["preexec_fn"] is not None) == sys.platform.startswith("linux")

@@ -4,20 +4,20 @@
     python -m specnotes.engine measure --out s.json   # S(B) on it: speculation off and on, pairs repeated
     python -m specnotes.engine serve --slots 4 --k 4  # just serve (on 127.0.0.1), for `bench serve` by hand
 
-The binary is built from the pinned ``llama-cpp-python`` sdist (``LLAMA_CPP_PYTHON``), which vendors llama.cpp,
-into ``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1 at a free port with ``slots``
-parallel slots (``-np``; continuous batching over them), with or without a draft model (``-md``, speculation
-type ``draft-simple``, ``k`` drafts per step: ``--spec-draft-n-max k``, with no minimum and no confidence
-cut-off, so every step drafts k), waits for ``/health``, and stops it on exit, also on error (a context
-manager, and ``atexit`` for anything left). Attention runs in float32, as specnotes' own: a float32 KV cache
-(``-ctk f32 -ctv f32``) *and* flash attention off (``-fa off``). With flash attention on (the default,
-``auto``, picks it on a CPU) llama.cpp casts a float32 K and V to float16 before its flash-attention kernel
-(``src/llama-graph.cpp``), and accumulates V in float16: logprobs then drift from float64 by up to 6e-4
-(7.6e-6 with it off), enough to flip a near-tie and part the greedy output from specnotes' (found by
+The binary is built from the pinned ``llama-cpp-python`` sdist (``LLAMA_CPP_PYTHON``), which vendors llama.cpp, into
+``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1 at a free port with ``slots`` parallel
+slots (``-np``; continuous batching over them), with or without a draft model (``-md``, speculation type
+``draft-simple``, ``k`` drafts per step: ``--spec-draft-n-max k``, with no minimum and no confidence cut-off, so
+every step drafts k), waits for ``/health``, and stops it on exit, also on error (a context manager, ``atexit`` for
+anything left, and on Linux a parent-death signal for a parent killed outright). Attention runs in float32, as
+specnotes' own: a float32 KV cache (``-ctk f32 -ctv f32``) *and* flash attention off (``-fa off``). With flash
+attention on (the default, ``auto``, picks it on a CPU) llama.cpp casts a float32 K and V to float16 before its
+flash-attention kernel (``src/llama-graph.cpp``), and accumulates V in float16: logprobs then drift from float64 by
+up to 6e-4 (7.6e-6 with it off), enough to flip a near-tie and part the greedy output from specnotes' (found by
 ``tests/test_engine.py``: at token 52 of one prompt, where the top two logits lie 2.6e-4 apart).
 ``Server.metrics()`` reads the engine's own counters from ``/metrics`` (tokens, time generating, drafted and
-accepted tokens): :func:`measure_pairs` records them with every run, so the record says from the engine
-itself that speculation ran.
+accepted tokens): :func:`measure_pairs` records them with every run, so the record says from the engine itself that
+speculation ran.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import ctypes
 import json
 import os
 import platform
@@ -165,6 +166,29 @@ def parse_metrics(text: str) -> dict[str, float]:
     return values
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def parent_death_signal(sig: int = signal.SIGKILL):
+    """A ``preexec_fn`` that has Linux send the child ``sig`` when the process that started it dies, even by
+    SIGKILL, when no ``atexit`` handler runs; None where ``prctl`` is unavailable (not Linux). The kernel
+    watches the *thread* that forked: start servers from one that lives as long as they should."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(PR_SET_PDEATHSIG, int(sig))
+        if os.getppid() != parent:  # the parent died before prctl took effect: no signal will come
+            os._exit(1)
+
+    return preexec
+
+
 _RUNNING: set[Server] = set()
 
 
@@ -240,7 +264,8 @@ class Server:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(path), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=parent_death_signal())
         _RUNNING.add(self)
         try:
             self.wait_ready()
