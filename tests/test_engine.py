@@ -297,3 +297,24 @@ def test_the_server_is_started_with_the_parent_death_signal(tmp_path, monkeypatc
     with pytest.raises(OSError, match="not started"):
         engine.Server(target, threads=1).start()
     assert seen["start_new_session"] and (seen["preexec_fn"] is not None) == sys.platform.startswith("linux")
+
+
+def test_a_new_gguf_writer_writes_new_files(tmp_path, monkeypatch):
+    # the cached GGUF files are named by the writer's format version: bumping it never serves a stale file
+    written = []
+
+    def write(model, path, name, context=None):
+        written.append(Path(path).name)
+        Path(path).write_bytes(b"gguf")
+        return path
+
+    from specnotes import gguf_export
+
+    monkeypatch.setattr(gguf_export, "write_gguf", write)
+    monkeypatch.setattr(gguf_export, "random_model", lambda config, seed=0: None)
+    first = engine.shipped_ggufs(tmp_path), engine.big_gguf(tmp_path, n_layers=1, d_model=64, n_heads=2, d_ff=128)
+    assert len(written) == 3 and engine.shipped_ggufs(tmp_path) == first[0] and len(written) == 3  # cached
+    monkeypatch.setattr(gguf_export, "FORMAT_VERSION", gguf_export.FORMAT_VERSION + 1)
+    second = engine.shipped_ggufs(tmp_path), engine.big_gguf(tmp_path, n_layers=1, d_model=64, n_heads=2, d_ff=128)
+    assert len(written) == 6 and set(second[0].values()).isdisjoint(first[0].values()) and second[1] != first[1]
+    assert all(f"-v{gguf_export.FORMAT_VERSION}." in name for name in written[3:])
