@@ -318,3 +318,14 @@ def test_a_new_gguf_writer_writes_new_files(tmp_path, monkeypatch):
     second = engine.shipped_ggufs(tmp_path), engine.big_gguf(tmp_path, n_layers=1, d_model=64, n_heads=2, d_ff=128)
     assert len(written) == 6 and set(second[0].values()).isdisjoint(first[0].values()) and second[1] != first[1]
     assert all(f"-v{gguf_export.FORMAT_VERSION}." in name for name in written[3:])
+
+
+def test_the_model_beside_reads_the_context_from_the_record():
+    shipped = engine.load_reference("shipped")
+    assert engine.mean_context(shipped) == 64 + 128 // 2  # 64-character prompts, 128 new tokens
+    before = engine.model_beside(shipped)[-1]["S roofline"], engine.draft_pass_cost(shipped)[-1]["c (roofline)"]
+    for r in shipped.sections[engine_client.SPEEDUP]:
+        r.params["prompt_chars"] = 4000
+    assert engine.mean_context(shipped) == 4000 + 64
+    after = engine.model_beside(shipped)[-1]["S roofline"], engine.draft_pass_cost(shipped)[-1]["c (roofline)"]
+    assert after[0] != pytest.approx(before[0]) and after[1] != pytest.approx(before[1])

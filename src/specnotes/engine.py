@@ -573,7 +573,7 @@ def model_beside(results, batches: list[int] | None = None) -> list[dict]:
         target = draft = shape_of(model.ModelConfig(c["n_layers"], c["d_model"], c["n_heads"], c["d_ff"]))
         alpha = 1.0
     en = cost.expected_tokens(alpha, k)
-    context = notes.get("max_tokens", 128) // 2 + 64
+    context = mean_context(results)
     t = lambda shape, b, n: cost.pass_time(shape, accel, b, n, context, dtype="fp32")
     rows = []
     for row in pair_table(results):
@@ -607,6 +607,15 @@ def specnotes_acceptance(prompts: list[str], k: int, max_tokens: int, which: tup
     return {"accepted_per_drafted": float(accepted.sum() / drafted.sum()), "alpha": stats.alpha,
             "mean_tokens_per_iteration": stats.mean_tokens_per_iteration, "drafted": int(drafted.sum()),
             "accepted": int(accepted.sum()), "prompts": len(prompts), "max_tokens": max_tokens, "k": k}
+
+
+def mean_context(results) -> int:
+    """The context a measured step attends over, on average, as the record's params say: the prompt
+    (``prompt_chars``, one token per byte; the longest, for a prompts file) and half the ``max_tokens`` new tokens."""
+    from specnotes import engine_client
+
+    return max(r.params["prompt_chars"] + r.params["max_tokens"] // 2
+               for r in results.sections[engine_client.SPEEDUP])
 
 
 def shape_of(config):
@@ -755,7 +764,7 @@ def draft_pass_cost(results) -> list[dict]:
     accel = roof.as_accelerator()
     card = model.model_card()
     target, draft = (shape_of(model.ModelConfig(**card[w]["config"])) for w in ("target", "draft"))
-    context = notes.get("max_tokens", 128) // 2 + 64
+    context = mean_context(results)
     on = [r for r in notes["engine_runs"] if r["speculation"] == "on"]
     per_step = 1 + sum(r["draft_accepted"] for r in on) / sum(r["verify_steps"] for r in on)
     rows = []
