@@ -329,3 +329,53 @@ def test_the_model_beside_reads_the_context_from_the_record():
     assert engine.mean_context(shipped) == 4000 + 64
     after = engine.model_beside(shipped)[-1]["S roofline"], engine.draft_pass_cost(shipped)[-1]["c (roofline)"]
     assert after[0] != pytest.approx(before[0]) and after[1] != pytest.approx(before[1])
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["measure", "--k", "0"], "--k: 0 is not allowed: it must be an integer >= 1"),
+    (["measure", "--pairs", "0"], "--pairs: 0 is not allowed"),
+    (["measure", "--concurrency", "1,0"], "--concurrency: 0 is not allowed"),
+    (["measure", "--concurrency", "1,x"], "--concurrency: 'x' is not an integer"),
+    (["measure", "--concurrency", "4", "--requests", "2"], "--requests 2 is below --concurrency 4"),
+    (["measure", "--timeout", "0"], "--timeout: 0.0 is not allowed"),
+    (["serve", "--k", "0"], "--k: 0 is not allowed"),
+    (["serve", "--slots", "0"], "--slots: 0 is not allowed"),
+])
+def test_bad_command_lines_are_usage_errors_before_anything_runs(argv, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    fake = {"target": tmp_path / "t.gguf", "draft": tmp_path / "d.gguf"}
+    monkeypatch.setattr(engine, "shipped_ggufs", lambda folder=None: fake)
+
+    def ran(*args, **kwargs):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(engine, "measure_pairs", ran)
+    monkeypatch.setattr(engine, "Server", ran)
+    with pytest.raises(SystemExit) as exit_:
+        engine.main(argv + (["--out", str(tmp_path / "s.json")] if argv[0] == "measure" else []))
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_serve_exits_non_zero_when_the_server_dies(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    fake = {"target": tmp_path / "t.gguf", "draft": tmp_path / "d.gguf"}
+    monkeypatch.setattr(engine, "shipped_ggufs", lambda folder=None: fake)
+    log = tmp_path / "server.log"
+    log.write_text("model loaded\nsegmentation fault\n")
+
+    class Dying:
+        def __init__(self, *args, **kwargs):
+            self.url, self.log_path = "http://127.0.0.1:9/v1", log
+            self.process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.process.wait()
+
+        log_tail = engine.Server.log_tail
+
+    monkeypatch.setattr(engine, "Server", Dying)
+    assert engine.main(["serve"]) == 1
+    assert "llama-server exited with code 3" in (err := capsys.readouterr().err) and "segmentation fault" in err

@@ -662,6 +662,44 @@ def pair_table(results) -> list[dict]:
 # ---------------------------------------------------------------------------------------------- command line
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (else the usage error, exit 2, before anything runs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: it must be an integer >= 1")
+    return value
+
+
+def positive_ints(text: str) -> list[int]:
+    """argparse type: comma-separated integers >= 1."""
+    return [positive_int(part.strip()) for part in text.split(",")]
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: it must be a number > 0")
+    return value
+
+
+def serve_until_stopped(server: Server, poll_s: float = 1.0) -> int:
+    """Wait while ``server`` runs: 0 after Ctrl-C; 1, with the end of its log, if llama-server dies."""
+    try:
+        while server.process.poll() is None:
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        return 0
+    print(f"error: llama-server exited with code {server.process.returncode}; its log ({server.log_path}) ends:\n"
+          f"{server.log_tail()}", file=sys.stderr)
+    return 1
+
+
 def main(argv=None) -> int:
     from specnotes import engine_client
     from specnotes.measure.records import save_results
@@ -674,19 +712,20 @@ def main(argv=None) -> int:
     serve = commands.add_parser("serve", help="serve on 127.0.0.1 until interrupted (for bench serve by hand)")
     measure = commands.add_parser("measure", help="S(B) on llama-server: pairs of runs, speculation off and on")
     for p in (serve, measure):
-        p.add_argument("--k", type=int, default=4, help="drafts per step (speculation on)")
-        p.add_argument("--threads", type=int, default=1,
+        p.add_argument("--k", type=positive_int, default=4, help="drafts per step (speculation on)")
+        p.add_argument("--threads", type=positive_int, default=1,
                        help="CPU threads for the target and the draft (default 1: on a shared 2-core machine "
                             "llama.cpp's spinning worker threads stall each other for seconds)")
         p.add_argument("--big", action="store_true", help="the random model larger than the LLC, its own draft")
-    serve.add_argument("--slots", type=int, default=4)
+    serve.add_argument("--slots", type=positive_int, default=4)
     serve.add_argument("--no-draft", action="store_true", help="speculation off")
-    measure.add_argument("--concurrency", default="1,2,4", help="comma-separated requests in flight")
-    measure.add_argument("--pairs", type=int, default=2, help="off/on pairs to run (their spread is reported)")
-    measure.add_argument("--max-tokens", type=int, default=128)
-    measure.add_argument("--prompt-chars", type=int, default=64)
-    measure.add_argument("--requests", type=int, default=None)
-    measure.add_argument("--timeout", type=float, default=120.0)
+    measure.add_argument("--concurrency", type=positive_ints, default=[1, 2, 4],
+                         help="comma-separated requests in flight")
+    measure.add_argument("--pairs", type=positive_int, default=2, help="off/on pairs to run (their spread is reported)")
+    measure.add_argument("--max-tokens", type=positive_int, default=128)
+    measure.add_argument("--prompt-chars", type=positive_int, default=64)
+    measure.add_argument("--requests", type=positive_int, default=None)
+    measure.add_argument("--timeout", type=positive_float, default=120.0)
     measure.add_argument("--roofs", action="store_true", help="also measure this machine's roofs (for the model)")
     measure.add_argument("--record", action="store_true",
                          help="write the book's reference record, data/reference/llama-server/<kind>-<cpu>.json "
@@ -715,24 +754,19 @@ def main(argv=None) -> int:
                     name=name) as server:
             print(f"serving {name} on {server.url} (slots {args.slots}, "
                   f"{'no draft' if args.no_draft else f'draft k={args.k}'}); Ctrl-C stops it")
-            try:
-                while server.process.poll() is None:
-                    time.sleep(1)
-            except KeyboardInterrupt:
-                pass
-        return 0
+            return serve_until_stopped(server)
     kind = "big" if args.big else "shipped"
     out = reference_path(kind) if args.record else args.out
     try:
         if out is None:
             raise validate.BadArgument("pass --out FILE, or --record to write the book's reference record")
-        concurrencies = [int(c) for c in args.concurrency.split(",")]
+        engine_client.check_levels(args.concurrency, args.requests)
         engine_client.check_writable("--out", out)
     except ValueError as e:
         parser.error(str(e))
     command = "python -m specnotes.engine " + " ".join(argv)
     try:
-        results = measure_pairs(target, draft, concurrencies, args.k, args.pairs, args.max_tokens,
+        results = measure_pairs(target, draft, args.concurrency, args.k, args.pairs, args.max_tokens,
                                 args.prompt_chars, args.requests, 2, args.threads, args.timeout, name, command,
                                 kind=kind, roofs=args.roofs or args.record)
     except (engine_client.EngineError, EngineStartError) as e:
