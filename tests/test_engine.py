@@ -73,7 +73,10 @@ def test_the_command_line_drafts_k_every_step(tmp_path):
 
 def test_a_failed_run_writes_no_record(tmp_path, monkeypatch):
     # a level fails on the server with speculation: the command exits 1 and the earlier file stays as it was
+    monkeypatch.setenv("SPECNOTES_ENGINE_DIR", str(tmp_path / "engine"))  # nothing is written to _build/engine
     monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    fake = {"target": tmp_path / "t.gguf", "draft": tmp_path / "d.gguf"}
+    monkeypatch.setattr(engine, "shipped_ggufs", lambda folder=None: fake)
     started = []
 
     class FakeServer:
@@ -103,6 +106,7 @@ def test_a_failed_run_writes_no_record(tmp_path, monkeypatch):
     out.write_text("earlier\n")
     assert engine.main(["measure", "--concurrency", "1,2", "--out", str(out)]) == 1
     assert out.read_text() == "earlier\n" and started == []  # both servers stopped
+    assert not (tmp_path / "engine").exists()
 
 
 # ---------------------------------------------------------------------------------------------- on the engine
@@ -157,7 +161,8 @@ def test_greedy_output_equals_specnotes_token_for_token(pair, which):
 
 @pytest.mark.engine
 def test_speculation_on_the_engine_keeps_the_greedy_output(pair):
-    # the draft proposes, the target verifies: at temperature 0 the output is the target's own, on 2 slots at once
+    # the draft proposes, the target verifies: at temperature 0 the output is the target's own (on a server with
+    # 2 slots; the two prompts are sent one after the other)
     with engine.Server(pair["target"], pair["draft"], k=4, slots=2, threads=1) as server:
         before = server.metrics()
         for prompt in prompts(2):
@@ -213,8 +218,9 @@ def test_the_overhead_sentence_follows_the_numbers(measured, ok, says):
 
 
 def test_the_acceptance_sentence_follows_the_numbers():
-    ours = {"accepted_per_drafted": 0.54, "alpha": 0.77, "mean_tokens_per_iteration": 3.2}
-    assert engine.acceptance_verdict(0.52, ours).ok
+    ours = {"accepted_per_drafted": 0.54, "alpha": 0.77, "mean_tokens_per_iteration": 3.2, "prompts": 64}
+    good = engine.acceptance_verdict(0.52, ours)
+    assert good.ok and "on all 64 prompts of the set the engine's requests were drawn from" in good.sentence
     bad = engine.acceptance_verdict(0.30, ours)
     assert not bad.ok and "do not draft alike" in bad.sentence
 

@@ -32,6 +32,7 @@ import platform
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -327,9 +328,6 @@ class Server:
         with urllib.request.urlopen(f"{self.root}/metrics", timeout=10) as resp:
             return parse_metrics(resp.read().decode())
 
-    def props(self) -> dict:
-        return http_json(f"{self.root}/props")
-
     def tokenize(self, text: str) -> list[int]:
         return http_json(f"{self.root}/tokenize", {"content": text})["tokens"]
 
@@ -343,12 +341,6 @@ class Server:
                             "return_tokens": True, "cache_prompt": False, "samplers": ["top_k", "temperature"]},
                            timeout=120)
         return list(answer["tokens"])
-
-    def version(self) -> str:
-        """``llama-server --version``'s first line that names the build."""
-        out = subprocess.run([str(require_binary()), "--version"], capture_output=True, text=True, timeout=30)
-        lines = [line for line in (out.stdout + out.stderr).splitlines() if "version" in line.lower()]
-        return lines[0].strip() if lines else ""
 
 
 # ---------------------------------------------------------------------------------------------- S(B) on it
@@ -425,13 +417,14 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
     """S(B) on llama-server: two servers with ``max(concurrencies)`` slots, one without speculation and one with
     ``k`` drafts per step from ``draft``, both up at once; ``pairs`` times, each concurrency in turn on one and
     then the other (``pair_levels``: interleaved, so a busy minute hits both runs of a pair alike).
-    Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section
-    ``engine_speedup``, each record's params saying its ``pair``; sections ``engine_serve_off`` and
-    ``engine_serve_on`` likewise), with the engine's provenance and its own counters for every run. Nothing is
-    returned unless every run completed. ``kind``: "shipped" (the shipped pair: specnotes' own decoder measures
-    its acceptance on the same prompts, ``notes["specnotes_acceptance"]``) or "big" (``big_gguf``, its own
-    draft). ``roofs``: measure this machine's copy bandwidth and float32 GEMM peak first (``notes["roofs"]``),
-    for the cost model beside the measurement."""
+    Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section ``engine_speedup``,
+    each record's params saying its ``pair``; sections ``engine_serve_off`` and ``engine_serve_on`` likewise), with
+    the engine's provenance and its own counters for every run. Nothing is returned unless every run completed.
+    ``kind``: "shipped" (the shipped pair: specnotes' own decoder measures its acceptance on all 64 prompts of the
+    set the engine's requests come from, where each level sends the first max(16, 4 × concurrency) (or ``requests``)
+    of them, ``notes["specnotes_acceptance"]``) or "big" (``big_gguf``, its own draft). ``roofs``: measure this
+    machine's copy bandwidth and float32 GEMM peak first (``notes["roofs"]``), for the cost model beside the
+    measurement."""
     from specnotes import engine_client
     from specnotes.measure.records import Results
 
@@ -482,7 +475,7 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
     if kind == "shipped":
         first = sections[engine_client.SPEEDUP][0].params
         prompts = engine_client.default_prompts(64, first["prompt_chars"])
-        progress("specnotes' own decoder on the same prompts")
+        progress("specnotes' own decoder on the 64 prompts the engine's requests were drawn from")
         notes["specnotes_acceptance"] = specnotes_acceptance(prompts, k, max_tokens)
     else:
         notes["big_config"] = big_shape_notes(model)
@@ -540,21 +533,15 @@ def load_reference(kind: str = "shipped"):
     return load_results(found[0])
 
 
-def engine_step_passes(k: int) -> str:
-    """What one speculative step of llama-server's ``draft-simple`` runs, per slot (llama.cpp at the pinned
-    version, ``tools/server/server-context.cpp`` and ``common/speculative.cpp``): the target verifies k + 1
-    tokens; the draft model re-evaluates that same batch ("always re-evaluate for simplicity",
-    TAG_SPEC_AVOID_DRAFT_REEVAL), then runs k passes of one token (the last accepted token, then k − 1 drafts).
-    One draft pass more than the textbook k, over k + 1 tokens."""
-    return f"target over {k + 1} tokens + draft over {k + 1} tokens + {k} draft passes of 1 token"
-
-
 def model_beside(results, batches: list[int] | None = None) -> list[dict]:
-    """The cost model beside a ``measure_pairs`` record, at each concurrency it measured, for llama-server's step
-    (``engine_step_passes``): T_step = k·T_draft(B, 1) + T_draft(B, k + 1) + T_target(B, k + 1), and
-    S(B) = E[N]·T_target(B, 1) / T_step. "S roofline": each pass at the per-kernel roofline with the recording
-    machine's measured roofs (``notes["roofs"]``), no overheads. "S overhead-bound": every pass costs the same
-    fixed time, S = E[N] / (k + 2). α: specnotes' own decoder on the same prompts (the shipped pair), or 1 (the
+    """The cost model beside a ``measure_pairs`` record, at each concurrency it measured, for llama-server's step.
+    Per slot, ``draft-simple`` (llama.cpp at the pinned version, ``tools/server/server-context.cpp`` and
+    ``common/speculative.cpp``) has the target verify k + 1 tokens, the draft re-evaluate that same batch ("always
+    re-evaluate for simplicity", TAG_SPEC_AVOID_DRAFT_REEVAL), then run k passes of one token: one draft pass
+    more than the textbook k. So T_step = k·T_draft(B, 1) + T_draft(B, k + 1) + T_target(B, k + 1), and
+    S(B) = E[N]·T_target(B, 1) / T_step. "S roofline": each pass at the per-kernel roofline with the recording machine's
+    measured roofs (``notes["roofs"]``), no overheads. "S overhead-bound": every pass costs the same fixed time, S =
+    E[N] / (k + 2). α: specnotes' own decoder on the prompt set the engine drew from (the shipped pair), or 1 (the
     big pair, its own draft). For the big pair also the verify/decode time ratio r = T(B, k+1) / T(B, 1) each
     measured S implies (α = 1, draft = target: S = (k + 1) / (k + 2r), so r = ((k + 1)/S − k) / 2), beside the
     roofline's."""
@@ -638,17 +625,16 @@ def pair_table(results) -> list[dict]:
     by: dict[int, list] = {}
     for r in results.sections[engine_client.SPEEDUP]:
         by.setdefault(r.params["concurrency"], []).append(r)
-    median = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:][:2]) / 2
     rows = []
     for c, records in sorted(by.items()):
         s = sorted(r.extra.get("speedup_engine_tpot", r.extra["speedup"]) for r in records)
         acc = [r.extra["engine_acceptance_on"] for r in records if r.extra.get("engine_acceptance_on") is not None]
         cross = [r.extra[key] for r in records for key in ("tpot_client_over_engine_off", "tpot_client_over_engine_on")
                  if key in r.extra]
-        rows.append({"concurrency": c, "pairs": len(s), "S each": s, "S": median(s), "S min": s[0], "S max": s[-1],
-                     "spread max/min": s[-1] / s[0],
-                     "S (client tokens/s)": median([r.extra["speedup_tokens_per_s"] for r in records]),
-                     "S (client TPOT)": median([r.extra["speedup"] for r in records]),
+        rows.append({"concurrency": c, "pairs": len(s), "S each": s, "S": statistics.median(s), "S min": s[0],
+                     "S max": s[-1], "spread max/min": s[-1] / s[0],
+                     "S (client tokens/s)": statistics.median([r.extra["speedup_tokens_per_s"] for r in records]),
+                     "S (client TPOT)": statistics.median([r.extra["speedup"] for r in records]),
                      "client/engine TPOT": (min(cross), max(cross)) if cross else None,
                      "engine acceptance": sum(acc) / len(acc) if acc else None,
                      "TPOT off ms": 1e3 * min(r.extra.get("engine_tpot_median_s_off", r.extra["tpot_off_median_s"])
@@ -786,7 +772,8 @@ def main(argv=None) -> int:
 
 def draft_pass_cost(results) -> list[dict]:
     """What a draft pass cost the engine, inferred from a shipped-pair record, at each concurrency: the engine's
-    tokens per step (1 + accepted / verify steps, its own counters), its step time (fastest TPOT on × tokens
+    tokens per step (1 + accepted / verify steps, its own counters, which count whole runs: one value pooled over
+    every level and pair), its step time (fastest TPOT on × tokens
     per step), and, taking the verify pass at one plain pass's time (fastest TPOT off: the roofline's verify /
     decode ratio for this pair is about 1), the time of each of the step's k + 1 draft passes,
     T_draft ≈ (T_step − T_off) / (k + 1), and c = T_draft / T_off beside the roofline's c for the same passes."""
@@ -865,15 +852,18 @@ def overhead_verdict(rows: list[dict]):
 
 
 def acceptance_verdict(engine_acceptance: float, ours: dict, margin: float = 0.05):
-    """The engine's accepted / drafted against specnotes' own decoder on the same prompts (``specnotes_acceptance``):
-    at temperature 0 both run the same greedy pair, so they should agree within ``margin``."""
+    """The engine's accepted / drafted against specnotes' own decoder (``specnotes_acceptance``: every prompt of the
+    set the engine's levels sent the first of): at temperature 0 both run the same greedy pair, so they should
+    agree within ``margin``."""
     from specnotes.measure.checks import Verdict
 
     theirs, mine = engine_acceptance, ours["accepted_per_drafted"]
     ok = abs(theirs - mine) <= margin
-    sentence = (f"llama-server accepted {theirs:.1%} of the tokens it drafted; specnotes' own decoder, on the same "
-                f"prompts with the same k, accepts {mine:.1%} (its α, accepted over checked, is {ours['alpha']:.2f}, "
-                f"E[N] = {ours['mean_tokens_per_iteration']:.2f} tokens per iteration)"
+    prompts = f"all {ours['prompts']} prompts" if ours.get("prompts") else "every prompt"
+    sentence = (f"llama-server accepted {theirs:.1%} of the tokens it drafted; specnotes' own decoder, with the same "
+                f"k on {prompts} of the set the engine's requests were drawn from, accepts {mine:.1%} (its α, "
+                f"accepted over checked, is {ours['alpha']:.2f}, E[N] = {ours['mean_tokens_per_iteration']:.2f} tokens "
+                "per iteration)"
                 + (": the same pair, the same greedy acceptance." if ok else
                    f": they differ by more than {margin:.0%}, so the two do not draft alike."))
     return Verdict("the engine accepts what specnotes accepts", ok, True, sentence,
