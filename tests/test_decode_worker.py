@@ -70,7 +70,8 @@ def test_a_handoff_without_drafter_state_is_refused_clearly(pair64, prompts):
     target, draft = pair64
     worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)  # on_missing="refuse" by default
     broken = prefill(target, prompts[0], 8, request_id=7, drafter_state=False)
-    with pytest.raises(MissingDrafterState, match=r"request 7: .*draft_model drafter .*draft_cache, prompt.*"
+    with pytest.raises(MissingDrafterState, match=r"request 7: .*no prompt for the draft_model drafter \(it needs: "
+                                                  r"prompt; it can also use: draft_cache\).*"
                                                   r"on_missing='plain'.*#36140"):
         worker.admit(broken)
     assert worker.n == 0  # nothing half-admitted
@@ -104,6 +105,11 @@ def test_each_drafter_names_the_state_it_needs(pair64, prompts):
         check_handoff(with_prompt, "eagle")  # an EAGLE-style drafter needs the hidden state, not the prompt
     hidden = Handoff(3, bare.target_cache, bare.last_token, 4, hidden=torch.zeros(1, 192))
     assert check_handoff(hidden, "eagle") == "hidden"
+    with_cache = prefill(target, prompts[0], 4, 3, draft=pair64[1])
+    assert check_handoff(with_cache, "draft_model") == "draft_cache"  # used when it comes with its prompt
+    cache_only = Handoff(3, bare.target_cache, bare.last_token, 4, draft_cache=with_cache.draft_cache)
+    with pytest.raises(MissingDrafterState, match=r"no prompt .*its draft_cache cannot be checked"):
+        check_handoff(cache_only, "draft_model")  # a draft cache alone is not enough: nothing to check it against
     with pytest.raises(BadArgument, match="drafter"):
         check_handoff(with_prompt, "medusa")
 
@@ -218,6 +224,13 @@ def bad_handoffs(target, draft, prompts):
     same_length = torch.cat([prompts[5][: len(prompts[4]) - 1], prompts[4][-1:]])  # as long, same last token
     other = prefill(target, same_length, 9, request_id=99, draft=draft)
     longer = prefill(target, torch.cat([prompts[4], prompts[0]]), 9, request_id=98, draft=draft)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        twin = model.Transformer(draft.config).to(draft.lm_head.weight.dtype).eval()  # same shape, other weights
+    twins = prefill(target, prompts[4], 9, request_id=97, draft=twin)
+    as_float32 = model.KVCache(draft.config, 1, good.draft_cache.capacity, dtype=torch.float32)
+    as_float32.k.copy_(good.draft_cache.k), as_float32.v.copy_(good.draft_cache.v)
+    as_float32.lengths.copy_(good.draft_cache.lengths)
 
     def handoff(**state):
         return Handoff(4, good.target_cache, good.last_token, 9, **state)
@@ -233,15 +246,27 @@ def bad_handoffs(target, draft, prompts):
                               r"draft_cache must be a specnotes.model.KVCache, got Tensor"),
         "{} as state": (handoff(prompt=good.prompt, draft_cache={}), r"draft_cache must be .*KVCache, got dict"),
         "another request's cache of the same length": (handoff(prompt=good.prompt, draft_cache=other.draft_cache),
-                                                       r"draft_cache covers another prefix"),
+                                                       r"draft_cache is not this draft model's KV of this request's"),
+        "another model's cache of the same shape": (handoff(prompt=good.prompt, draft_cache=twins.draft_cache),
+                                                    r"draft_cache is not this draft model's KV .* another model"),
+        "a draft cache of the wrong dtype": (handoff(prompt=good.prompt, draft_cache=as_float32),
+                                             r"draft_cache is torch.float32 on cpu; this worker's model is "
+                                             r"torch.float64"),
         "another request's prompt of the same length": (handoff(prompt=other.prompt), r"prompt is not the prefix"),
-        "a draft cache without its prompt": (handoff(draft_cache=good.draft_cache), r"without a valid prompt"),
+        "a draft cache without its prompt": (handoff(draft_cache=good.draft_cache),
+                                             r"no prompt .*its draft_cache cannot be checked"),
+        **{f"a {dtype} prompt": (handoff(prompt=good.prompt.to(dtype)), r"prompt must be a 1-D torch.int64 or "
+                                 r"torch.int32 tensor of token ids .*got a torch.(u?int8|int16) tensor")
+           for dtype in (torch.uint8, torch.int8, torch.int16)},
     }
 
 
 BAD = ["stale draft_cache longer than the prompt", "empty prompt", "prompt shorter than the target cache",
        "target cache as draft state", "a tensor as state", "{} as state", "another request's cache of the same length",
-       "another request's prompt of the same length", "a draft cache without its prompt"]
+       "another model's cache of the same shape", "a draft cache of the wrong dtype",
+       "another request's prompt of the same length", "a draft cache without its prompt",
+       "a torch.uint8 prompt", "a torch.int8 prompt", "a torch.int16 prompt"]
+MISSING = {"a draft cache without its prompt"}  # the draft-model drafter needs the prompt: the state is missing
 
 
 @pytest.mark.parametrize("policy", ["refuse", "plain"])
@@ -252,7 +277,8 @@ def test_a_bad_handoff_never_touches_its_healthy_neighbours(pair64, prompts, cas
     worker = DecodeWorker(target, draft, slots=3, capacity=64, k_max=3, on_missing=policy)
     worker.admit(prefill(target, prompts[2], 12, 2, draft=draft))
     if policy == "refuse":
-        with pytest.raises(decode_worker.InvalidDrafterState, match=message):
+        error = MissingDrafterState if case in MISSING else decode_worker.InvalidDrafterState
+        with pytest.raises(error, match=message):
             worker.admit(bad)
         assert worker.n == 1  # nothing half-admitted
     else:
@@ -324,18 +350,104 @@ def test_a_request_that_breaks_inside_a_step_fails_alone(pair64, prompts, corrup
         assert torch.equal(out[i].tokens, plain_reference(target, prompts[i], lengths[i])), i
 
 
-def test_an_error_every_request_raises_is_the_workers_and_is_raised(pair64, prompts, monkeypatch):
+def test_an_error_no_request_raises_alone_is_the_workers_and_is_raised(pair64, prompts, monkeypatch):
     target, draft = pair64
     worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)
     worker.admit(prefill(target, prompts[0], 4, 0, draft=draft))
     worker.admit(prefill(target, prompts[1], 4, 1, draft=draft))
     before = worker.snapshot()
+    real = decode_worker.speculative_sample
+
+    def breaks_batches(drafts, *args, **kwargs):
+        if drafts.shape[0] > 1:
+            raise RuntimeError("the sampler breaks on batches")
+        return real(drafts, *args, **kwargs)
+
+    monkeypatch.setattr(decode_worker, "speculative_sample", breaks_batches)
+    with pytest.raises(RuntimeError, match="the sampler breaks on batches"):
+        worker.step(2)
+    assert worker.n == 2 and worker.request_ids[:2] == [0, 1]  # nobody was blamed for it
+    assert all(torch.equal(a, b) for a, b in zip(before, worker.snapshot(), strict=True))  # the step was undone
+
+
+def bad_request(target, draft, prompt, request_id, worker):
+    """Admit a request, then break it: a token id the model refuses, so it raises even alone."""
+    worker.admit(prefill(target, prompt, 6, request_id, draft=draft))
+    row = worker.request_ids.index(request_id)
+    worker.history[row, worker.committed[row] - 1] = 999
+
+
+@pytest.mark.parametrize("n_bad", [1, 2])
+@pytest.mark.parametrize("k", [0, 2])
+def test_a_batch_of_bad_requests_only_fails_each_and_the_worker_goes_on(pair64, prompts, n_bad, k, one_thread):
+    target, draft = pair64
+    worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)
+    for i in range(n_bad):
+        bad_request(target, draft, prompts[i], i, worker)
+    result = worker.step(k)
+    assert sorted(f.request_id for f in result.failed) == list(range(n_bad)) and result.batch == 0
+    assert all(re.search(r"BadArgument: tokens must be ids in \[0, 256\)", f.reason) for f in result.failed)
+    assert worker.n == 0 and worker.request_ids == [None, None]
+    worker.admit(prefill(target, prompts[5], 7, 5, draft=draft))  # still usable
+    out = {}
+    while worker.n:
+        result = worker.step(k)
+        assert not result.failed
+        out.update({f.request_id: f for f in result.finished})
+    assert torch.equal(out[5].tokens, plain_reference(target, prompts[5], 7))
+
+
+def test_a_sampler_that_always_raises_fails_every_request_with_its_reason(pair64, prompts, monkeypatch):
+    target, draft = pair64
+    worker = DecodeWorker(target, draft, slots=2, capacity=64, k_max=2)
+    worker.admit(prefill(target, prompts[0], 4, 0, draft=draft))
+    worker.admit(prefill(target, prompts[1], 4, 1, draft=draft))
 
     def broken(*args, **kwargs):
         raise RuntimeError("the sampler itself is broken")
 
     monkeypatch.setattr(decode_worker, "speculative_sample", broken)
-    with pytest.raises(RuntimeError, match="the sampler itself is broken"):
-        worker.step(2)
-    assert worker.n == 2 and worker.request_ids[:2] == [0, 1]  # nobody was blamed for it
-    assert all(torch.equal(a, b) for a, b in zip(before, worker.snapshot(), strict=True))  # the step was undone
+    result = worker.step(2)
+    assert sorted(f.request_id for f in result.failed) == [0, 1] and worker.n == 0
+    assert all("RuntimeError: the sampler itself is broken" in f.reason for f in result.failed)
+
+
+def test_at_temperature_one_the_others_redraw_as_if_the_failed_request_had_never_come(pair64, prompts, one_thread):
+    """A request that fails in its first step: the step is rerun without it from the random state it began with,
+    so the others draw exactly what a worker that never admitted it draws."""
+    target, draft = pair64
+    outputs = []
+    for with_bad in (True, False):
+        worker = DecodeWorker(target, draft, slots=3, capacity=64, k_max=3, temperature=1.0,
+                              generator=torch.Generator().manual_seed(7))
+        for i in (0, 1):
+            worker.admit(prefill(target, prompts[i], 12, i, draft=draft))
+        if with_bad:
+            bad_request(target, draft, prompts[2], 2, worker)
+        out, failed = {}, []
+        while worker.n:
+            result = worker.step(3)
+            out.update({f.request_id: f.tokens for f in result.finished})
+            failed += [f.request_id for f in result.failed]
+        assert failed == ([2] if with_bad else [])
+        outputs.append(out)
+    assert outputs[0].keys() == outputs[1].keys() == {0, 1}
+    assert all(torch.equal(outputs[0][i], outputs[1][i]) for i in (0, 1))
+
+
+def test_keys_rotated_in_float32_match_in_float64():
+    # apply_rope rotates in float32: a float64 model's keys agree only to float32 rounding
+    fresh = torch.randn(4, 16, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert decode_worker.same_keys(fresh.float().double(), fresh)
+    assert not decode_worker.same_keys(fresh + 1e-2, fresh)
+
+
+def test_an_int32_prompt_is_a_prompt(pair64, prompts, one_thread):
+    target, draft = pair64
+    good = prefill(target, prompts[4], 6, 4)
+    worker = DecodeWorker(target, draft, slots=1, capacity=64, k_max=2)
+    assert worker.admit(Handoff(4, good.target_cache, good.last_token, 6, prompt=good.prompt.int())) is True
+    out = {}
+    while worker.n:
+        out.update({f.request_id: f for f in worker.step(2).finished})
+    assert torch.equal(out[4].tokens, plain_reference(target, prompts[4], 6))

@@ -7,6 +7,12 @@ of S(B) at two concurrencies through the book's own client. The rest runs in pla
 """
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +73,10 @@ def test_the_command_line_drafts_k_every_step(tmp_path):
 
 def test_a_failed_run_writes_no_record(tmp_path, monkeypatch):
     # a level fails on the server with speculation: the command exits 1 and the earlier file stays as it was
+    monkeypatch.setenv("SPECNOTES_ENGINE_DIR", str(tmp_path / "engine"))  # nothing is written to _build/engine
     monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    fake = {"target": tmp_path / "t.gguf", "draft": tmp_path / "d.gguf"}
+    monkeypatch.setattr(engine, "shipped_ggufs", lambda folder=None: fake)
     started = []
 
     class FakeServer:
@@ -97,6 +106,7 @@ def test_a_failed_run_writes_no_record(tmp_path, monkeypatch):
     out.write_text("earlier\n")
     assert engine.main(["measure", "--concurrency", "1,2", "--out", str(out)]) == 1
     assert out.read_text() == "earlier\n" and started == []  # both servers stopped
+    assert not (tmp_path / "engine").exists()
 
 
 # ---------------------------------------------------------------------------------------------- on the engine
@@ -151,7 +161,8 @@ def test_greedy_output_equals_specnotes_token_for_token(pair, which):
 
 @pytest.mark.engine
 def test_speculation_on_the_engine_keeps_the_greedy_output(pair):
-    # the draft proposes, the target verifies: at temperature 0 the output is the target's own, on 2 slots at once
+    # the draft proposes, the target verifies: at temperature 0 the output is the target's own (on a server with
+    # 2 slots; the two prompts are sent one after the other)
     with engine.Server(pair["target"], pair["draft"], k=4, slots=2, threads=1) as server:
         before = server.metrics()
         for prompt in prompts(2):
@@ -207,8 +218,9 @@ def test_the_overhead_sentence_follows_the_numbers(measured, ok, says):
 
 
 def test_the_acceptance_sentence_follows_the_numbers():
-    ours = {"accepted_per_drafted": 0.54, "alpha": 0.77, "mean_tokens_per_iteration": 3.2}
-    assert engine.acceptance_verdict(0.52, ours).ok
+    ours = {"accepted_per_drafted": 0.54, "alpha": 0.77, "mean_tokens_per_iteration": 3.2, "prompts": 64}
+    good = engine.acceptance_verdict(0.52, ours)
+    assert good.ok and "on all 64 prompts of the set the engine's requests were drawn from" in good.sentence
     bad = engine.acceptance_verdict(0.30, ours)
     assert not bad.ok and "do not draft alike" in bad.sentence
 
@@ -240,3 +252,136 @@ def test_the_committed_records_read_back_and_say_what_the_chapter_says():
     runs = big.notes["engine_runs"]
     assert all(r["draft_accepted"] == r["draft_tokens"] > 0 for r in runs if r["speculation"] == "on")
     assert all(r["draft_tokens"] == 0 for r in runs if r["speculation"] == "off")
+
+
+PARENT = """
+import subprocess, sys, time
+from specnotes import engine
+child = subprocess.Popen(["sleep", "60"], start_new_session=True, preexec_fn=engine.parent_death_signal())
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] in "ZX"  # a zombie has exited
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_dies_with_a_parent_killed_outright():
+    # SIGKILL runs no atexit handler: only the parent-death signal stops a server in its own session
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    try:
+        assert not gone(child)
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while not gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(child)
+    finally:
+        if not gone(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_the_server_is_started_with_the_parent_death_signal(tmp_path, monkeypatch):
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"")
+    seen = {}
+
+    def popen(cmd, **kwargs):
+        seen.update(kwargs)
+        raise OSError("not started")
+
+    monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    monkeypatch.setattr(engine.subprocess, "Popen", popen)
+    monkeypatch.setenv("SPECNOTES_ENGINE_DIR", str(tmp_path))
+    with pytest.raises(OSError, match="not started"):
+        engine.Server(target, threads=1).start()
+    assert seen["start_new_session"] and (seen["preexec_fn"] is not None) == sys.platform.startswith("linux")
+
+
+def test_a_new_gguf_writer_writes_new_files(tmp_path, monkeypatch):
+    # the cached GGUF files are named by the writer's format version: bumping it never serves a stale file
+    written = []
+
+    def write(model, path, name, context=None):
+        written.append(Path(path).name)
+        Path(path).write_bytes(b"gguf")
+        return path
+
+    from specnotes import gguf_export
+
+    monkeypatch.setattr(gguf_export, "write_gguf", write)
+    monkeypatch.setattr(gguf_export, "random_model", lambda config, seed=0: None)
+    first = engine.shipped_ggufs(tmp_path), engine.big_gguf(tmp_path, n_layers=1, d_model=64, n_heads=2, d_ff=128)
+    assert len(written) == 3 and engine.shipped_ggufs(tmp_path) == first[0] and len(written) == 3  # cached
+    monkeypatch.setattr(gguf_export, "FORMAT_VERSION", gguf_export.FORMAT_VERSION + 1)
+    second = engine.shipped_ggufs(tmp_path), engine.big_gguf(tmp_path, n_layers=1, d_model=64, n_heads=2, d_ff=128)
+    assert len(written) == 6 and set(second[0].values()).isdisjoint(first[0].values()) and second[1] != first[1]
+    assert all(f"-v{gguf_export.FORMAT_VERSION}." in name for name in written[3:])
+
+
+def test_the_model_beside_reads_the_context_from_the_record():
+    shipped = engine.load_reference("shipped")
+    assert engine.mean_context(shipped) == 64 + 128 // 2  # 64-character prompts, 128 new tokens
+    before = engine.model_beside(shipped)[-1]["S roofline"], engine.draft_pass_cost(shipped)[-1]["c (roofline)"]
+    for r in shipped.sections[engine_client.SPEEDUP]:
+        r.params["prompt_chars"] = 4000
+    assert engine.mean_context(shipped) == 4000 + 64
+    after = engine.model_beside(shipped)[-1]["S roofline"], engine.draft_pass_cost(shipped)[-1]["c (roofline)"]
+    assert after[0] != pytest.approx(before[0]) and after[1] != pytest.approx(before[1])
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["measure", "--k", "0"], "--k: 0 is not allowed: it must be an integer >= 1"),
+    (["measure", "--pairs", "0"], "--pairs: 0 is not allowed"),
+    (["measure", "--concurrency", "1,0"], "--concurrency: 0 is not allowed"),
+    (["measure", "--concurrency", "1,x"], "--concurrency: 'x' is not an integer"),
+    (["measure", "--concurrency", "4", "--requests", "2"], "--requests 2 is below --concurrency 4"),
+    (["measure", "--timeout", "0"], "--timeout: 0.0 is not allowed"),
+    (["serve", "--k", "0"], "--k: 0 is not allowed"),
+    (["serve", "--slots", "0"], "--slots: 0 is not allowed"),
+])
+def test_bad_command_lines_are_usage_errors_before_anything_runs(argv, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    fake = {"target": tmp_path / "t.gguf", "draft": tmp_path / "d.gguf"}
+    monkeypatch.setattr(engine, "shipped_ggufs", lambda folder=None: fake)
+
+    def ran(*args, **kwargs):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(engine, "measure_pairs", ran)
+    monkeypatch.setattr(engine, "Server", ran)
+    with pytest.raises(SystemExit) as exit_:
+        engine.main(argv + (["--out", str(tmp_path / "s.json")] if argv[0] == "measure" else []))
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_serve_exits_non_zero_when_the_server_dies(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(engine, "require_binary", lambda version=engine.LLAMA_CPP_PYTHON: tmp_path / "llama-server")
+    fake = {"target": tmp_path / "t.gguf", "draft": tmp_path / "d.gguf"}
+    monkeypatch.setattr(engine, "shipped_ggufs", lambda folder=None: fake)
+    log = tmp_path / "server.log"
+    log.write_text("model loaded\nsegmentation fault\n")
+
+    class Dying:
+        def __init__(self, *args, **kwargs):
+            self.url, self.log_path = "http://127.0.0.1:9/v1", log
+            self.process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.process.wait()
+
+        log_tail = engine.Server.log_tail
+
+    monkeypatch.setattr(engine, "Server", Dying)
+    assert engine.main(["serve"]) == 1
+    assert "llama-server exited with code 3" in (err := capsys.readouterr().err) and "segmentation fault" in err

@@ -26,10 +26,13 @@ class Stub:
     ``per_chunk`` tokens every ``per_chunk * token_delay`` s, then usage and [DONE]. Misbehaves on request:
     ``status=500``, ``drop_after=n`` (close the connection after n chunks), ``stall_after=n`` (go silent),
     ``fail_from=n`` (answer HTTP 500 once n requests have completed), ``malformed_after=n`` (send ``malformed``,
-    a data line that is not a JSON object, after n chunks). ``close_after_response``: close the connection after
-    every completion, as llama-server does; ``context``: the context length /v1/models reports (vLLM's
-    ``max_model_len``); ``timings``: send llama-server's ``timings`` object (``predicted_per_token_ms`` =
-    ``token_delay``, ``draft_n`` and ``draft_n_accepted`` from ``drafts``) in the last chunk."""
+    a data line that is not a JSON object, after n chunks). ``close_after_response``: a connection serves one
+    completion, as llama-server's does (it closes it after each): a request sent on it again is not answered,
+    the connection is closed. Closing right after the response would race a pooled client's next write, and a
+    client that saw the close in time would pass; this way reusing a connection always fails. ``context``: the
+    context length /v1/models reports (vLLM's ``max_model_len``); ``timings``: send llama-server's ``timings``
+    object (``predicted_per_token_ms`` = ``token_delay``, ``draft_n`` and ``draft_n_accepted`` from ``drafts``)
+    in the last chunk."""
 
     def __init__(self, first_delay=0.08, token_delay=0.02, per_chunk=1, status=200, drop_after=None,
                  stall_after=None, usage=True, fail_from=None, malformed_after=None, malformed=b"{'text': 'x'",
@@ -41,6 +44,7 @@ class Stub:
         self.timings, self.drafts = timings, drafts
         self.active = self.max_active = self.completions = 0
         self.payloads = []
+        self.served = set()  # connections that have carried a completion (close_after_response)
 
     def app(self):
         app = web.Application()
@@ -53,6 +57,9 @@ class Stub:
         return web.json_response({"object": "list", "data": [entry]})
 
     async def complete(self, request):
+        if self.close_after_response and request.transport in self.served:
+            request.transport.close()
+            return web.Response(status=500)  # never sent: the connection is gone
         payload = await request.json()
         self.payloads.append(payload)
         if self.status != 200 or (self.fail_from is not None and self.completions >= self.fail_from):
@@ -87,9 +94,7 @@ class Stub:
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
             self.completions += 1
-            if self.close_after_response:  # a moment later: a pooled client has sent its next request by then
-                await asyncio.sleep(0.05)
-                request.transport.close()
+            self.served.add(request.transport)
             return resp
         finally:
             self.active -= 1

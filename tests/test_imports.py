@@ -8,10 +8,6 @@ from pathlib import Path
 import specnotes
 
 ROOT = Path(specnotes.__file__).parent
-# Circles other branches are breaking (issue 26, item 6); each must leave this set when its fix lands.
-KNOWN = {frozenset({"specnotes.bench", "specnotes.engine_client"})}
-
-
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -81,9 +77,9 @@ def test_the_circle_finder_finds_a_planted_circle():
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_circles_beyond_the_known_ones():
-    found = set(circles(graph()))
-    assert found <= KNOWN, f"new import circles: {[sorted(c) for c in found - KNOWN]}"
+def test_no_import_circles():
+    found = circles(graph())
+    assert not found, f"import circles: {[sorted(c) for c in found]}"
 
 
 def test_measure_reads_bottom_up():

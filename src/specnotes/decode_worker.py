@@ -15,7 +15,8 @@ emits wait in the row's history, and the next speculative step feeds the whole b
 in its first pass (``DraftModelDrafter`` accepts any number of pending tokens). vLLM's V0 worker
 avoided that catch-up instead: a request that had speculation disabled never speculated again.
 
-A handoff without the drafter's state (SGLang issue #36140: the decode side of a PD split got
+A handoff without the drafter's state (for the draft model, the prompt; a ``draft_cache`` saves rebuilding
+its KV, but only with the prompt it is checked against. SGLang issue #36140: the decode side of a PD split got
 ``spec_info = None`` and crashed) is refused with ``MissingDrafterState``, or, with
 ``on_missing="plain"``, admitted to decode without speculation: that row verifies nothing and samples
 its token from the target alone, so its output is exactly plain decoding's.
@@ -28,9 +29,12 @@ request's prompt (one small matmul, no prefill) fingerprints the prefix the cach
 is fingerprinted against the target cache the same way. A bad state is refused with
 ``InvalidDrafterState``, or, with ``on_missing="plain"``, the request decodes without speculation (k = 0)
 and its ``Finished.reason`` says why. Inside ``step``, a row whose bookkeeping breaks the worker's
-invariants, or that raises on its own, fails alone (``StepResult.failed`` gives its reason); the step is
-rolled back and rerun without it, so every other request goes on token for token as if it had never
-been admitted (greedy; with sampling, its draws from that step on are the same as without it).
+invariants, or that raises on its own, fails alone (``StepResult.failed`` gives its reason), even when every
+running request does; the step is rolled back and rerun without it, so every other request goes on token for
+token as if it had never been admitted (greedy). With sampling the rerun starts from the random state the
+step began with: after a request admitted last that fails in its first step, the others draw exactly what
+they would have drawn without it; otherwise (it fails later, or another row moves into its place) they go on
+with a valid sample, not the same one.
 """
 
 from __future__ import annotations
@@ -45,12 +49,14 @@ from specnotes.generate import prefill as prefill_cache
 from specnotes.model import KVCache, Transformer, apply_rope
 from specnotes.sampling import logits_to_probs, sample_from, speculative_sample
 
-# the handoff fields, any one of which gives each kind of drafter what it needs to draft
+# the handoff fields each kind of drafter needs, all of them, to draft
 DRAFTER_STATE = {
-    "draft_model": ("draft_cache", "prompt"),  # its own KV of the prefix, or the tokens to rebuild it
+    "draft_model": ("prompt",),  # the tokens: its KV is rebuilt from them, or a draft_cache checked against them
     "ngram": ("prompt",),  # the tokens it looks n-grams up in
     "eagle": ("hidden",),  # the target's last hidden state, which feature-level drafters extend
 }
+# fields a drafter uses when they come too: the draft model's own KV of the prefix saves rebuilding it
+OPTIONAL_STATE = {"draft_model": ("draft_cache",)}
 ON_MISSING = ("refuse", "plain")
 
 
@@ -72,9 +78,9 @@ class Handoff:
     """What a prefill worker sends a decode worker for one request.
 
     ``target_cache``: the target's KV of the prompt but its last token (batch 1); ``last_token``: that
-    token, which the first decode step feeds. Drafter state, as ``DRAFTER_STATE`` lists per drafter:
-    ``prompt`` (the prompt tokens), ``draft_cache`` (the draft model's KV of the same prefix) or
-    ``hidden`` (an EAGLE-style drafter's input)."""
+    token, which the first decode step feeds. Drafter state, as ``DRAFTER_STATE`` (needed) and
+    ``OPTIONAL_STATE`` (used if present) list per drafter: ``prompt`` (the prompt tokens), ``draft_cache``
+    (the draft model's KV of the same prefix) or ``hidden`` (an EAGLE-style drafter's input)."""
 
     request_id: int
     target_cache: KVCache
@@ -109,20 +115,30 @@ def prefill(target: Transformer, prompt: torch.Tensor, max_new_tokens: int, requ
 
 
 def drafter_state(handoff: Handoff, drafter: str) -> str | None:
-    """The handoff field that carries what ``drafter`` needs, or None if the handoff has none of them."""
+    """The handoff field ``drafter`` loads its state from (an optional field it carries, else the required one),
+    or None if a field it needs is missing."""
     validate.choice("drafter", drafter, DRAFTER_STATE)
-    return next((name for name in DRAFTER_STATE[drafter] if getattr(handoff, name) is not None), None)
+    if any(getattr(handoff, name) is None for name in DRAFTER_STATE[drafter]):
+        return None
+    present = [name for name in OPTIONAL_STATE.get(drafter, ()) if getattr(handoff, name) is not None]
+    return (present + list(DRAFTER_STATE[drafter]))[0]
 
 
 def missing_state_message(handoff: Handoff, drafter: str) -> str:
-    return (f"request {handoff.request_id}: the handoff carries no state for the {drafter} drafter (it needs one "
-            f"of: {', '.join(DRAFTER_STATE[drafter])}). Send it from the prefill side, or admit the request with "
-            f"on_missing='plain' to decode it without speculation. (SGLang issue #36140 is this failure: "
-            f"spec_info was None on the decode side of a PD split.)")
+    missing = [name for name in DRAFTER_STATE[drafter] if getattr(handoff, name) is None]
+    optional = OPTIONAL_STATE.get(drafter, ())
+    carried = [name for name in optional if getattr(handoff, name) is not None]
+    return (f"request {handoff.request_id}: the handoff carries no {', '.join(missing)} for the {drafter} drafter "
+            f"(it needs: {', '.join(DRAFTER_STATE[drafter])}"
+            + (f"; it can also use: {', '.join(optional)}" if optional else "") + ")"
+            + (f"; its {', '.join(carried)} cannot be checked against the request without it" if carried else "")
+            + ". Send it from the prefill side, or admit the request with on_missing='plain' to decode it without "
+            "speculation. (SGLang issue #36140 is this failure: spec_info was None on the decode side of a PD "
+            "split.)")
 
 
 def check_handoff(handoff: Handoff, drafter: str) -> str:
-    """The field that carries ``drafter``'s state; ``MissingDrafterState`` if there is none."""
+    """The field ``drafter`` loads its state from; ``MissingDrafterState`` if a field it needs is missing."""
     field = drafter_state(handoff, drafter)
     if field is None:
         raise MissingDrafterState(missing_state_message(handoff, drafter))
@@ -145,11 +161,12 @@ def first_layer_keys(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def same_keys(held: torch.Tensor, fresh: torch.Tensor) -> bool:
-    """Keys agree to rounding: within sqrt(eps) of the dtype, relative to their size (1.5e-8 in float64,
-    3e-4 in float32, 0.09 in bfloat16). Keys of another token differ by about their own size."""
+    """Keys agree to rounding: within sqrt(eps), relative to their size, of the dtype or of float32, whichever is
+    coarser, since ``apply_rope`` rotates in float32 (3e-4 in float64 and float32, 0.09 in bfloat16). Keys of
+    another token differ by about their own size."""
     if held.shape != fresh.shape:
         return False
-    tol = torch.finfo(fresh.dtype).eps ** 0.5
+    tol = max(torch.finfo(fresh.dtype).eps, torch.finfo(torch.float32).eps) ** 0.5
     return bool((held - fresh).abs().max() <= tol * max(1.0, float(fresh.abs().max()))) if fresh.numel() else True
 
 
@@ -170,13 +187,16 @@ def cache_problem(cache, model: Transformer, name: str) -> str | None:
     return None
 
 
+TOKEN_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding accepts as ids
+
+
 def prompt_problem(prompt, handoff: Handoff, target: Transformer) -> str | None:
     """Why ``prompt`` is not the prompt whose KV ``handoff.target_cache`` holds (None if it is)."""
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 1 or prompt.is_floating_point() \
-            or prompt.is_complex() or prompt.dtype == torch.bool:
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 1 or prompt.dtype not in TOKEN_DTYPES:
         kind = f"a {prompt.dtype} tensor of shape {tuple(prompt.shape)}" if isinstance(prompt, torch.Tensor) \
             else type(prompt).__name__
-        return f"prompt must be a 1-D tensor of token ids, got {kind}"
+        return f"prompt must be a 1-D torch.int64 or torch.int32 tensor of token ids (what the embedding takes), " \
+               f"got {kind}"
     length = handoff.prompt_length
     if prompt.numel() != length:
         return (f"prompt holds {prompt.numel()} tokens; the target cache covers {length - 1}, plus the pending "
@@ -203,11 +223,11 @@ def draft_cache_problem(handoff: Handoff, draft: Transformer, prompt_ok: bool) -
         return (f"draft_cache holds {held} tokens; the request's prefix has {length} (the prompt minus its pending "
                 f"token): {'stale, from a longer sequence' if held > length else 'it is behind'}")
     if not prompt_ok:
-        return ("draft_cache comes without a valid prompt, so the worker cannot check that it covers this "
-                "request's prefix")
+        return "draft_cache cannot be checked against an invalid prompt: it may not cover this request's prefix"
     keys = cache.k[0, 0, :, :length]
     if not same_keys(keys, first_layer_keys(draft, handoff.prompt[:-1].cpu()).to(keys.dtype)):
-        return "draft_cache covers another prefix than this request's prompt (its first-layer keys differ)"
+        return ("draft_cache is not this draft model's KV of this request's prompt (its first-layer keys differ): "
+                "it covers another prefix, or comes from another model")
     return None
 
 
@@ -444,8 +464,9 @@ class DecodeWorker:
     def step(self, k: int) -> StepResult:
         """Decode every running request once: plainly (k = 0) or with k drafts per request. A request whose
         state is broken, or that raises on its own, fails alone (``StepResult.failed``); the step is rolled
-        back and rerun without it. An error that no request raises on its own, or that every running request
-        raises on its own (a batch of one included), is taken for the worker's: it is raised, the step undone."""
+        back and rerun without it, so a batch of bad requests only (a batch of one included) ends with every
+        one failed and none running. An error that no request raises on its own is the worker's: it is
+        raised, the step undone."""
         k = validate.integer("k", k, low=0, high=self.k_max)
         if self.n == 0:
             raise RuntimeError("no request is running: admit one first")
@@ -458,7 +479,7 @@ class DecodeWorker:
             except Exception:  # a request's failure must not end the batch: find whose it is
                 self.load(saved)
                 culprits = self.culprits(k, saved)
-                if len(culprits) in (0, self.n):  # nobody, or everybody: the worker's own error
+                if not culprits:  # no request raises it on its own: the worker's own error
                     raise
                 failed += [self.fail(row, reason) for row, reason in culprits]
                 saved = self.save()

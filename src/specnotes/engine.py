@@ -4,20 +4,20 @@
     python -m specnotes.engine measure --out s.json   # S(B) on it: speculation off and on, pairs repeated
     python -m specnotes.engine serve --slots 4 --k 4  # just serve (on 127.0.0.1), for `bench serve` by hand
 
-The binary is built from the pinned ``llama-cpp-python`` sdist (``LLAMA_CPP_PYTHON``), which vendors llama.cpp,
-into ``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1 at a free port with ``slots``
-parallel slots (``-np``; continuous batching over them), with or without a draft model (``-md``, speculation
-type ``draft-simple``, ``k`` drafts per step: ``--spec-draft-n-max k``, with no minimum and no confidence
-cut-off, so every step drafts k), waits for ``/health``, and stops it on exit, also on error (a context
-manager, and ``atexit`` for anything left). Attention runs in float32, as specnotes' own: a float32 KV cache
-(``-ctk f32 -ctv f32``) *and* flash attention off (``-fa off``). With flash attention on (the default,
-``auto``, picks it on a CPU) llama.cpp casts a float32 K and V to float16 before its flash-attention kernel
-(``src/llama-graph.cpp``), and accumulates V in float16: logprobs then drift from float64 by up to 6e-4
-(7.6e-6 with it off), enough to flip a near-tie and part the greedy output from specnotes' (found by
+The binary is built from the pinned ``llama-cpp-python`` sdist (``LLAMA_CPP_PYTHON``), which vendors llama.cpp, into
+``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1 at a free port with ``slots`` parallel
+slots (``-np``; continuous batching over them), with or without a draft model (``-md``, speculation type
+``draft-simple``, ``k`` drafts per step: ``--spec-draft-n-max k``, with no minimum and no confidence cut-off, so
+every step drafts k), waits for ``/health``, and stops it on exit, also on error (a context manager, ``atexit`` for
+anything left, and on Linux a parent-death signal for a parent killed outright). Attention runs in float32, as
+specnotes' own: a float32 KV cache (``-ctk f32 -ctv f32``) *and* flash attention off (``-fa off``). With flash
+attention on (the default, ``auto``, picks it on a CPU) llama.cpp casts a float32 K and V to float16 before its
+flash-attention kernel (``src/llama-graph.cpp``), and accumulates V in float16: logprobs then drift from float64 by
+up to 6e-4 (7.6e-6 with it off), enough to flip a near-tie and part the greedy output from specnotes' (found by
 ``tests/test_engine.py``: at token 52 of one prompt, where the top two logits lie 2.6e-4 apart).
 ``Server.metrics()`` reads the engine's own counters from ``/metrics`` (tokens, time generating, drafted and
-accepted tokens): :func:`measure_pairs` records them with every run, so the record says from the engine
-itself that speculation ran.
+accepted tokens): :func:`measure_pairs` records them with every run, so the record says from the engine itself that
+speculation ran.
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import ctypes
 import json
 import os
 import platform
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -109,14 +111,15 @@ def models_dir() -> Path:
 
 
 def shipped_ggufs(folder: Path | None = None) -> dict[str, Path]:
-    """The shipped target and draft as float32 GGUF files (written once, again when the weights change):
-    {"target": path, "draft": path}. Their context is the 256-byte training block."""
+    """The shipped target and draft as float32 GGUF files (written once, again when the weights change; a new
+    ``gguf_export.FORMAT_VERSION`` names new files): {"target": path, "draft": path}. Their context is the
+    256-byte training block."""
     from specnotes import gguf_export, model
 
     folder = Path(folder or models_dir())
     paths = {}
     for which in ("target", "draft"):
-        path = folder / f"{MODEL_NAMES[which]}-f32.gguf"
+        path = folder / f"{MODEL_NAMES[which]}-f32-v{gguf_export.FORMAT_VERSION}.gguf"
         weights = model.data_file(f"{which}.pt")
         if not path.exists() or path.stat().st_mtime < Path(str(weights)).stat().st_mtime:
             gguf_export.write_gguf(model.load_model(which), path, MODEL_NAMES[which], context=SHIPPED_CONTEXT)
@@ -126,12 +129,14 @@ def shipped_ggufs(folder: Path | None = None) -> dict[str, Path]:
 
 def big_gguf(folder: Path | None = None, seed: int = 0, **shape) -> Path:
     """``gguf_export.big_config(**shape)`` with random weights (seeded) as a float32 GGUF, written once: a model
-    larger than a CPU's last-level cache. Served as its own draft, every draft is accepted (α = 1)."""
+    larger than a CPU's last-level cache (its name says the shape, the seed and ``gguf_export.FORMAT_VERSION``).
+    Served as its own draft, every draft is accepted (α = 1)."""
     from specnotes import gguf_export
 
     config = gguf_export.big_config(**shape)
     folder = Path(folder or models_dir())
-    path = folder / (f"random-{config.n_layers}x{config.d_model}-ff{config.d_ff}-h{config.n_heads}-s{seed}-f32.gguf")
+    path = folder / (f"random-{config.n_layers}x{config.d_model}-ff{config.d_ff}-h{config.n_heads}-s{seed}-f32"
+                     f"-v{gguf_export.FORMAT_VERSION}.gguf")
     if not path.exists():
         gguf_export.write_gguf(gguf_export.random_model(config, seed), path, path.stem, context=SHIPPED_CONTEXT)
     return path
@@ -163,6 +168,29 @@ def parse_metrics(text: str) -> dict[str, float]:
         if match:
             values[match[1]] = float(match[2])
     return values
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def parent_death_signal(sig: int = signal.SIGKILL):
+    """A ``preexec_fn`` that has Linux send the child ``sig`` when the process that started it dies, even by
+    SIGKILL, when no ``atexit`` handler runs; None where ``prctl`` is unavailable (not Linux). The kernel
+    watches the *thread* that forked: start servers from one that lives as long as they should."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(PR_SET_PDEATHSIG, int(sig))
+        if os.getppid() != parent:  # the parent died before prctl took effect: no signal will come
+            os._exit(1)
+
+    return preexec
 
 
 _RUNNING: set[Server] = set()
@@ -240,7 +268,8 @@ class Server:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(path), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=parent_death_signal())
         _RUNNING.add(self)
         try:
             self.wait_ready()
@@ -299,9 +328,6 @@ class Server:
         with urllib.request.urlopen(f"{self.root}/metrics", timeout=10) as resp:
             return parse_metrics(resp.read().decode())
 
-    def props(self) -> dict:
-        return http_json(f"{self.root}/props")
-
     def tokenize(self, text: str) -> list[int]:
         return http_json(f"{self.root}/tokenize", {"content": text})["tokens"]
 
@@ -315,12 +341,6 @@ class Server:
                             "return_tokens": True, "cache_prompt": False, "samplers": ["top_k", "temperature"]},
                            timeout=120)
         return list(answer["tokens"])
-
-    def version(self) -> str:
-        """``llama-server --version``'s first line that names the build."""
-        out = subprocess.run([str(require_binary()), "--version"], capture_output=True, text=True, timeout=30)
-        lines = [line for line in (out.stdout + out.stderr).splitlines() if "version" in line.lower()]
-        return lines[0].strip() if lines else ""
 
 
 # ---------------------------------------------------------------------------------------------- S(B) on it
@@ -397,13 +417,14 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
     """S(B) on llama-server: two servers with ``max(concurrencies)`` slots, one without speculation and one with
     ``k`` drafts per step from ``draft``, both up at once; ``pairs`` times, each concurrency in turn on one and
     then the other (``pair_levels``: interleaved, so a busy minute hits both runs of a pair alike).
-    Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section
-    ``engine_speedup``, each record's params saying its ``pair``; sections ``engine_serve_off`` and
-    ``engine_serve_on`` likewise), with the engine's provenance and its own counters for every run. Nothing is
-    returned unless every run completed. ``kind``: "shipped" (the shipped pair: specnotes' own decoder measures
-    its acceptance on the same prompts, ``notes["specnotes_acceptance"]``) or "big" (``big_gguf``, its own
-    draft). ``roofs``: measure this machine's copy bandwidth and float32 GEMM peak first (``notes["roofs"]``),
-    for the cost model beside the measurement."""
+    Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section ``engine_speedup``,
+    each record's params saying its ``pair``; sections ``engine_serve_off`` and ``engine_serve_on`` likewise), with
+    the engine's provenance and its own counters for every run. Nothing is returned unless every run completed.
+    ``kind``: "shipped" (the shipped pair: specnotes' own decoder measures its acceptance on all 64 prompts of the
+    set the engine's requests come from, where each level sends the first max(16, 4 × concurrency) (or ``requests``)
+    of them, ``notes["specnotes_acceptance"]``) or "big" (``big_gguf``, its own draft). ``roofs``: measure this
+    machine's copy bandwidth and float32 GEMM peak first (``notes["roofs"]``), for the cost model beside the
+    measurement."""
     from specnotes import engine_client
     from specnotes.measure.records import Results
 
@@ -454,7 +475,7 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
     if kind == "shipped":
         first = sections[engine_client.SPEEDUP][0].params
         prompts = engine_client.default_prompts(64, first["prompt_chars"])
-        progress("specnotes' own decoder on the same prompts")
+        progress("specnotes' own decoder on the 64 prompts the engine's requests were drawn from")
         notes["specnotes_acceptance"] = specnotes_acceptance(prompts, k, max_tokens)
     else:
         notes["big_config"] = big_shape_notes(model)
@@ -512,21 +533,15 @@ def load_reference(kind: str = "shipped"):
     return load_results(found[0])
 
 
-def engine_step_passes(k: int) -> str:
-    """What one speculative step of llama-server's ``draft-simple`` runs, per slot (llama.cpp at the pinned
-    version, ``tools/server/server-context.cpp`` and ``common/speculative.cpp``): the target verifies k + 1
-    tokens; the draft model re-evaluates that same batch ("always re-evaluate for simplicity",
-    TAG_SPEC_AVOID_DRAFT_REEVAL), then runs k passes of one token (the last accepted token, then k − 1 drafts).
-    One draft pass more than the textbook k, over k + 1 tokens."""
-    return f"target over {k + 1} tokens + draft over {k + 1} tokens + {k} draft passes of 1 token"
-
-
 def model_beside(results, batches: list[int] | None = None) -> list[dict]:
-    """The cost model beside a ``measure_pairs`` record, at each concurrency it measured, for llama-server's step
-    (``engine_step_passes``): T_step = k·T_draft(B, 1) + T_draft(B, k + 1) + T_target(B, k + 1), and
-    S(B) = E[N]·T_target(B, 1) / T_step. "S roofline": each pass at the per-kernel roofline with the recording
-    machine's measured roofs (``notes["roofs"]``), no overheads. "S overhead-bound": every pass costs the same
-    fixed time, S = E[N] / (k + 2). α: specnotes' own decoder on the same prompts (the shipped pair), or 1 (the
+    """The cost model beside a ``measure_pairs`` record, at each concurrency it measured, for llama-server's step.
+    Per slot, ``draft-simple`` (llama.cpp at the pinned version, ``tools/server/server-context.cpp`` and
+    ``common/speculative.cpp``) has the target verify k + 1 tokens, the draft re-evaluate that same batch ("always
+    re-evaluate for simplicity", TAG_SPEC_AVOID_DRAFT_REEVAL), then run k passes of one token: one draft pass
+    more than the textbook k. So T_step = k·T_draft(B, 1) + T_draft(B, k + 1) + T_target(B, k + 1), and
+    S(B) = E[N]·T_target(B, 1) / T_step. "S roofline": each pass at the per-kernel roofline with the recording machine's
+    measured roofs (``notes["roofs"]``), no overheads. "S overhead-bound": every pass costs the same fixed time, S =
+    E[N] / (k + 2). α: specnotes' own decoder on the prompt set the engine drew from (the shipped pair), or 1 (the
     big pair, its own draft). For the big pair also the verify/decode time ratio r = T(B, k+1) / T(B, 1) each
     measured S implies (α = 1, draft = target: S = (k + 1) / (k + 2r), so r = ((k + 1)/S − k) / 2), beside the
     roofline's."""
@@ -545,7 +560,7 @@ def model_beside(results, batches: list[int] | None = None) -> list[dict]:
         target = draft = shape_of(model.ModelConfig(c["n_layers"], c["d_model"], c["n_heads"], c["d_ff"]))
         alpha = 1.0
     en = cost.expected_tokens(alpha, k)
-    context = notes.get("max_tokens", 128) // 2 + 64
+    context = mean_context(results)
     t = lambda shape, b, n: cost.pass_time(shape, accel, b, n, context, dtype="fp32")
     rows = []
     for row in pair_table(results):
@@ -581,6 +596,15 @@ def specnotes_acceptance(prompts: list[str], k: int, max_tokens: int, which: tup
             "accepted": int(accepted.sum()), "prompts": len(prompts), "max_tokens": max_tokens, "k": k}
 
 
+def mean_context(results) -> int:
+    """The context a measured step attends over, on average, as the record's params say: the prompt
+    (``prompt_chars``, one token per byte; the longest, for a prompts file) and half the ``max_tokens`` new tokens."""
+    from specnotes import engine_client
+
+    return max(r.params["prompt_chars"] + r.params["max_tokens"] // 2
+               for r in results.sections[engine_client.SPEEDUP])
+
+
 def shape_of(config):
     """A specnotes ``ModelConfig`` as the cost model's shape, float32 weights and KV (as served here)."""
     from specnotes import cost
@@ -601,17 +625,16 @@ def pair_table(results) -> list[dict]:
     by: dict[int, list] = {}
     for r in results.sections[engine_client.SPEEDUP]:
         by.setdefault(r.params["concurrency"], []).append(r)
-    median = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:][:2]) / 2
     rows = []
     for c, records in sorted(by.items()):
         s = sorted(r.extra.get("speedup_engine_tpot", r.extra["speedup"]) for r in records)
         acc = [r.extra["engine_acceptance_on"] for r in records if r.extra.get("engine_acceptance_on") is not None]
         cross = [r.extra[key] for r in records for key in ("tpot_client_over_engine_off", "tpot_client_over_engine_on")
                  if key in r.extra]
-        rows.append({"concurrency": c, "pairs": len(s), "S each": s, "S": median(s), "S min": s[0], "S max": s[-1],
-                     "spread max/min": s[-1] / s[0],
-                     "S (client tokens/s)": median([r.extra["speedup_tokens_per_s"] for r in records]),
-                     "S (client TPOT)": median([r.extra["speedup"] for r in records]),
+        rows.append({"concurrency": c, "pairs": len(s), "S each": s, "S": statistics.median(s), "S min": s[0],
+                     "S max": s[-1], "spread max/min": s[-1] / s[0],
+                     "S (client tokens/s)": statistics.median([r.extra["speedup_tokens_per_s"] for r in records]),
+                     "S (client TPOT)": statistics.median([r.extra["speedup"] for r in records]),
                      "client/engine TPOT": (min(cross), max(cross)) if cross else None,
                      "engine acceptance": sum(acc) / len(acc) if acc else None,
                      "TPOT off ms": 1e3 * min(r.extra.get("engine_tpot_median_s_off", r.extra["tpot_off_median_s"])
@@ -623,6 +646,44 @@ def pair_table(results) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------- command line
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (else the usage error, exit 2, before anything runs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: it must be an integer >= 1")
+    return value
+
+
+def positive_ints(text: str) -> list[int]:
+    """argparse type: comma-separated integers >= 1."""
+    return [positive_int(part.strip()) for part in text.split(",")]
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: it must be a number > 0")
+    return value
+
+
+def serve_until_stopped(server: Server, poll_s: float = 1.0) -> int:
+    """Wait while ``server`` runs: 0 after Ctrl-C; 1, with the end of its log, if llama-server dies."""
+    try:
+        while server.process.poll() is None:
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        return 0
+    print(f"error: llama-server exited with code {server.process.returncode}; its log ({server.log_path}) ends:\n"
+          f"{server.log_tail()}", file=sys.stderr)
+    return 1
 
 
 def main(argv=None) -> int:
@@ -637,19 +698,20 @@ def main(argv=None) -> int:
     serve = commands.add_parser("serve", help="serve on 127.0.0.1 until interrupted (for bench serve by hand)")
     measure = commands.add_parser("measure", help="S(B) on llama-server: pairs of runs, speculation off and on")
     for p in (serve, measure):
-        p.add_argument("--k", type=int, default=4, help="drafts per step (speculation on)")
-        p.add_argument("--threads", type=int, default=1,
+        p.add_argument("--k", type=positive_int, default=4, help="drafts per step (speculation on)")
+        p.add_argument("--threads", type=positive_int, default=1,
                        help="CPU threads for the target and the draft (default 1: on a shared 2-core machine "
                             "llama.cpp's spinning worker threads stall each other for seconds)")
         p.add_argument("--big", action="store_true", help="the random model larger than the LLC, its own draft")
-    serve.add_argument("--slots", type=int, default=4)
+    serve.add_argument("--slots", type=positive_int, default=4)
     serve.add_argument("--no-draft", action="store_true", help="speculation off")
-    measure.add_argument("--concurrency", default="1,2,4", help="comma-separated requests in flight")
-    measure.add_argument("--pairs", type=int, default=2, help="off/on pairs to run (their spread is reported)")
-    measure.add_argument("--max-tokens", type=int, default=128)
-    measure.add_argument("--prompt-chars", type=int, default=64)
-    measure.add_argument("--requests", type=int, default=None)
-    measure.add_argument("--timeout", type=float, default=120.0)
+    measure.add_argument("--concurrency", type=positive_ints, default=[1, 2, 4],
+                         help="comma-separated requests in flight")
+    measure.add_argument("--pairs", type=positive_int, default=2, help="off/on pairs to run (their spread is reported)")
+    measure.add_argument("--max-tokens", type=positive_int, default=128)
+    measure.add_argument("--prompt-chars", type=positive_int, default=64)
+    measure.add_argument("--requests", type=positive_int, default=None)
+    measure.add_argument("--timeout", type=positive_float, default=120.0)
     measure.add_argument("--roofs", action="store_true", help="also measure this machine's roofs (for the model)")
     measure.add_argument("--record", action="store_true",
                          help="write the book's reference record, data/reference/llama-server/<kind>-<cpu>.json "
@@ -678,24 +740,19 @@ def main(argv=None) -> int:
                     name=name) as server:
             print(f"serving {name} on {server.url} (slots {args.slots}, "
                   f"{'no draft' if args.no_draft else f'draft k={args.k}'}); Ctrl-C stops it")
-            try:
-                while server.process.poll() is None:
-                    time.sleep(1)
-            except KeyboardInterrupt:
-                pass
-        return 0
+            return serve_until_stopped(server)
     kind = "big" if args.big else "shipped"
     out = reference_path(kind) if args.record else args.out
     try:
         if out is None:
             raise validate.BadArgument("pass --out FILE, or --record to write the book's reference record")
-        concurrencies = [int(c) for c in args.concurrency.split(",")]
+        engine_client.check_levels(args.concurrency, args.requests)
         engine_client.check_writable("--out", out)
     except ValueError as e:
         parser.error(str(e))
     command = "python -m specnotes.engine " + " ".join(argv)
     try:
-        results = measure_pairs(target, draft, concurrencies, args.k, args.pairs, args.max_tokens,
+        results = measure_pairs(target, draft, args.concurrency, args.k, args.pairs, args.max_tokens,
                                 args.prompt_chars, args.requests, 2, args.threads, args.timeout, name, command,
                                 kind=kind, roofs=args.roofs or args.record)
     except (engine_client.EngineError, EngineStartError) as e:
@@ -715,7 +772,8 @@ def main(argv=None) -> int:
 
 def draft_pass_cost(results) -> list[dict]:
     """What a draft pass cost the engine, inferred from a shipped-pair record, at each concurrency: the engine's
-    tokens per step (1 + accepted / verify steps, its own counters), its step time (fastest TPOT on × tokens
+    tokens per step (1 + accepted / verify steps, its own counters, which count whole runs: one value pooled over
+    every level and pair), its step time (fastest TPOT on × tokens
     per step), and, taking the verify pass at one plain pass's time (fastest TPOT off: the roofline's verify /
     decode ratio for this pair is about 1), the time of each of the step's k + 1 draft passes,
     T_draft ≈ (T_step − T_off) / (k + 1), and c = T_draft / T_off beside the roofline's c for the same passes."""
@@ -727,7 +785,7 @@ def draft_pass_cost(results) -> list[dict]:
     accel = roof.as_accelerator()
     card = model.model_card()
     target, draft = (shape_of(model.ModelConfig(**card[w]["config"])) for w in ("target", "draft"))
-    context = notes.get("max_tokens", 128) // 2 + 64
+    context = mean_context(results)
     on = [r for r in notes["engine_runs"] if r["speculation"] == "on"]
     per_step = 1 + sum(r["draft_accepted"] for r in on) / sum(r["verify_steps"] for r in on)
     rows = []
@@ -794,15 +852,18 @@ def overhead_verdict(rows: list[dict]):
 
 
 def acceptance_verdict(engine_acceptance: float, ours: dict, margin: float = 0.05):
-    """The engine's accepted / drafted against specnotes' own decoder on the same prompts (``specnotes_acceptance``):
-    at temperature 0 both run the same greedy pair, so they should agree within ``margin``."""
+    """The engine's accepted / drafted against specnotes' own decoder (``specnotes_acceptance``: every prompt of the
+    set the engine's levels sent the first of): at temperature 0 both run the same greedy pair, so they should
+    agree within ``margin``."""
     from specnotes.measure.checks import Verdict
 
     theirs, mine = engine_acceptance, ours["accepted_per_drafted"]
     ok = abs(theirs - mine) <= margin
-    sentence = (f"llama-server accepted {theirs:.1%} of the tokens it drafted; specnotes' own decoder, on the same "
-                f"prompts with the same k, accepts {mine:.1%} (its α, accepted over checked, is {ours['alpha']:.2f}, "
-                f"E[N] = {ours['mean_tokens_per_iteration']:.2f} tokens per iteration)"
+    prompts = f"all {ours['prompts']} prompts" if ours.get("prompts") else "every prompt"
+    sentence = (f"llama-server accepted {theirs:.1%} of the tokens it drafted; specnotes' own decoder, with the same "
+                f"k on {prompts} of the set the engine's requests were drawn from, accepts {mine:.1%} (its α, "
+                f"accepted over checked, is {ours['alpha']:.2f}, E[N] = {ours['mean_tokens_per_iteration']:.2f} tokens "
+                "per iteration)"
                 + (": the same pair, the same greedy acceptance." if ok else
                    f": they differ by more than {margin:.0%}, so the two do not draft alike."))
     return Verdict("the engine accepts what specnotes accepts", ok, True, sentence,

@@ -16,8 +16,8 @@ Two things differ from a Hugging Face checkpoint, and the file fixes both:
   list and llama.cpp then refuses the file ("cannot find tokenizer merges"): one merge of two characters
   outside the byte alphabet (``DUMMY_MERGE``) never applies and keeps the key. No BOS is added.
 
-``random_pair(...)`` builds a Llama-shaped model with random weights larger than a CPU's last-level cache,
-for the engine measurement that isolates the cost of verifying (Chapter 8).
+``random_model(big_config(), seed)`` builds a Llama-shaped model with random weights larger than a CPU's
+last-level cache, for the engine measurement that isolates the cost of verifying (Chapter 8).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ import torch
 from specnotes import validate
 from specnotes.model import ModelConfig, Transformer
 
+# Bump whenever write_gguf's output changes: the engine's cached GGUF files carry it in their names, so a new
+# writer gets new files instead of the old ones (specnotes.engine.shipped_ggufs, big_gguf).
+FORMAT_VERSION = 1
 DUMMY_MERGE = "\u2400 \u2401"  # two characters outside bytes_to_unicode()'s alphabet: never merged
 SPECIAL_ID = 11  # llama.cpp's default BOS/EOS for a gpt2 vocabulary; byte 11 (vertical tab), never added
 

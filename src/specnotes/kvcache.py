@@ -299,7 +299,7 @@ class ReuseStats:
     requests: int = 0
     hits: int = 0  # requests that reused at least one block
     hit_tokens: int = 0  # prompt tokens served from the prefix cache
-    recomputed_tokens: int = 0  # tokens of hit blocks dropped by the drop-last-block rule
+    recomputed_tokens: int = 0  # tokens of hit blocks dropped for a lagging drafter ("drop" or "drop-last")
     prefill_tokens: int = 0  # prompt tokens the target computed
     last_hits: list[int] = field(default_factory=list)  # tokens reused by each request of the last call
 
