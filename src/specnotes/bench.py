@@ -433,7 +433,9 @@ def cases_at(case_rows: list[dict], shape: tuple[int, int, int], threads: int) -
 
 # (vendor, family, model) of the CPUs that recorded this book's numbers, by Intel's family/model numbering: a virtual
 # machine's "model name" often hides the generation (this one reads "Intel(R) Xeon(R) Processor @ 2.80GHz")
-MICROARCHITECTURES = {("GenuineIntel", 6, 106): "Ice Lake server"}
+MICROARCHITECTURES = {  # (vendor, family, model) as /proc/cpuinfo gives them: the kinds the book has met
+    ("GenuineIntel", 6, 106): "Ice Lake server", ("AuthenticAMD", 25, 1): "Zen 3", ("AuthenticAMD", 25, 17): "Zen 4",
+    ("AuthenticAMD", 26, 2): "Zen 5"}
 
 
 def cpu_details() -> dict:
