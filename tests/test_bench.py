@@ -73,7 +73,16 @@ def test_sampler_cases_span_the_acceptance_range():
 
 
 CALLS = ["from_logits", "from_target_logits", "copy_inputs", "lse_rows_read", "logsumexp_rows_read", "lse_target_rows",
-         "logsumexp_target_rows", "softmax_rows_read", "softmax_then_sample", "softmax_then_loop"]
+         "logsumexp_target_rows", "softmax_rows_read", "softmax_target_rows", "softmax_then_sample",
+         "softmax_then_loop"]
+
+
+def expected_floor(t, rows):
+    """The floor as issue 29 now defines it, written out separately: max(read once, the fastest of the three ways)."""
+    read_once = t("copy_inputs") / 2
+    ways = {"log-normalizers": min(t(f"lse_{rows}"), t(f"logsumexp_{rows}")), "softmax": t(f"softmax_{rows}")}
+    term = min(ways, key=ways.get)
+    return max(read_once, ways[term]), "reading once" if read_once >= ways[term] else term
 
 
 def test_sampler_case_records_count_the_rows_read():
@@ -92,17 +101,81 @@ def test_sampler_case_records_count_the_rows_read():
     timed = {(r.name, r.params["case"], r.params["threads"]): r.median_s for r in records}
     for row in table:
         t = lambda n: timed[n, row["case"], row["threads"]]  # noqa: B023
-        read_once, lse = t("copy_inputs") / 2, min(t("lse_rows_read"), t("logsumexp_rows_read"))
-        assert row["floor ms"] == pytest.approx(1e3 * max(read_once, lse))  # the floor: the larger of the two
-        assert row["floor is"] == ("reading once" if read_once >= lse else "exponentials")
-        assert row["÷ floor"] == pytest.approx(t("from_logits") / max(read_once, lse))
+        read_once = t("copy_inputs") / 2
+        (floor, term), (floor_p, term_p) = expected_floor(t, "rows_read"), expected_floor(t, "target_rows")
+        assert row["floor ms"] == pytest.approx(1e3 * floor) and row["floor is"] == term
+        assert row["÷ floor"] == pytest.approx(t("from_logits") / floor)
         assert row["÷ read once"] == pytest.approx(t("from_logits") / read_once)
-        assert row["probs ÷ floor"] == pytest.approx(
-            t("from_target_logits") / max(read_once, min(t("lse_target_rows"), t("logsumexp_target_rows"))))
+        assert row["probs ÷ floor"] == pytest.approx(t("from_target_logits") / floor_p)
+        assert row["probs floor is"] == term_p
         assert row["÷ bytes read"] == pytest.approx(row["÷ read once"] * 32 / (32 * row["rows read"]))
         assert row["softmax of rows read ÷ read once"] == pytest.approx(
             row["÷ read once"] / row["÷ softmax of rows read"])  # the earlier floor, on the same scale
     assert table[-1]["rows read"] == 1.0
+
+
+def synthetic_records(ms: dict[str, float]) -> list[measure.Record]:
+    """One case's calls at fixed times (ms; every call not named takes 1 ms), as sampler_case_records writes them."""
+    extra = {"alpha": 0.5, "mean_accepted": 2.0, "rows_read": 10, "rows_total": 20, "input_bytes": 2, "bytes_read": 1}
+    params = {"B": 64, "k": 4, "V": 32000, "case": "realistic", "threads": 1}
+    return [measure.Record(n, params, ms.get(n, 1.0) / 1e3, None, None, [ms.get(n, 1.0) / 1e3] * 3, "cpu", "fp32",
+                           extra=extra) for n in CALLS]
+
+
+# (times in ms, floor ms, floor is, fastest way; the draft-probabilities path's floor ms and term); copy_inputs reads
+# and writes, so reading once is half of it
+FLOORS = [
+    ({"copy_inputs": 4.0, "lse_rows_read": 6.5, "logsumexp_rows_read": 8.0, "softmax_rows_read": 3.7,
+      "lse_target_rows": 5.0, "logsumexp_target_rows": 6.0, "softmax_target_rows": 2.5},
+     3.7, "softmax", "torch.softmax", 2.5, "softmax"),
+    ({"copy_inputs": 4.0, "lse_rows_read": 3.0, "logsumexp_rows_read": 4.0, "softmax_rows_read": 3.5,
+      "lse_target_rows": 3.5, "logsumexp_target_rows": 2.5, "softmax_target_rows": 3.0},
+     3.0, "log-normalizers", "fused.log_normalizers", 2.5, "log-normalizers"),
+    ({"copy_inputs": 4.0, "lse_rows_read": 3.0, "logsumexp_rows_read": 2.5, "softmax_rows_read": 3.5},
+     2.5, "log-normalizers", "torch.logsumexp", 2.0, "reading once"),
+    ({"copy_inputs": 8.0, "lse_rows_read": 3.0, "logsumexp_rows_read": 3.5, "softmax_rows_read": 2.0,
+      "lse_target_rows": 3.0, "logsumexp_target_rows": 3.0, "softmax_target_rows": 2.0},
+     4.0, "reading once", "torch.softmax", 4.0, "reading once"),
+]
+
+
+@pytest.mark.parametrize(("ms", "floor", "term", "how", "floor_p", "term_p"), FLOORS)
+def test_the_floor_is_the_fastest_way_to_the_normalizers_or_reading_once(ms, floor, term, how, floor_p, term_p):
+    (row,) = bench.sampler_case_table(measure.Results({}, {"sampler_cases": synthetic_records(ms)}))
+    assert row["floor ms"] == pytest.approx(floor) and row["floor is"] == term
+    assert row["normalizers fastest by"] == how and row["÷ floor"] == pytest.approx(1.0 / floor)
+    assert row["probs floor is"] == term_p and row["probs ÷ floor"] == pytest.approx(1.0 / floor_p)
+
+
+def test_a_record_without_the_softmax_of_the_target_rows_floors_them_on_the_log_normalizers():
+    # the records made before softmax_target_rows was timed: every other term stays as it was
+    records = [r for r in synthetic_records(FLOORS[0][0]) if r.name != "softmax_target_rows"]
+    (row,) = bench.sampler_case_table(measure.Results({}, {"sampler_cases": records}))
+    assert row["floor is"] == "softmax" and row["probs ÷ floor"] == pytest.approx(1.0 / 5.0)
+
+
+@pytest.mark.parametrize("wrong", ["softmax ignored", "minimum of the terms", "slowest way"])
+def test_a_wrong_floor_fails_the_floor_test(monkeypatch, wrong):
+    """The test above can fail: each floor that leaves a term out or combines them wrongly is caught by one case."""
+    right = bench.floor_of
+
+    def floor_of(times, read_once, rows):
+        if wrong == "softmax ignored":
+            return right({n: t for n, t in times.items() if not n.startswith("softmax")}, read_once, rows)
+        if wrong == "minimum of the terms":
+            floor, term, how = right(times, read_once, rows)
+            return min(read_once, times[f"{bench.NORMALIZERS[how]}_{rows}"]), term, how
+        slowest = max((n for n in times if n.endswith(rows)), key=times.get)
+        return max(read_once, times[slowest]), "log-normalizers", "torch.logsumexp"
+
+    monkeypatch.setattr(bench, "floor_of", floor_of)
+    failed = 0
+    for case in FLOORS:
+        try:
+            test_the_floor_is_the_fastest_way_to_the_normalizers_or_reading_once(*case)
+        except AssertionError:
+            failed += 1
+    assert failed > 0
 
 
 def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
@@ -149,15 +222,21 @@ def test_shipped_alpha_is_the_pairs_acceptance_at_temperature_one():
 
 
 def case_rows(ratios, floors=(1.0, 1.0, 1.0), B=64, threads=1, ms=(1.0, 1.0, 1.0), loop_ms=(2.0, 2.0, 2.0),
-              read=(1.0, 2.0, 4.0), probs=(1.1, 1.1, 1.1)):
-    """Synthetic sampler_case_table rows: ÷ floor, the floor's term (1: reading once, else the exponentials), ÷ read
+              read=(1.0, 2.0, 4.0), probs=(1.1, 1.1, 1.1), softmax=None):
+    """Synthetic sampler_case_table rows: ÷ floor, the log-normalizers and the softmax of the rows read over reading
+    once (the softmax twice the log-normalizers unless given) and the floor's term and fastest way they imply, ÷ read
     once, the draft-probabilities path over its floor, and the B = 1 times per case."""
-    return [{"B": B, "k": 4, "V": 32000, "case": c, "threads": threads, "α": a, "÷ floor": r,
-             "floor is": "reading once" if f == 1 else "exponentials", "÷ read once": rd,
-             "lse of rows read ÷ read once": f, "softmax of rows read ÷ read once": 2 * f, "probs ÷ floor": pr,
-             "probs ÷ read once": pr * f, "from logits ms": t, "softmax, then loop ms": t_loop}
-            for c, a, r, f, rd, pr, t, t_loop in zip(bench.SAMPLER_CASES, (0.16, 0.49, 1.0), ratios, floors, read,
-                                                     probs, ms, loop_ms, strict=True)]
+    softmax = softmax or tuple(2 * f for f in floors)
+
+    def row(c, a, r, f, s, rd, pr, t, t_loop):
+        term = "reading once" if min(f, s) <= 1 else "softmax" if s < f else "log-normalizers"
+        return {"B": B, "k": 4, "V": 32000, "case": c, "threads": threads, "α": a, "÷ floor": r, "floor is": term,
+                "normalizers fastest by": "torch.softmax" if s < f else "fused.log_normalizers", "÷ read once": rd,
+                "lse of rows read ÷ read once": f, "softmax of rows read ÷ read once": s, "probs ÷ floor": pr,
+                "probs ÷ read once": pr * f, "from logits ms": t, "softmax, then loop ms": t_loop}
+
+    return [row(*values) for values in zip(bench.SAMPLER_CASES, (0.16, 0.49, 1.0), ratios, floors, softmax, read,
+                                           probs, ms, loop_ms, strict=True)]
 
 
 ALL = "with 1 thread it holds in all three cases (1.10× (independent), 1.15× (realistic), 1.05× (all accepted))"
@@ -177,15 +256,26 @@ def test_sampler_bar_sentences_follow_the_numbers(one, two, said):
     assert "takes 1.00×, 2.00×, 4.00× the time to read the inputs once" in text
 
 
-@pytest.mark.parametrize(("floors", "said"), [
-    ((1.0, 1.0, 1.0), "so the floor is reading the inputs once in all three cases"),
-    ((1.0, 1.5, 3.0), "so the floor is reading the inputs once in the independent case; the exponentials in the "
-                      "realistic and all accepted cases"),
-    ((2.0, 2.0, 2.0), "so the floor is the exponentials in all three cases"),
+EXP = "torch's softmax kernel computes its exponentials with a faster vectorized exp than torch.exp"
+
+
+@pytest.mark.parametrize(("floors", "softmax", "said"), [
+    ((1.0, 1.0, 1.0), None, "the fastest way to the normalizers is fused.log_normalizers in all three cases, so the "
+                            "floor is reading the inputs once in all three cases."),
+    ((1.0, 1.5, 3.0), None, "so the floor is reading the inputs once in the independent case; the log-normalizers in "
+                            "the realistic and all accepted cases."),
+    ((1.0, 1.6, 3.2), (0.9, 1.0, 1.8), "the fastest way to the normalizers is a softmax in all three cases, so the "
+                                       "floor is reading the inputs once in the independent and realistic cases; a "
+                                       "softmax of the rows read in the all accepted case. A softmax beats"),
+    ((2.0, 2.0, 2.0), (1.8, 2.5, 2.5), "the fastest way to the normalizers is a softmax in the independent case; "
+                                       "fused.log_normalizers in the realistic and all accepted cases, so the floor is "
+                                       "a softmax of the rows read in the independent case; the log-normalizers in "
+                                       "the realistic and all accepted cases."),
 ])
-def test_sampler_floor_sentence_names_the_term_that_sets_it(floors, said):
-    text = bench.sampler_sentences(case_rows((1, 1, 1), floors) + case_rows((9, 9, 9), B=1))["floor"]
-    assert said in text and "a softmax of the same rows" in text
+def test_sampler_floor_sentence_names_the_term_that_sets_it(floors, softmax, said):
+    text = bench.sampler_sentences(case_rows((1, 1, 1), floors, softmax=softmax) + case_rows((9, 9, 9), B=1))["floor"]
+    assert said in text, text
+    assert (EXP in text) == (softmax is not None)  # said only where a softmax was the fastest way
 
 
 def test_sampler_probs_sentence_reads_its_own_floor():

@@ -246,12 +246,11 @@ def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: floa
     """For each (B, k, V), each of ``SAMPLER_CASES`` and each CPU thread count in ``threads`` (None: torch's), the
     calls of ``SAMPLER_CALLS`` timed against each other (``measure.time_interleaved``, so that a burst of load on a
     shared machine lands on all of them alike): the two samplers, the floor's parts (reading every input once,
-    and the log-normalizers of exactly the rows each sampler exponentiates, made contiguous beforehand, with
-    ``fused.log_normalizers`` and with ``torch.logsumexp``), one softmax of the rows read (the earlier floor) and
-    the unfused pipelines. ``params``: B, k, V, ``case``, ``threads``; ``extra``: ``input_bytes`` (all the inputs),
-    ``rows_read``, ``bytes_read``, ``target_rows`` (the rows the draft-probabilities path exponentiates),
-    ``rows_total``, ``alpha`` (mean Σ min(p, q) over the draft positions), ``mean_accepted``, ``alpha_target``
-    and ``sigma``."""
+    and the normalizers of exactly the rows each sampler exponentiates, made contiguous beforehand, computed each
+    of the three ways in ``NORMALIZERS``) and the unfused pipelines. ``params``: B, k, V, ``case``, ``threads``;
+    ``extra``: ``input_bytes`` (all the inputs), ``rows_read``, ``bytes_read``, ``target_rows`` (the rows the
+    draft-probabilities path exponentiates), ``rows_total``, ``alpha`` (mean Σ min(p, q) over the draft positions),
+    ``mean_accepted``, ``alpha_target`` and ``sigma``."""
     from specnotes import fused
     from specnotes.sampling import acceptance_rate, speculative_sample, speculative_sample_loop
 
@@ -283,6 +282,7 @@ def sampler_case_records(shapes, device, repeats: int, alpha: float, sigma: floa
                 "lse_target_rows": functools.partial(fused.log_normalizers, picked_target),
                 "logsumexp_target_rows": functools.partial(logsumexp_chunks, picked_target, step),
                 "softmax_rows_read": functools.partial(softmax_chunks, picked, step),
+                "softmax_target_rows": functools.partial(softmax_chunks, picked_target, step),
                 "softmax_then_sample": functools.partial(softmax_then, speculative_sample, drafts, lq, lp, uniforms),
                 "softmax_then_loop": functools.partial(softmax_then, speculative_sample_loop, drafts, lq, lp,
                                                        uniforms),
@@ -316,40 +316,57 @@ def softmax_chunks(rows: torch.Tensor, step: int) -> None:
 
 
 def logsumexp_chunks(rows: torch.Tensor, step: int) -> None:
-    """``torch.logsumexp`` of ``rows`` [R, V], ``step`` rows at a time (its temporaries stay in cache): the other
-    way to compute the log-normalizers; the floor takes whichever of the two is faster."""
+    """``torch.logsumexp`` of ``rows`` [R, V], ``step`` rows at a time (its temporaries stay in cache): one of the
+    ways to compute the normalizers; the floor takes whichever of ``NORMALIZERS`` is fastest."""
     for c in range(0, len(rows), step):
         torch.logsumexp(rows[c: c + step], -1)
 
 
+# the measured ways to compute the normalizers of the rows a sampler reads: a softmax computes each row's normalizer
+# too (and writes the probabilities besides), and on a CPU where its exp is faster than torch.exp's it is the fastest
+NORMALIZERS = {"fused.log_normalizers": "lse", "torch.logsumexp": "logsumexp", "torch.softmax": "softmax"}
+
+
+def floor_of(times: dict[str, float], read_once: float, rows: str) -> tuple[float, str, str]:
+    """(floor, the term that sets it, the fastest way to the normalizers) for the rows named ``rows`` ("rows_read"
+    or "target_rows"): max(reading every input once, the fastest of ``NORMALIZERS`` timed in ``times`` on those
+    rows). The term: "reading once", "log-normalizers" or "softmax"."""
+    ways = {how: times[f"{call}_{rows}"] for how, call in NORMALIZERS.items() if f"{call}_{rows}" in times}
+    how = min(ways, key=ways.get)
+    term = "reading once" if read_once >= ways[how] else "softmax" if how == "torch.softmax" else "log-normalizers"
+    return max(read_once, ways[how]), term, how
+
+
 def sampler_case_table(results: measure.Results) -> list[dict]:
     """One row per (B, k, V, case, threads) of the ``sampler_cases`` section. The floor of sampling from logits is
-    max(read once, lse of rows read): reading every input once (half of the interleaved copy of them: it reads and
-    writes them) and the log-normalizers of exactly the rows it reads, the faster of ``fused.log_normalizers`` and
-    ``torch.logsumexp`` (an exact sampler needs each row's normalizer and the few probabilities it compares, not a
-    softmax). Each sampler's median over its floor and over reading the inputs once; the draft-probabilities path
-    against its own floor (the rows of p it exponentiates); and, for continuity, one softmax of the rows read."""
+    max(read once, normalizers of the rows read): reading every input once (half of the interleaved copy of them: it
+    reads and writes them), and each row's normalizer for exactly the rows it reads, the fastest of the measured
+    ways (``floor_of``): ``fused.log_normalizers``, ``torch.logsumexp`` or a softmax of those rows. Each sampler's
+    median over its floor and over reading the inputs once, and which term set the floor; the draft-probabilities
+    path against its own floor (the rows of p it exponentiates; a record made before the softmax of those rows was
+    timed has only the log-normalizers for them)."""
     by = {(r.name, r.params["B"], r.params["k"], r.params["V"], r.params["case"], r.params["threads"]): r
           for r in results.sections["sampler_cases"]}
     rows = []
     for (name, B, k, V, case, threads), r in by.items():
         if name != "from_logits":
             continue
-        t = lambda n: by[n, B, k, V, case, threads].median_s  # noqa: B023
+        times = {n: rec.median_s for (n, *key), rec in by.items() if tuple(key) == (B, k, V, case, threads)}
+        t = lambda n: times[n]  # noqa: B023
         read_once = t("copy_inputs") / 2
         lse = min(t("lse_rows_read"), t("logsumexp_rows_read"))
-        lse_target = min(t("lse_target_rows"), t("logsumexp_target_rows"))
-        floor, floor_target = max(read_once, lse), max(read_once, lse_target)
+        floor, term, how = floor_of(times, read_once, "rows_read")
+        floor_target, term_target, _ = floor_of(times, read_once, "target_rows")
         spread = lambda n: by[n, B, k, V, case, threads].timing.rel_spread  # noqa: B023
         rows.append({"B": B, "k": k, "V": V, "case": case, "threads": threads, "α": r.extra["alpha"],
                      "accepted / sequence": r.extra["mean_accepted"],
                      "rows read": r.extra["rows_read"] / r.extra["rows_total"],
                      "from logits ms": 1e3 * r.median_s, "floor ms": 1e3 * floor,
-                     "floor is": "reading once" if read_once >= lse else "exponentials",
+                     "floor is": term, "normalizers fastest by": how,
                      "÷ floor": r.median_s / floor, "÷ read once": r.median_s / read_once,
                      "÷ bytes read": r.median_s / read_once * r.extra["input_bytes"] / r.extra["bytes_read"],
                      "from probs ms": 1e3 * t("from_target_logits"),
-                     "probs ÷ floor": t("from_target_logits") / floor_target,
+                     "probs ÷ floor": t("from_target_logits") / floor_target, "probs floor is": term_target,
                      "probs ÷ read once": t("from_target_logits") / read_once,
                      "lse of rows read ÷ read once": lse / read_once,
                      "softmax of rows read ÷ read once": t("softmax_rows_read") / read_once,
@@ -357,15 +374,16 @@ def sampler_case_table(results: measure.Results) -> list[dict]:
                      "softmax, then sample ms": 1e3 * t("softmax_then_sample"),
                      "softmax, then loop ms": 1e3 * t("softmax_then_loop"),
                      "spread (IQR / median)": max(spread("from_logits"), spread("copy_inputs"),
-                                                  spread("lse_rows_read"))})
+                                                  spread(f"{NORMALIZERS[how]}_rows_read"))})
     return rows
 
 
 def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[str, str]:
     """What ``sampler_case_table`` rows say, as sentences chosen by the numbers. At the bar's shape
     (``CASE_SHAPES[0]``), for each thread count recorded: "bar", where sampling from logits stays within ``bar``
-    times its floor and where not, with its time over reading the inputs once; "floor", which term sets the floor
-    in each case, the log-normalizers against the softmax of the same rows; "probs", the draft-probabilities path
+    times its floor and where not, with its time over reading the inputs once; "floor", the log-normalizers and the
+    softmax of the rows read against reading once, which way to the normalizers was fastest and which term sets the
+    floor in each case; "probs", the draft-probabilities path
     against its own floor and reading once. At one sequence (``CASE_SHAPES[1]``, one thread): "b1", whether it
     beats a softmax followed by the per-position loop."""
     counts = sorted({r["threads"] for r in case_rows if (r["B"], r["k"], r["V"]) == CASE_SHAPES[0]})
@@ -391,23 +409,32 @@ def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[s
                f"the inputs once"
 
     bar_text = (f"The bar, sampling from logits in at most {bar}× its floor max(reading the inputs once, the "
-                f"log-normalizers of the rows it reads) at B = {B} and α = {alphas}: "
+                f"fastest measured way to the normalizers of the rows it reads) at B = {B} and α = {alphas}: "
                 + "; ".join(verdict(n) for n in counts) + ".")
 
-    def floor_of(n):
-        rows = at[n]
-        by_term = {term: [c for c in SAMPLER_CASES if rows[c]["floor is"] == term]
-                   for term in ("reading once", "exponentials")}
-        name = lambda term: "reading the inputs once" if term == "reading once" else "the exponentials"
-        sets = "; ".join(f"{name(term)} in " + ("all three cases" if len(cs) == 3 else
-                                                f"the {' and '.join(cs)} case{'s' if len(cs) > 1 else ''}")
-                         for term, cs in by_term.items() if cs)
-        return (f"with {thread(n)} the log-normalizers of just the rows read take "
-                f"{listed(rows, 'lse of rows read ÷ read once')} the time to read the inputs once, a softmax of the "
-                f"same rows {listed(rows, 'softmax of rows read ÷ read once')}, so the floor is {sets}")
+    def grouped(rows, column, names):
+        """Each value of ``column`` (named by ``names``), with the cases that have it, in case order."""
+        cases = lambda v: [c for c in SAMPLER_CASES if rows[c][column] == v]
+        where = lambda cs: "all three cases" if len(cs) == 3 else f"the {' and '.join(cs)} case{'s' * (len(cs) > 1)}"
+        return "; ".join(f"{names.get(v, v)} in {where(cases(v))}" for v in dict.fromkeys(rows[c][column]
+                                                                                            for c in SAMPLER_CASES))
 
-    floor_text = ("An exact sampler from logits needs each row's normalizer and the few probabilities it compares, "
-                  "not a softmax: " + "; ".join(floor_of(n) for n in counts) + ".")
+    def floor_said(n):
+        rows = at[n]
+        return (f"With {thread(n)} the log-normalizers of just the rows read take "
+                f"{listed(rows, 'lse of rows read ÷ read once')} the time to read the inputs once, a softmax of the "
+                f"same rows {listed(rows, 'softmax of rows read ÷ read once')}; the fastest way to the normalizers "
+                f"is {grouped(rows, 'normalizers fastest by', {'torch.softmax': 'a softmax'})}, so the floor is "
+                + grouped(rows, "floor is", {"reading once": "reading the inputs once",
+                                             "log-normalizers": "the log-normalizers",
+                                             "softmax": "a softmax of the rows read"}) + ".")
+
+    by_softmax = any(r["normalizers fastest by"] == "torch.softmax" for n in counts for r in at[n].values())
+    floor_text = ("An exact sampler from logits needs each row's normalizer; a softmax computes it too (and writes "
+                  "every probability besides), so the floor takes the fastest of the measured ways to it. "
+                  + " ".join(floor_said(n) for n in counts)
+                  + (" A softmax beats the log-normalizers alone because torch's softmax kernel computes its "
+                     "exponentials with a faster vectorized exp than torch.exp." if by_softmax else ""))
     probs_text = ("Handed the draft's probabilities (vLLM's interface), it exponentiates only the target's rows and "
                   "reads a row of q only where it rejects: "
                   + "; ".join(f"with {thread(n)}, {listed(at[n], 'probs ÷ floor')} its own floor and "
@@ -485,11 +512,12 @@ def run_sampler(device=None, repeats: int = 30, threads: tuple[int, ...] = CASE_
                      "(fused.sample_from_logits), wall time per call; sampler_cases: the two samplers from logits "
                      "(draft logits, or the draft's probabilities) at three acceptance levels (independent logits, "
                      "the shipped pair's alpha at T = 1, every draft accepted), with each thread count, timed "
-                     "interleaved with the floor's parts (a copy of every input; the log-normalizers of the rows "
-                     "read) and the unfused pipelines",
-             "floor": "max(reading every input once, the log-normalizers of the rows read): the faster of "
-                      "fused.log_normalizers and torch.logsumexp on exactly those rows, made contiguous; the softmax "
-                      "of the same rows is kept beside it, for continuity with the earlier floor, and is not the floor",
+                     "interleaved with the floor's parts (a copy of every input; the normalizers of the rows "
+                     "read, three ways) and the unfused pipelines",
+             "floor": "max(reading every input once, the normalizers of the rows read): the fastest of "
+                      "fused.log_normalizers, torch.logsumexp and torch.softmax on exactly those rows, made "
+                      "contiguous (a softmax computes each row's normalizer too, and torch's uses a faster exp than "
+                      "torch.exp on some CPUs); the draft-probabilities path's floor likewise on the target's rows",
              "validate": False, "repeats": repeats, "alpha_shipped": alpha, "sigma": sigma,
              "case_threads": list(threads), "case_seconds": round(time.perf_counter() - start, 1),
              "load_average_before": load_before, "load_average_after": cpu_details().get("load_average_1_5_15")}
@@ -507,12 +535,13 @@ def print_sampler(results: measure.Results):
               f"{row['loop / fused']:9.1f}x {row['fused / read once']:9.2f}x {row['from logits ms']:10.3f} "
               f"{row['from logits / read once']:10.2f}x")
     print(f"\nsampling from logits by acceptance (alpha: mean sum min(p, q); the shipped pair's at T = 1 is "
-          f"{results.notes['alpha_shipped']:.2f}); floor = max(read once, log-normalizers of the rows read)")
-    print(f"{'B':>5} {'thr':>3} {'case':>13} {'alpha':>6} {'rows':>5} {'ms':>8} {'floor ms':>8} {'floor is':>13} "
+          f"{results.notes['alpha_shipped']:.2f});\nfloor = max(read once, the fastest of the log-normalizers and a "
+          f"softmax of the rows read)")
+    print(f"{'B':>5} {'thr':>3} {'case':>13} {'alpha':>6} {'rows':>5} {'ms':>8} {'floor ms':>8} {'floor is':>15} "
           f"{'/floor':>6} {'/read':>6} {'probs/fl':>8} {'probs/rd':>8} {'lse/rd':>6} {'smax/rd':>7} {'spread':>6}")
     for row in sampler_case_table(results):
         print(f"{row['B']:5d} {row['threads']:3d} {row['case']:>13} {row['α']:6.2f} {row['rows read']:5.0%} "
-              f"{row['from logits ms']:8.3f} {row['floor ms']:8.3f} {row['floor is']:>13} {row['÷ floor']:5.2f}x "
+              f"{row['from logits ms']:8.3f} {row['floor ms']:8.3f} {row['floor is']:>15} {row['÷ floor']:5.2f}x "
               f"{row['÷ read once']:5.2f}x {row['probs ÷ floor']:7.2f}x {row['probs ÷ read once']:7.2f}x "
               f"{row['lse of rows read ÷ read once']:5.2f}x {row['softmax of rows read ÷ read once']:6.2f}x "
               f"{row['spread (IQR / median)']:6.2f}")
