@@ -130,7 +130,6 @@ ALLOWED = {
             "torch.equal(run.tokens, runs['plain'].tokens)",
             "torch.equal(quote_runs['n-gram'].tokens, quote_runs['plain'].tokens)",
             "live['independent']['rows read'] < live['realistic']['rows read'] < live['all accepted']['rows read'] == 1",
-            'torch.equal(n, ref[1]) and (tokens == ref[0]).all(1).float().mean() > 0.95',
             'crosscheck.iloc[:, :2].all().all()',
             '(crosscheck.iloc[:, 2] - 1 == crosscheck.iloc[:, 3]).all()',
             'max(logit_gap.values()) < 0.001',
