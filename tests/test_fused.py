@@ -86,8 +86,9 @@ def far_logits(g, B=64, k=2, V=300):
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_large_and_small_logits_are_safe(path, sampler):
-    """exp(l) is taken unshifted; a row whose sum leaves [1, inf) must be redone shifted by its maximum, in the
-    tests, in the residual and in the bonus row: the same draws as on the softmaxed inputs."""
+    """Rows far outside exp's range: the batch's softmax rows and the log-normalizers its draws are computed
+    again with, and one sequence's unshifted exp(l) redone shifted by its maximum where its sum leaves [1, inf),
+    in the tests, in the residual and in the bonus row: the same draws as on the softmaxed inputs."""
     drafts, lq, lp, uniforms = far_logits(torch.Generator().manual_seed(1))
     ref = speculative_sample(drafts, torch.softmax(lq, -1), torch.softmax(lp, -1), uniforms=uniforms)
     assert len(ref[1].unique()) == 3  # stops at every position, and bonus tokens
@@ -97,21 +98,14 @@ def test_large_and_small_logits_are_safe(path, sampler):
 
 
 def no_shift(monkeypatch):
-    """WRONG: exp(l) unshifted whatever its sum (no redo of a row that overflowed or underflowed)."""
-    monkeypatch.setattr(fused.Draws, "repair", lambda self, *args: None)
-    monkeypatch.setattr(fused.Draws, "tokens", lambda self, v: unchecked_tokens(self, v))
-
-
-def unchecked_tokens(draws, v):
-    """Draws.tokens without its redo of the rows whose sum left [1, inf)."""
-    j, rest = fused.locate_blocks(draws.sums, v)
-    cols = j * fused.BLOCK + torch.arange(fused.BLOCK)
-    block = draws.weights(cols.clamp(max=draws.V - 1)).masked_fill_(cols >= draws.V, 0)
-    return (j * fused.BLOCK + fused.search_block(block, rest))[:, 0]
+    """WRONG: the draw's block computed again as exp(l / T), without the row's log-normalizer (and one sequence's
+    exp(l) unshifted whatever its sum: no redo of a row that overflowed or underflowed)."""
+    exp = fused.Draws.exp
+    monkeypatch.setattr(fused.Draws, "exp", lambda self, logits, shift: exp(self, logits, 0.0))
 
 
 def test_without_the_shifted_redo_far_logits_go_wrong(monkeypatch):
-    """The check above can fail: without the redo, the rows that overflowed give wrong tests and draws."""
+    """The check above can fail: without the log-normalizers, the rows far outside exp's range give wrong draws."""
     no_shift(monkeypatch)
     monkeypatch.setattr(fused, "CHUNK_BYTES", 40 << 10)  # position by position, in chunks
     drafts, lq, lp, uniforms = far_logits(torch.Generator().manual_seed(1), V=3000)
@@ -218,15 +212,17 @@ def patched(sampler, owner, name, replacement):
 def temperature_ignored(drafts, lq, lp, T, generator=None):
     """WRONG: the chunks' rows are exponentiated at T = 1 whatever the temperature."""
     return patched(sample_from_logits, fused, "load",
-                   lambda load: lambda out, plane, rows, temperature, exp=True: load(out, plane, rows, 1.0, exp)
+                   lambda load: lambda out, plane, rows, temperature, *args, **kwargs: load(out, plane, rows, 1.0,
+                                                                                            *args, **kwargs)
                    )(drafts, lq, lp, T, generator)
 
 
 def residual_unscaled(drafts, lq, lp, T, generator=None):
-    """WRONG: the residual taken as exp(l_p) − exp(l_q), without the ratio of the two normalizers."""
-    return patched(sample_from_logits, fused.Draws, "residual",
-                   lambda residual: lambda self, e, chunk, stop, i, scale, spare: residual(
-                       self, e, chunk, stop, i, [1.0] * len(scale), spare)
+    """WRONG: the chunks' rows exponentiated but not normalized, so the tests and the residual take exp(l_p) and
+    exp(l_q) for p and q, without their normalizers."""
+    return patched(sample_from_logits, fused, "load",
+                   lambda load: lambda out, plane, rows, temperature, exp=True, softmax=False: load(
+                       out, plane, rows, temperature, exp)
                    )(drafts, lq, lp, T, generator)
 
 
@@ -241,8 +237,8 @@ def sums_in_chunk_order(drafts, lq, lp, T, generator=None):
 def q_of_the_first_position(drafts, lq, lp, T, generator=None):
     """WRONG (draft probabilities): the rejecting rows' q read at the first position, whatever the position."""
     def residual(original):
-        def run(self, e, chunk, stop, i, scale, spare):
-            return original(self, e, chunk, stop, 0, scale, spare)
+        def run(self, e, chunk, stop, i, spare):
+            return original(self, e, chunk, stop, 0, spare)
         return run
 
     return patched(from_draft_probs, fused.Draws, "residual", residual)(drafts, lq, lp, T, generator)

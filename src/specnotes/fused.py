@@ -1,26 +1,32 @@
 """Rejection sampling straight from logits: the whole acceptance step of a batch without materializing p or q.
 
 ``speculative_sample`` takes probabilities, so a caller first writes softmax(logits) for all B·(2k+1) rows
-and the sampler reads them back. ``sample_from_logits`` takes the logits and reads each row it needs once, and
-of each row it computes what an exact sampler needs: its normalizer Σ exp(l) and the probabilities it compares,
-not a softmax.
+and the sampler reads them back. ``sample_from_logits`` takes the logits and reads each row it needs once,
+normalizing it while it is in cache; no row of probabilities is written to memory.
 
-Position by position, for the sequences that accepted every draft so far, a few rows at a time (so that their
-exponentials stay in cache), it writes exp(l) of the rows of p and q into one reused buffer and sums each row;
-tests each drafted token with min(1, p(x)/q(x)), where p(x) = exp(l_p(x)) / Σ exp(l_p); and, for the sequences
-that stop there and only for them, computes in place the weights of their last token, max(0, p − q) up to a
-factor (exp(l_p) − (Σ_p / Σ_q)·exp(l_q), clamped at 0), and keeps only their sums over blocks of 128 tokens.
-After k acceptances the weights are exp(l) of the bonus row itself. At the end one search over the block sums
-finds, for every sequence, the block its draw falls in; the 128 weights of that block alone are computed again
-from the logits and searched (``sampling.locate_blocks``, ``search_block``): no row of weights is written to
-memory. Rows past a sequence's first rejection are never read; logit rows that follow each other in memory are
-read as one slice, not gathered. One sequence walks its positions with the same arithmetic and no tables.
+Position by position, for the sequences that accepted every draft so far, a few rows at a time (so that they
+stay in cache), it writes softmax(l / T) of the rows of p and q into one reused buffer with torch's softmax
+kernel: on the CPU its vectorized exp is faster than ``torch.exp``, and it shifts each row by its maximum, so
+no row overflows or underflows whatever its logits. It tests each drafted token with min(1, p(x)/q(x)), p(x)
+and q(x) read off the buffer; and, for the sequences that stop there and only for them, computes in place the
+weights of their last token, max(0, p − q), and keeps only their sums over blocks of 128 tokens, with the
+log-normalizer lse = log Σ exp(l / T) of the two rows they stopped on, read off what is already at hand:
+l(x) / T − log p(x) at the drafted token (a logsumexp of the row where p(x) is too small to trust), or, for a
+bonus row, max(l / T) − log max(p). After k acceptances the weights are p of the bonus row itself. At the end
+one search over the block sums finds, for every sequence, the block its draw falls in; the 128 weights of that
+block alone are computed again from the logits as exp(l / T − lse) and searched (``sampling.locate_blocks``,
+``search_block``): no row of weights is written to memory. exp's rounding differs from the softmax kernel's
+in the last bits (about 1e-6 relative), so the search inside the block is scaled to the block's weights as
+computed again, which keeps every draw inside its block and on a token of weight > 0; a block left with no
+weight at all by that rounding is redrawn from its sequence's whole row. Rows past a sequence's first
+rejection are never read; logit rows that follow each other in memory are read as one slice, not gathered.
+``sample_from_target_logits`` is the same step when the drafter hands over its probabilities q (vLLM's
+interface): only the target's rows are normalized, and a row of q is read only where it rejects.
 
-exp(l) is not shifted by the row's maximum, which would cost one more pass over every row. A row whose sum lies
-in [1, ∞) lost nothing by that: no term overflowed, and a term that fell below the smallest normal number has
-a probability below it too, as it would in a softmax. The rare row outside that range is redone shifted by its
-maximum. ``sample_from_target_logits`` is the same step when the drafter hands over its probabilities q
-(vLLM's interface): only the target's rows are exponentiated, and a row of q is read only where it rejects.
+One sequence (B = 1) walks its positions with no tables and with exp(l) unshifted, which costs one pass less
+than a shift: a row whose sum lies in [1, ∞) lost nothing by that (no term overflowed, and a term that fell
+below the smallest normal number has a probability below it too, as in a softmax); the rare row outside that
+range is redone shifted by its maximum. Small batches that fit one chunk are softmaxed whole, in one step.
 
 Randomness as ``speculative_sample``: u [B, k] for the accept tests, v [B] for the final token. The result
 follows the same distribution; sample for sample it agrees except where rounding moves a comparison.
@@ -146,17 +152,17 @@ def one_sequence(draft_tokens, draft_logits, draft_probs, target_logits, tempera
 
 def by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype):
     """Position by position, only for the sequences that accepted every draft so far, ``step`` of them at a time
-    (module docstring). Per chunk four operations fill a table: exp(l) of its p and q rows into a reused buffer,
-    each row's sum, and exp(l) at the drafted token. The tests are read off the table; only a chunk where some
-    sequence stops does more while its rows are in cache: the weights of their last token, in place, and their
-    sums over blocks of ``BLOCK`` tokens (``Draws``). One search at the end draws every last token."""
+    (module docstring). Per chunk two operations fill a table: softmax(l / T) of its p and q rows into a reused
+    buffer, and the probabilities at the drafted token. The tests are read off the table; only a chunk where some
+    sequence stops does more while its rows are in cache: the weights of their last token, max(0, p − q) in place,
+    and their sums over blocks of ``BLOCK`` tokens (``Draws``). One search at the end draws every last token."""
     B, k = draft_tokens.shape
     V = target_logits.shape[-1]
     device = target_logits.device
-    sides = 1 if draft_logits is None else 2  # rows exponentiated per sequence and position: p, and q from logits
+    sides = 1 if draft_logits is None else 2  # rows normalized per sequence and position: p, and q from logits
     step = min(B, max(1, CHUNK_BYTES // (2 * V * torch.finfo(dtype).bits // 8)))  # sequences per chunk
-    rows = buffer("rows", (3, step, V), dtype, device)  # exp(l) of a chunk's p rows, its q rows; a spare
-    table = buffer("table", (2, 2, B), dtype, device)  # [exp(l) at the drafted token, Σ exp(l)] x [p, q]
+    rows = buffer("rows", (3, step, V), dtype, device)  # softmax of a chunk's p rows, of its q rows; a spare
+    table = buffer("table", (4, B), dtype, device)  # p(x), q(x), and the logits l_p(x), l_q(x)
     draws = Draws(draft_logits, draft_probs, target_logits, temperature, dtype, k)
     alive = list(range(B))
     for i in range(k):
@@ -167,98 +173,113 @@ def by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperat
         at = (lambda t: t[:, i]) if picked is None else (lambda t: t[picked, i])  # noqa: B023
         x = at(draft_tokens)
         u_i = at(u).tolist()
-        if draft_probs is not None:  # q(x) is given: R numbers read, and Σ q = 1
-            table[0, 1, :R] = at(draft_probs).gather(1, x[:, None])[:, 0]
-            table[1, 1, :R] = 1.0
+        if draft_probs is not None:  # q(x) is given: R numbers read
+            table[1, :R] = at(draft_probs).gather(1, x[:, None])[:, 0]
+        if not draws.flat:  # the logits at the drafted tokens: a stopping row's normalizer is l(x) / T − log p(x)
+            flat = ((picked if picked is not None else torch.arange(B, device=device)) * (k + 1) + i) * V + x
+            table[2, :R] = torch.take(target_logits, flat)
+            if draft_logits is not None:
+                table[3, :R] = torch.take(draft_logits, flat - (picked if picked is not None else
+                                                                torch.arange(B, device=device)) * V)
         planes = (target_logits[:, i],) if draft_logits is None else (target_logits[:, i], draft_logits[:, i])
-        views = zip(table[:, :, :R].split(step, 2), table[0, :sides, :R, None].split(step, 1),
-                    table[1, :sides, :R].split(step, 1), x.expand(sides, R)[..., None].split(step, 1), strict=True)
+        views = zip(table[:sides, :R, None].split(step, 1), x.expand(sides, R)[..., None].split(step, 1),
+                    strict=True)
         kept, full = [], rows[:sides]
-        for c, (got, at_x, total, index) in zip(range(0, R, step), views, strict=True):
+        for c, (at_x, index) in zip(range(0, R, step), views, strict=True):
             chunk = alive[c: c + step]
             e = full if len(chunk) == step else rows[:sides, : len(chunk)]
             for out, plane in zip(e.unbind(0), planes, strict=True):
-                load(out, plane, chunk, temperature)
-            torch.sum(e, -1, out=total)
+                load(out, plane, chunk, temperature, softmax=True)
             torch.gather(e, 2, index, out=at_x)
-            (gp, gq), (sp, sq) = got.tolist()
-            if not all(1 <= t < math.inf for t in sp + (sq if sides == 2 else [])):
-                draws.repair(e, (gp, gq), (sp, sq), planes, chunk, x[c: c + len(chunk)].tolist())
+            gp, gq, lp, lq = table[:, c: c + len(chunk)].tolist()
             stop = []
             for j, b in enumerate(chunk):
-                if u_i[c + j] * (gq[j] / sq[j]) < gp[j] / sp[j]:  # accept with probability min(1, p(x) / q(x))
+                if u_i[c + j] * gq[j] < gp[j]:  # accept with probability min(1, p(x) / q(x))
                     kept.append(b)
                 else:
                     stop.append(j)
             if stop:
-                draws.residual(e, chunk, stop, i, [a / b for a, b in zip(sp, sq, strict=True)], rows[1:])
+                if not draws.flat:
+                    draws.normalizers(planes, chunk, stop, (gp, gq), (lp, lq))
+                draws.residual(e, chunk, stop, i, rows[1:])
         for b in kept:
             draws.accepted[b] += 1
         alive = kept
-    for c in range(0, len(alive), step):  # k acceptances: the bonus token's weights are exp(l) of row k itself
+    for c in range(0, len(alive), step):  # k acceptances: the bonus token's weights are p of row k itself
         chunk = alive[c: c + step]
-        load(rows[0, : len(chunk)], target_logits[:, k], chunk, temperature)
+        load(rows[0, : len(chunk)], target_logits[:, k], chunk, temperature, softmax=True)
+        if not draws.flat:
+            draws.bonus_normalizers(rows[0, : len(chunk)], target_logits[:, k], chunk)
         draws.keep(rows[0, : len(chunk)], chunk)
     return layout(draft_tokens, torch.tensor(draws.accepted, device=device), draws.tokens(v))
+
+
+TINY = 2.0 ** -100  # a probability at least this large gives its row's normalizer to float32's precision
 
 
 class Draws:
     """The last token of every sequence, drawn by inverse CDF with its v as ``sampling.sample_weights`` draws, in
     two steps. While a chunk is in cache, ``residual`` (or ``keep``, for a bonus row) writes the sums of the
-    weights over blocks of ``BLOCK`` tokens, a row per sequence. At the end, ``tokens`` finds for every sequence
-    the block where its cumulative weight passes v · total, computes again from the logits the ``BLOCK`` weights
-    of that block alone, and searches inside it: the weights themselves are never written to memory. Up to
-    ``FLAT`` tokens the rows are kept whole instead."""
+    weights over blocks of ``BLOCK`` tokens, a row per sequence, and ``normalizers`` (``bonus_normalizers``) keeps
+    the log-normalizers of the rows it stopped on. At the end, ``tokens`` finds for every sequence the block where
+    its cumulative weight passes v · total, computes again from the logits the ``BLOCK`` weights of that block
+    alone, as exp(l / T − log-normalizer), and searches inside it: the weights themselves are never written to
+    memory. Up to ``FLAT`` tokens the rows are kept whole instead."""
 
     def __init__(self, draft_logits, draft_probs, target_logits, temperature, dtype, k):
         B, V = target_logits.shape[0], target_logits.shape[-1]
         self.draft_logits, self.draft_probs, self.target_logits = draft_logits, draft_probs, target_logits
         self.temperature, self.flat, self.V = temperature, V <= FLAT, V
         self.sums = buffer("sums", (B, V if self.flat else -(-V // BLOCK)), dtype, target_logits.device)
-        self.accepted, self.scale = [0] * B, [None] * B  # scale: Σ_p/Σ_q of a residual row; None: p itself
-        self.shift = ([0.0] * B, [0.0] * B)  # what exp(l) was shifted by in p's and q's row (0 but for repairs)
+        self.accepted, self.stopped = [0] * B, [False] * B  # stopped: the weights are max(0, p − q); else p
+        self.shift = ([0.0] * B, [0.0] * B)  # log Σ exp(l / T) of the row of p and of q each sequence stopped on
         self.k, self.rows = k, torch.arange(B, device=target_logits.device)[:, None]
 
-    def repair(self, e, at_x, totals, planes, chunk, x):
-        """Rows whose unshifted sum left [1, ∞): redo them shifted by their maximum (rare), in ``e`` and in the
-        values read off the table (``at_x``, ``totals``: lists, updated in place)."""
+    def normalizers(self, planes, chunk, stop, at_x, logit_x):
+        """The log-normalizers of the stopping rows, lse = l(x) / T − log p(x), read off the table; a row whose
+        probability at x is below ``TINY`` (possibly rounded, or 0) takes a logsumexp of its logits instead."""
+        T = self.temperature
         for side, plane in enumerate(planes):
-            for j, total in enumerate(totals[side]):
-                if not 1 <= total < math.inf:
-                    e[side, j], self.shift[side][chunk[j]] = shifted_exp(plane[chunk[j]], self.temperature, e.dtype)
-                    totals[side][j] = float(e[side, j].sum())
-                    at_x[side][j] = float(e[side, j, x[j]])
+            for j in stop:
+                b, prob = chunk[j], at_x[side][j]
+                self.shift[side][b] = (logit_x[side][j] / T - math.log(prob) if prob >= TINY else
+                                       float(torch.logsumexp(plane[b].to(self.sums.dtype) / T, -1)))
 
-    def residual(self, e, chunk, stop, i, scale, spare):
-        """The stopping rows' weights max(0, exp(l_p) − scale·q'), where q' = exp(l_q) and scale = Σ_p/Σ_q from the
-        draft's logits, or q' = q and scale = Σ_p from its probabilities: both are Σ_p·(p − q); then their block
-        sums. From logits, in place of exp(l_p) in ``e[0]``: where most of the chunk stops, every row at once (the
-        others' rows are not needed any more), a few row by row, many gathered. From probabilities, the stopping
-        rows of q are read here, and only they, into ``spare[0]``; their rows of p are gathered into ``spare[1]``
-        unless the whole chunk stops."""
+    def bonus_normalizers(self, probs, plane, chunk):
+        """The log-normalizers of bonus rows from their softmax ``probs``: max(l / T) − log max(p), since the
+        softmax shifted by the maximum and its largest probability is 1 / Σ exp(l / T − max)."""
+        top = torch.cat([plane[a:b].amax(-1) for a, b in consecutive(chunk)]).to(probs.dtype)
+        if self.temperature != 1.0:
+            top = top / self.temperature
+        for b, value in zip(chunk, top.sub_(probs.amax(-1).log_()).tolist(), strict=True):
+            self.shift[0][b] = value
+
+    def residual(self, e, chunk, stop, i, spare):
+        """The stopping rows' weights max(0, p − q), then their block sums. From logits, in place of p in ``e[0]``:
+        where most of the chunk stops, every row at once (the others' rows are not needed any more), a few row by
+        row, many gathered. From probabilities, the stopping rows of q are read here, and only they, into
+        ``spare[0]``; their rows of p are gathered into ``spare[1]`` unless the whole chunk stops."""
         p_rows, probs, device = e[0], self.draft_probs, e.device
         who = [chunk[j] for j in stop]
-        for b, j in zip(who, stop, strict=True):
-            self.scale[b] = scale[j]
-        factor = lambda: torch.tensor([scale[j] for j in stop], dtype=e.dtype, device=device)[:, None]
+        for b in who:
+            self.stopped[b] = True
         if probs is not None:
             q_rows = spare[0, : len(stop)]
             load(q_rows, probs[:, i], who, 1.0, exp=False)
             if len(stop) < len(chunk):
                 picked = torch.tensor(stop, dtype=torch.int64, device=device)
                 p_rows = torch.index_select(p_rows, 0, picked, out=spare[1, : len(stop)])
-            self.keep(p_rows.addcmul_(q_rows, factor(), value=-1).clamp_(min=0), who)
+            self.keep(p_rows.sub_(q_rows).clamp_(min=0), who)
             return
         if 2 * len(stop) >= len(chunk):
-            p_rows.addcmul_(e[1], torch.tensor(scale, dtype=e.dtype, device=device)[:, None], value=-1)
+            p_rows.sub_(e[1])
         elif len(stop) <= ROW_BY_ROW:
             ps, qs = p_rows.unbind(0), e[1].unbind(0)
             for j in stop:
-                ps[j].sub_(qs[j], alpha=scale[j])
+                ps[j].sub_(qs[j])
         else:
             picked = torch.tensor(stop, dtype=torch.int64, device=device)
-            p_rows.index_copy_(0, picked, p_rows.index_select(0, picked).addcmul_(e[1].index_select(0, picked),
-                                                                                  factor(), value=-1))
+            p_rows.index_copy_(0, picked, p_rows.index_select(0, picked).sub_(e[1].index_select(0, picked)))
         self.keep(p_rows.clamp_(min=0), chunk)
 
     def keep(self, weights, chunk):
@@ -272,8 +293,8 @@ class Draws:
             self.sums.index_copy_(0, index, weights if self.flat else block_sums(weights))
 
     def weights(self, cols=None, b=None):
-        """The weights, as the chunks computed them, again from the logits: of sequence b's whole row, or of
-        every sequence at its ``cols`` [B, BLOCK] (gathered by flat index: one read of B·BLOCK numbers)."""
+        """The weights again from the logits, as exp(l / T − lse): of sequence b's whole row, or of every sequence
+        at its ``cols`` [B, BLOCK] (gathered by flat index: one read of B·BLOCK numbers)."""
         def at(t, position):
             if cols is None:
                 return t[b, position]
@@ -283,60 +304,65 @@ class Draws:
 
         n = self.accepted[b] if cols is None else self.accepted
         p = self.exp(at(self.target_logits, n), self.shift[0] if b is None else self.shift[0][b])
-        scale = self.scale if b is None else [self.scale[b]]
-        if all(c is None for c in scale):
+        stopped = self.stopped if b is None else [self.stopped[b]]
+        if not any(stopped):
             return p
         q = (at(self.draft_probs, n).to(p.dtype) if self.draft_probs is not None else
              self.exp(at(self.draft_logits, n if cols is not None else min(n, self.k - 1)),
                       self.shift[1] if b is None else self.shift[1][b]))
-        factor = torch.tensor([0.0 if c is None else c for c in scale], dtype=p.dtype, device=p.device)
-        weights = torch.addcmul(p, q, factor[:, None] if b is None else factor, value=-1).clamp_(min=0)
-        if b is not None or all(c is not None for c in scale):
+        weights = torch.sub(p, q).clamp_(min=0)
+        if all(stopped):
             return weights
-        return torch.where(torch.tensor([c is not None for c in scale], device=p.device)[:, None], weights, p)
+        return torch.where(torch.tensor(stopped, device=p.device)[:, None], weights, p)
 
     def exp(self, logits, shift):
-        """exp(l / T − shift), with the operations the chunks used (no division at T = 1, no shift when it is 0)."""
+        """exp(l / T − shift), shift: the row's log-normalizer (a list: one per row)."""
         x = logits.to(self.sums.dtype)
         if self.temperature != 1.0:
             x = x / self.temperature
-        if isinstance(shift, list) and any(shift):
-            x = x - torch.tensor(shift, dtype=x.dtype, device=x.device)[:, None]
-        elif not isinstance(shift, list) and shift:
-            x = x - shift
-        return x.exp()
+        if isinstance(shift, list):
+            shift = torch.tensor(shift, dtype=x.dtype, device=x.device)[:, None]
+        return torch.sub(x, shift).exp_()  # not in place: x may be a view of the caller's logits
 
     def tokens(self, v):
-        """Every sequence's last token. A residual row with no weight left (p = q up to rounding: p itself is the
-        right answer), or a bonus row whose unshifted sum left [1, ∞), is redone as p, shifted by its maximum."""
+        """Every sequence's last token. A residual row with no weight left (p = q up to rounding) is redone as p
+        itself, the right answer. The search inside a block is scaled to the weights computed again (exp's
+        rounding differs from the softmax's in the last bits); a sequence whose block has no weight left in them
+        draws from its whole row computed again."""
         for b, total in enumerate(self.sums.sum(-1).tolist()):
-            if self.scale[b] is None and not 1 <= total < math.inf:
-                self.shift[0][b] = shifted_exp(self.target_logits[b, self.accepted[b]], self.temperature,
-                                               self.sums.dtype)[1]
-            elif self.scale[b] is not None and not total > 0:
-                self.scale[b] = None
-            else:
-                continue
-            row = self.weights(b=b)
-            self.sums[b] = row if self.flat else block_sums(row[None])[0]
+            if self.stopped[b] and not total > 0:
+                self.stopped[b] = False
+                row = self.weights(b=b)
+                self.sums[b] = row if self.flat else block_sums(row[None])[0]
         if self.flat:
             return sample_weights(self.sums, v)
         j, rest = locate_blocks(self.sums, v)
         cols = j * BLOCK + torch.arange(BLOCK, device=j.device)
         block = self.weights(cols.clamp(max=self.V - 1)).masked_fill_(cols >= self.V, 0)
-        return (j * BLOCK + search_block(block, rest))[:, 0]
+        have = block.sum(-1, keepdim=True)
+        token = (j * BLOCK + search_block(block, rest * (have / self.sums.gather(1, j))))[:, 0]
+        for b in (~(have[:, 0] > 0)).nonzero()[:, 0].tolist():  # rare: rounding left that block empty
+            row = self.weights(b=b)
+            if not float(row.sum()) > 0:
+                self.stopped[b] = False
+                row = self.weights(b=b)
+            token[b] = sample_weights(row[None], v[b: b + 1])[0]
+        return token
 
 
-def load(out, plane, rows, temperature, exp=True):
-    """exp(plane[rows] / T) into ``out`` [R, V] (plane: [B, V], one position of the logits; ``exp=False``: the rows
-    as they are). Rows that follow each other in memory are read as one slice each; where the runs are short,
-    the rows are gathered in one step."""
+def load(out, plane, rows, temperature, exp=True, softmax=False):
+    """exp(plane[rows] / T) into ``out`` [R, V] (plane: [B, V], one position of the logits; ``softmax``:
+    softmax(plane[rows] / T) instead; ``exp=False``: the rows as they are). Rows that follow each other in memory
+    are read as one slice each; where the runs are short, or for a softmax with more than one thread (it shares
+    the rows of one call among the threads), the rows are gathered in one step."""
     plain = exp and temperature == 1.0 and plane.dtype == out.dtype
+    f = softmax_into if softmax else (lambda a, o: torch.exp(a, out=o))
     runs = consecutive(rows)
     if len(runs) == 1 and plain:
-        torch.exp(plane[rows[0]: rows[-1] + 1], out=out)
+        f(plane[rows[0]: rows[-1] + 1], out)
         return
-    if len(runs) * RUN_ELEMENTS > len(rows) * plane.shape[-1]:
+    threads_share = softmax and len(runs) > 1 and torch.get_num_threads() > 1  # softmax splits rows among threads
+    if threads_share or len(runs) * RUN_ELEMENTS > len(rows) * plane.shape[-1]:
         picked = torch.tensor(rows, dtype=torch.int64, device=plane.device)
         if plane.dtype == out.dtype:
             torch.index_select(plane, 0, picked, out=out)
@@ -347,14 +373,28 @@ def load(out, plane, rows, temperature, exp=True):
         j = 0
         for a, b in runs:
             if plain:
-                torch.exp(plane[a:b], out=out[j: j + b - a])
+                f(plane[a:b], out[j: j + b - a])
             else:
                 out[j: j + b - a].copy_(plane[a:b])
             j += b - a
     if exp and not plain:
         if temperature != 1.0:
             out.div_(temperature)
-        out.exp_()
+        f(out, out)
+
+
+def softmax_into(rows, out):
+    """softmax(rows) over the last axis into ``out``. torch's softmax copies rows that are not contiguous (rows of
+    one position of [B, P, V] logits are not) into fresh memory first: with one thread each row is taken alone
+    (each is contiguous), with more the rows are copied into ``out`` and normalized there, so that the threads
+    share the rows."""
+    if rows.is_contiguous() or rows is out:
+        torch.softmax(rows, -1, out=out)
+    elif torch.get_num_threads() == 1:
+        for row, into in zip(rows.unbind(0), out.unbind(0), strict=True):
+            torch.softmax(row, -1, out=into)
+    else:
+        torch.softmax(out.copy_(rows), -1, out=out)
 
 
 def consecutive(rows: list[int]) -> list[tuple[int, int]]:
@@ -440,9 +480,10 @@ def rows_read(num_accepted: torch.Tensor, k: int, V: int, draft: str = "logits")
 
 def log_normalizers(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log Σ exp(l / T) of each row of ``logits`` [R, V]: what an exact sampler from logits must compute for every
-    row it reads, done as the samplers here do it (exp(l) unshifted into a reused buffer, half ``CHUNK_BYTES`` of rows
-    at a time, and each row's sum; a sum outside [1, ∞) redone shifted by the row's maximum). The benchmark times
-    it on the rows a sampler read: the floor of its arithmetic. Its chunks are one side of a sampler's chunk."""
+    row it reads, done as the one-sequence sampler does it (exp(l) unshifted into a reused buffer, half
+    ``CHUNK_BYTES`` of rows at a time, and each row's sum; a sum outside [1, ∞) redone shifted by the row's
+    maximum); the batch samplers use a softmax instead. The benchmark times it on the rows a sampler read, as one
+    of the floor's measured ways to the normalizers. Its chunks are one side of a sampler's chunk."""
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
         raise validate.BadArgument("logits must be a floating-point tensor [R, V]")
     temperature = validate.number("temperature", temperature, low=0, low_open=True)

@@ -8,9 +8,9 @@ rejection (or after k acceptances) the last token by inverse CDF over max(0, p -
 one row: its total mass, then the running sum up to v · total (where rounding leaves v · total past the running
 sum's end, the last token of weight > 0, never one of weight 0). Rows past the stopping position are never read.
 Given the draft's probabilities, q(x) and the row of q are read as they are: no normalizer, and a row of q only
-where it rejects. On a GPU exponentials are cheap, so the kernel shifts every row by its running maximum, where
-the CPU path skips the shift when the unshifted sum allows it: the same distribution, the same draws up to
-rounding.
+where it rejects. On a GPU exponentials are cheap, so the kernel shifts every row by its running maximum, as the
+CPU path's softmax does (its one-sequence path skips the shift when the unshifted sum allows it): the same
+distribution, the same draws up to rounding.
 
 It runs on a CUDA device, or anywhere under Triton's interpreter (``TRITON_INTERPRET=1``, numpy on the CPU),
 which is how ``tests/test_triton_sampler.py`` checks it against the PyTorch sampler, draw for draw.
