@@ -306,6 +306,22 @@ def test_figures_are_drawn_and_say_what_they_show(visits, rel):
     assert [f["src"] for f in figures if not (f["natural"] > 0 and f["width"] > 50)] == [], "figures not drawn"
 
 
+SIDEBAR = """() => { const s = document.querySelector('.bd-sidebar-secondary');
+    const r = s && s.getBoundingClientRect(); return r && r.width > 0 ? r.left : null; }"""
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_figure_runs_under_the_contents_sidebar(visits, rel):
+    """At 1280 px the page's contents sit in a column on the right: a figure wider than the text (a cell tagged
+    full-width, say) is drawn under it and loses its right side."""
+    page = visits(rel).page
+    edge = page.evaluate(SIDEBAR)
+    if edge is None:
+        pytest.skip("no contents sidebar on this page at 1280 px")
+    under = [(f["src"], round(f["right"]), round(edge)) for f in page.evaluate(FIGURES) if f["right"] > edge + 1]
+    assert under == [], "figures drawn under the contents sidebar"
+
+
 @pytest.fixture(scope="module")
 def phone(browser, site):
     context = browser.new_context(service_workers="block", viewport=PHONE, device_scale_factor=2, is_mobile=True)
