@@ -106,6 +106,7 @@ def test_sampler_case_records_count_the_rows_read():
         assert row["floor ms"] == pytest.approx(1e3 * floor) and row["floor is"] == term
         assert row["÷ floor"] == pytest.approx(t("from_logits") / floor)
         assert row["÷ read once"] == pytest.approx(t("from_logits") / read_once)
+        assert row["read once ms"] == pytest.approx(1e3 * read_once)  # half the copy: it reads and writes
         assert row["probs ÷ floor"] == pytest.approx(t("from_target_logits") / floor_p)
         assert row["probs floor is"] == term_p
         assert row["÷ bytes read"] == pytest.approx(row["÷ read once"] * 32 / (32 * row["rows read"]))
@@ -262,15 +263,15 @@ EXP = "torch's softmax kernel computes its exponentials with a faster vectorized
 @pytest.mark.parametrize(("floors", "softmax", "said"), [
     ((1.0, 1.0, 1.0), None, "the fastest way to the normalizers is fused.log_normalizers in all three cases, so the "
                             "floor is reading the inputs once in all three cases."),
-    ((1.0, 1.5, 3.0), None, "so the floor is reading the inputs once in the independent case; the log-normalizers in "
-                            "the realistic and all accepted cases."),
+    ((1.0, 1.5, 3.0), None, "so the floor is reading the inputs once in the independent case; the log-normalizers of "
+                            "the rows read in the realistic and all accepted cases."),
     ((1.0, 1.6, 3.2), (0.9, 1.0, 1.8), "the fastest way to the normalizers is a softmax in all three cases, so the "
                                        "floor is reading the inputs once in the independent and realistic cases; a "
                                        "softmax of the rows read in the all accepted case. A softmax beats"),
     ((2.0, 2.0, 2.0), (1.8, 2.5, 2.5), "the fastest way to the normalizers is a softmax in the independent case; "
                                        "fused.log_normalizers in the realistic and all accepted cases, so the floor is "
-                                       "a softmax of the rows read in the independent case; the log-normalizers in "
-                                       "the realistic and all accepted cases."),
+                                       "a softmax of the rows read in the independent case; the log-normalizers of the "
+                                       "rows read in the realistic and all accepted cases."),
 ])
 def test_sampler_floor_sentence_names_the_term_that_sets_it(floors, softmax, said):
     text = bench.sampler_sentences(case_rows((1, 1, 1), floors, softmax=softmax) + case_rows((9, 9, 9), B=1))["floor"]

@@ -425,6 +425,16 @@ def test_goals_are_judged_per_regime():
     assert "acceptance only" in table and "anchored" in table and "not held out" in table
 
 
+def test_bias_by_source_splits_the_regime_s_bias_over_its_sources():
+    cv = calibrate.cross_validate()
+    by = calibrate.bias_by_source(cv)
+    acc = cv.summary("source", calibrate.CHOSEN, regime="acceptance only")
+    assert sum(n for _, n in by.values()) == acc["points"]
+    # the regime's bias is the points-weighted mean of its sources' (in log terms)
+    assert sum(n * np.log(f) for f, n in by.values()) / acc["points"] == pytest.approx(acc["bias"])
+    assert all(f > 1 for f, _ in by.values())  # too high at every source predicted from acceptance alone
+
+
 def test_lookup_says_which_calibration_it_found():
     name, knobs, how = calibrate.lookup("H100-SXM", "vllm", "0.10.1")
     assert name == "vllm-0.10.1" and knobs == cost.calibration("H100-SXM", "specdecode_bench")

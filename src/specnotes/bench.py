@@ -327,6 +327,11 @@ def logsumexp_chunks(rows: torch.Tensor, step: int) -> None:
 NORMALIZERS = {"fused.log_normalizers": "lse", "torch.logsumexp": "logsumexp", "torch.softmax": "softmax"}
 
 
+# the terms that can set the floor ("floor is"), as the sentences name them
+FLOOR_TERMS = {"reading once": "reading the inputs once", "log-normalizers": "the log-normalizers of the rows read",
+               "softmax": "a softmax of the rows read"}
+
+
 def floor_of(times: dict[str, float], read_once: float, rows: str) -> tuple[float, str, str]:
     """(floor, the term that sets it, the fastest way to the normalizers) for the rows named ``rows`` ("rows_read"
     or "target_rows"): max(reading every input once, the fastest of ``NORMALIZERS`` timed in ``times`` on those
@@ -361,7 +366,7 @@ def sampler_case_table(results: measure.Results) -> list[dict]:
         rows.append({"B": B, "k": k, "V": V, "case": case, "threads": threads, "α": r.extra["alpha"],
                      "accepted / sequence": r.extra["mean_accepted"],
                      "rows read": r.extra["rows_read"] / r.extra["rows_total"],
-                     "from logits ms": 1e3 * r.median_s, "floor ms": 1e3 * floor,
+                     "from logits ms": 1e3 * r.median_s, "read once ms": 1e3 * read_once, "floor ms": 1e3 * floor,
                      "floor is": term, "normalizers fastest by": how,
                      "÷ floor": r.median_s / floor, "÷ read once": r.median_s / read_once,
                      "÷ bytes read": r.median_s / read_once * r.extra["input_bytes"] / r.extra["bytes_read"],
@@ -425,9 +430,7 @@ def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[s
                 f"{listed(rows, 'lse of rows read ÷ read once')} the time to read the inputs once, a softmax of the "
                 f"same rows {listed(rows, 'softmax of rows read ÷ read once')}; the fastest way to the normalizers "
                 f"is {grouped(rows, 'normalizers fastest by', {'torch.softmax': 'a softmax'})}, so the floor is "
-                + grouped(rows, "floor is", {"reading once": "reading the inputs once",
-                                             "log-normalizers": "the log-normalizers",
-                                             "softmax": "a softmax of the rows read"}) + ".")
+                + grouped(rows, "floor is", FLOOR_TERMS) + ".")
 
     by_softmax = any(r["normalizers fastest by"] == "torch.softmax" for n in counts for r in at[n].values())
     floor_text = ("An exact sampler from logits needs each row's normalizer; a softmax computes it too (and writes "

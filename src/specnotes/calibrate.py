@@ -857,9 +857,13 @@ def interval(cv: CrossValidation | None = None, variant: str = CHOSEN, nominal: 
     log(measured/predicted), so a model biased high gets an interval below 1. Fewer than
     ``min_points(nominal)`` such points: the errors of both regimes (``interval_source``)."""
     cv = cv or cross_validate()
-    err = interval_source(cv, variant, nominal, scheme, mask, regime)["errors"]
+    return band(interval_source(cv, variant, nominal, scheme, mask, regime)["errors"], nominal)
+
+
+def band(errors, nominal: float = NOMINAL) -> tuple[float, float]:
+    """(low, high) factors spanning the central ``nominal`` share of ``errors`` (log(predicted/measured))."""
     tail = (1 - nominal) / 2
-    return float(np.exp(-np.quantile(err, 1 - tail))), float(np.exp(-np.quantile(err, tail)))
+    return float(np.exp(-np.quantile(errors, 1 - tail))), float(np.exp(-np.quantile(errors, tail)))
 
 
 def interval_coverage(cv: CrossValidation | None = None, variant: str = CHOSEN, nominal: float = NOMINAL,
@@ -876,13 +880,23 @@ def interval_coverage(cv: CrossValidation | None = None, variant: str = CHOSEN, 
     covered = np.zeros(len(rec.cases), bool)
     pooled = []
     for s in dict.fromkeys(sources[mine_all]):
-        if interval_source(cv, variant, nominal, mask=sources != s, regime=regime)["pooled"]:
+        built = interval_source(cv, variant, nominal, mask=sources != s, regime=regime)
+        if built["pooled"]:
             pooled.append(str(s))
-        lo, hi = interval(cv, variant, nominal, mask=sources != s, regime=regime)
+        lo, hi = band(built["errors"], nominal)
         mine = mine_all & (sources == s)
         covered[mine] = (pred[mine] * lo <= meas[mine]) & (meas[mine] <= pred[mine] * hi)
     return {"regime": regime, "covered": int(covered[mine_all].sum()), "points": int(mine_all.sum()),
             "share": float(covered[mine_all].mean()), "pooled_folds": pooled}
+
+
+def bias_by_source(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADVISOR_REGIME) -> dict:
+    """{source: (e^bias, points)} of ``variant``'s held-out predictions (leaving one source out) over each
+    source's scored points of ``regime``: how many times too high the model predicted S there, on average."""
+    sources = np.array([c.source for c in cv.record.cases])
+    rows = {str(s): cv.summary("source", variant, sources == s, regime)
+            for s in dict.fromkeys(sources[cv.record.scored & regime_mask(cv.record, regime)])}
+    return {s: (float(np.exp(row["bias"])), row["points"]) for s, row in rows.items()}
 
 
 # ---------------------------------------------------------------------------------------------- goals
@@ -1093,7 +1107,7 @@ def interval_record(cv: CrossValidation, variant: str = CHOSEN) -> dict:
     """The advisor's interval as stored: its factors, the regime and number of errors it is built from, and
     its held-out coverage (``interval_coverage``) over the points of that regime and over all points."""
     src = interval_source(cv, variant)
-    lo, hi = interval(cv, variant)
+    lo, hi = band(src["errors"])
     return {"nominal": NOMINAL, "low": round(lo, 4), "high": round(hi, 4), "regime": src["regime"],
             "points": src["points"], "min_points": min_points(), "variant": variant,
             "held_out": interval_coverage(cv, variant),
