@@ -1,5 +1,6 @@
 """Rejection sampling from logits, and from the target's logits with the draft's probabilities: agrees with
-speculative_sample on the softmaxed inputs in every path (chunks, one step, one sequence), follows the target
+speculative_sample on the softmaxed inputs in every torch path (chunks, one step, one sequence: float64 logits,
+which the compiled path does not take; it has tests/test_kernel.py), follows the target
 (chi-square, with wrong variants caught, among them each new way the chunked path could go wrong), never emits a
 token of weight 0, stays exact for logits far outside exp's range, greedy at T = 0."""
 
@@ -131,11 +132,17 @@ def zero_tail_case(B, V, g):
     return drafts, lq, lp, (torch.full((B, 1), float(top)), torch.full((B,), float(top)))
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize(("B", "V"), [(3000, 300), (500, 300), (200, 32000)])  # chunks, one chunk, chunks
-def test_the_last_token_never_has_weight_zero(sampler, B, V):
+def test_the_last_token_never_has_weight_zero(monkeypatch, compiled, sampler, B, V):
     """Rounding at the end of the CDF must not pick a token of the residual that has no weight (the clamps of
-    ``sampling.sample_weights``): here every emitted token must be one of the first 10, in every path."""
+    ``sampling.sample_weights``, the draw's own in the kernel): every emitted token must be one of the first 10, in
+    every path (fp32: the kernel's where it is built, and torch's)."""
+    if not compiled:
+        monkeypatch.setitem(fused.kernel._state, "lib", None)
+    elif not fused.kernel.available():
+        pytest.skip(fused.kernel.how_built())
     drafts, lq, lp, uniforms = zero_tail_case(B, V, torch.Generator().manual_seed(B + V))
     tokens, n = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
     assert (n == 0).all() and (tokens[:, 0] < 10).all()
@@ -301,7 +308,9 @@ def test_rows_read_counts_the_rows_up_to_each_stop():
     assert fused.rows_read(n, 4, 32000, "probs").tolist() == [2, 4, 5, 3]  # p up to the stop, q only there
     assert fused.rows_read(n, 4, 32000, "target").tolist() == [1, 3, 5, 2]  # the rows that path exponentiates
     assert fused.rows_read(n[:1], 4, 32000).tolist() == [2]  # one sequence walks its positions too
-    assert fused.rows_read(n, 4, 8).tolist() == [9] * 4  # a batch that fits one chunk is read whole, in one step
+    assert fused.rows_read(n, 4, 8, compiled=True).tolist() == [2, 6, 9, 4]  # the kernel walks every sequence
+    assert fused.rows_read(n, 4, 8, compiled=False).tolist() == [9] * 4  # torch reads a batch in one chunk whole
+    assert fused.rows_read(n, 4, 32000, compiled=False).tolist() == [2, 6, 9, 4]
     with pytest.raises(ValueError, match="draft"):
         fused.rows_read(n, 4, 8, "softmax")
 

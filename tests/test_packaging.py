@@ -194,3 +194,14 @@ def test_a_torch_of_another_version_is_kept_and_named(capsys):
     said = capsys.readouterr().out
     assert f"keeping the installed {torch.__version__}" in said
     assert (f"CI tests {install_torch.TORCH}" in said) == (torch.__version__.split("+")[0] != install_torch.TORCH)
+
+
+def test_the_c_source_ships_with_the_package():
+    """specnotes.kernel builds csrc/*.c on the reader's machine: package-data must carry them into the wheel."""
+    import fnmatch
+
+    import tomllib
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["specnotes"]
+    sources = list((PACKAGE / "csrc").glob("*.c"))
+    assert sources and all(any(fnmatch.fnmatch(f"csrc/{s.name}", p) for p in patterns) for s in sources)

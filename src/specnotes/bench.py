@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from specnotes import engine_client, measure, stack, validate
+from specnotes import engine_client, kernel, measure, stack, validate
 
 DATA = Path(__file__).parent / "data"
 DEFAULT_OUT = DATA / "reference"
@@ -322,8 +322,9 @@ def logsumexp_chunks(rows: torch.Tensor, step: int) -> None:
         torch.logsumexp(rows[c: c + step], -1)
 
 
-# the measured ways to compute the normalizers of the rows a sampler reads: a softmax computes each row's normalizer
-# too (and writes the probabilities besides), and on a CPU where its exp is faster than torch.exp's it is the fastest
+# the measured ways to compute the normalizers of the rows a sampler reads: fused.log_normalizers is the compiled
+# kernel's one pass per row where it is built (the torch path's exp-and-sum elsewhere); a softmax computes each row's
+# normalizer too (and writes the probabilities besides), and without the kernel it can be the fastest
 NORMALIZERS = {"fused.log_normalizers": "lse", "torch.logsumexp": "logsumexp", "torch.softmax": "softmax"}
 
 
@@ -518,9 +519,11 @@ def run_sampler(device=None, repeats: int = 30, threads: tuple[int, ...] = CASE_
                      "interleaved with the floor's parts (a copy of every input; the normalizers of the rows "
                      "read, three ways) and the unfused pipelines",
              "floor": "max(reading every input once, the normalizers of the rows read): the fastest of "
-                      "fused.log_normalizers, torch.logsumexp and torch.softmax on exactly those rows, made "
-                      "contiguous (a softmax computes each row's normalizer too, and torch's uses a faster exp than "
-                      "torch.exp on some CPUs); the draft-probabilities path's floor likewise on the target's rows",
+                      "fused.log_normalizers (on fp32 with the kernel built, its one pass per row), torch.logsumexp "
+                      "and torch.softmax on exactly those rows, made contiguous (a softmax computes each row's "
+                      "normalizer too, and torch's uses a faster exp than torch.exp on some CPUs); the "
+                      "draft-probabilities path's floor likewise on the target's rows",
+             "kernel": kernel.how_built() if kernel.available() else f"not used: {kernel.how_built()}",
              "validate": False, "repeats": repeats, "alpha_shipped": alpha, "sigma": sigma,
              "case_threads": list(threads), "case_seconds": round(time.perf_counter() - start, 1),
              "load_average_before": load_before, "load_average_after": cpu_details().get("load_average_1_5_15")}

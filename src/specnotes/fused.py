@@ -4,9 +4,15 @@
 and the sampler reads them back. ``sample_from_logits`` takes the logits and reads each row it needs once,
 normalizing it while it is in cache; no row of probabilities is written to memory.
 
-Position by position, for the sequences that accepted every draft so far, a few rows at a time (so that they
-stay in cache), it writes softmax(l / T) of the rows of p and q into one reused buffer with torch's softmax
-kernel: on the CPU its vectorized exp is faster than ``torch.exp``, and it shifts each row by its maximum, so
+fp32 logits on the CPU take ``by_kernel``: the step compiled for this CPU (``kernel``, csrc/accept.c), one
+sequence after another as the reference loop walks them, each row's log-normalizer in one pass with a vectorized
+exp, a second pass only over the two rows a sequence stops on, and the last token drawn there by the same
+two-level inverse CDF. Everything else (other dtypes, other devices, no C compiler, ``SPECNOTES_KERNEL=0``, a NaN
+or +inf logit) takes the torch path below, which the kernel must agree with (tests/test_kernel.py).
+
+The torch path: position by position, for the sequences that accepted every draft so far, a few rows at a time
+(so that they stay in cache), it writes softmax(l / T) of the rows of p and q into one reused buffer with torch's
+softmax kernel: on the CPU its vectorized exp is faster than ``torch.exp``, and it shifts each row by its maximum, so
 no row overflows or underflows whatever its logits. It tests each drafted token with min(1, p(x)/q(x)), p(x)
 and q(x) read off the buffer; and, for the sequences that stop there and only for them, computes in place the
 weights of their last token, max(0, p − q), and keeps only their sums over blocks of 128 tokens, with the
@@ -40,7 +46,7 @@ import threading
 
 import torch
 
-from specnotes import validate
+from specnotes import kernel, validate
 from specnotes.sampling import BLOCK, FLAT, block_sums, draw_uniforms, locate_blocks, sample_weights, search_block
 
 CHUNK_BYTES = 1 << 22  # a chunk's p and q rows, exponentiated into one reused buffer: 4 MB, 2 MB a side
@@ -111,12 +117,28 @@ def sample(draft_tokens, draft_logits, draft_probs, target_logits, temperature, 
         best = target_logits.argmax(-1)  # [B, k+1]: greedy p is one-hot, and so is the residual after a miss
         num_accepted = (draft_tokens == best[:, :k]).long().cumprod(-1).sum(-1)
         return layout(draft_tokens, num_accepted, best[rows, num_accepted])
+    if kernel.usable(target_logits, draft_logits, draft_probs, u, v):
+        taken = by_kernel(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v)
+        if taken is not None:
+            return taken
     dtype = torch.float64 if target_logits.dtype == torch.float64 else torch.float32
     if B == 1:
         return one_sequence(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype)
     if fits_one_chunk(B, k, target_logits.shape[-1]):
         return all_at_once(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype)
     return by_position(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype)
+
+
+def by_kernel(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v):
+    """fp32 on the CPU: the whole step in compiled code (``kernel``, csrc/accept.c), one sequence after another as
+    the reference loop walks them, shared among the threads. None where some row has no finite normalizer (a NaN
+    or +inf logit): the torch path then does what a softmax does with such a row."""
+    accepted, last = kernel.accept_step(draft_tokens.contiguous(), draft_logits if draft_probs is None else draft_probs,
+                                        draft_probs is not None, target_logits, u.contiguous(), v.contiguous(),
+                                        temperature)
+    if bool((accepted < 0).any()):
+        return None
+    return layout(draft_tokens, accepted, last)
 
 
 def one_sequence(draft_tokens, draft_logits, draft_probs, target_logits, temperature, u, v, dtype):
@@ -226,10 +248,10 @@ class Draws:
     alone, as exp(l / T − log-normalizer), and searches inside it: the weights themselves are never written to
     memory. Up to ``FLAT`` tokens the rows are kept whole instead."""
 
-    def __init__(self, draft_logits, draft_probs, target_logits, temperature, dtype, k):
+    def __init__(self, draft_logits, draft_probs, target_logits, temperature, dtype, k, flat=None):
         B, V = target_logits.shape[0], target_logits.shape[-1]
         self.draft_logits, self.draft_probs, self.target_logits = draft_logits, draft_probs, target_logits
-        self.temperature, self.flat, self.V = temperature, V <= FLAT, V
+        self.temperature, self.flat, self.V = temperature, V <= FLAT if flat is None else flat, V
         self.sums = buffer("sums", (B, V if self.flat else -(-V // BLOCK)), dtype, target_logits.device)
         self.accepted, self.stopped = [0] * B, [False] * B  # stopped: the weights are max(0, p − q); else p
         self.shift = ([0.0] * B, [0.0] * B)  # log Σ exp(l / T) of the row of p and of q each sequence stopped on
@@ -463,15 +485,18 @@ def fits_one_chunk(B: int, k: int, V: int) -> bool:
     return B * (2 * k + 1) * V * 4 <= CHUNK_BYTES
 
 
-def rows_read(num_accepted: torch.Tensor, k: int, V: int, draft: str = "logits") -> torch.Tensor:
-    """Rows of V numbers a sampler reads per sequence, given where each stopped. ``draft="logits"``
-    (``sample_from_logits``): p and q at every position up to the stopping one, 2(n + 1), or all 2k + 1 after k
-    acceptances. ``"probs"`` (``sample_from_target_logits``): p up to the stopping position and q only there,
-    n + 2, or the k + 1 rows of p. ``"target"``: the rows of p alone, n + 1 (capped at k + 1), which are the rows
-    that path exponentiates. A batch of more than one sequence that fits one chunk is read whole, in one step."""
+def rows_read(num_accepted: torch.Tensor, k: int, V: int, draft: str = "logits", compiled: bool | None = None
+              ) -> torch.Tensor:
+    """Rows of V numbers a sampler reads per sequence of fp32 logits on the CPU, given where each stopped.
+    ``draft="logits"`` (``sample_from_logits``): p and q at every position up to the stopping one, 2(n + 1), or all
+    2k + 1 after k acceptances. ``"probs"`` (``sample_from_target_logits``): p up to the stopping position and q only
+    there, n + 2, or the k + 1 rows of p. ``"target"``: the rows of p alone, n + 1 (capped at k + 1), which are the
+    rows that path exponentiates. ``compiled`` (default: whether the kernel is available): False, the torch path,
+    which reads a batch of more than one sequence that fits one chunk whole, in one step."""
     draft = validate.choice("draft", draft, ("logits", "probs", "target"))
     n = num_accepted
-    if n.numel() > 1 and fits_one_chunk(n.numel(), k, V):
+    compiled = kernel.available() if compiled is None else compiled
+    if not compiled and n.numel() > 1 and fits_one_chunk(n.numel(), k, V):
         return torch.full_like(n, {"logits": 2 * k + 1, "probs": 2 * k + 1, "target": k + 1}[draft])
     stopped = n < k
     return {"logits": torch.where(stopped, 2 * (n + 1), 2 * k + 1), "probs": torch.where(stopped, n + 2, k + 1),
@@ -480,14 +505,20 @@ def rows_read(num_accepted: torch.Tensor, k: int, V: int, draft: str = "logits")
 
 def log_normalizers(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log Σ exp(l / T) of each row of ``logits`` [R, V]: what an exact sampler from logits must compute for every
-    row it reads, done as the one-sequence sampler does it (exp(l) unshifted into a reused buffer, half
+    row it reads. fp32 on the CPU: the kernel's one pass per row (``by_kernel`` takes each normalizer this way).
+    Otherwise as the torch one-sequence sampler does it (exp(l) unshifted into a reused buffer, half
     ``CHUNK_BYTES`` of rows at a time, and each row's sum; a sum outside [1, ∞) redone shifted by the row's
-    maximum); the batch samplers use a softmax instead. The benchmark times it on the rows a sampler read, as one
-    of the floor's measured ways to the normalizers. Its chunks are one side of a sampler's chunk."""
+    maximum). The benchmark times it on the rows a sampler read, as one of the floor's measured ways to the
+    normalizers."""
     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or not logits.is_floating_point():
         raise validate.BadArgument("logits must be a floating-point tensor [R, V]")
     temperature = validate.number("temperature", temperature, low=0, low_open=True)
     R, V = logits.shape
+    if kernel.usable(logits):
+        out = torch.empty(R, dtype=logits.dtype)
+        kernel.log_normalizers(logits, temperature, out)
+        if bool(out.isfinite().all()):
+            return out
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
     step = max(1, CHUNK_BYTES // 2 // (V * torch.finfo(dtype).bits // 8))
     rows = buffer("rows", (min(step, R), V), dtype, logits.device)

@@ -1,0 +1,279 @@
+/* The acceptance step of speculative sampling on the CPU, straight from fp32 logits (specnotes.kernel).
+
+   For each sequence, position by position as the reference loop walks them: the log-normalizer
+   lse = log sum exp(l / T) of the target's row and of the draft's, one pass over each; p(x) and q(x) as
+   exp(l(x) / T - lse); accept x if u * q(x) < p(x). At the first rejection, one more pass over that position's
+   two rows (still in cache) sums the weights max(0, p - q) over blocks of BLOCK tokens (after k acceptances, the
+   bonus row's p), and the last token is drawn by inverse CDF: the block from those sums, then the token inside the
+   one block, its weights computed again. No row of probabilities is written to memory.
+
+   exp: 2^n * P(r), r = y - n ln 2 in [-ln2/2, ln2/2], P of degree 6 (relative error 7e-8 at float precision);
+   0 below -87.3 (where a float exp would be denormal or 0), so a logit of -inf has weight 0. With AVX-512 the
+   loops over a row take 16 tokens at a time and apply 2^n with vscalefps (exp16); elsewhere the compiler
+   vectorizes exp_fast. A row's sum is taken unshifted, exp(l / T): where it lies in [1, 1e38) no term overflowed
+   and a term that flushed to 0 was below 1e-38 of the sum; otherwise the row is summed again shifted by its
+   maximum. The one pass over a row is bound by the exponentials on one core, by the reads on two (bench_sampler). */
+#include <math.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LO (-87.33654f)
+#define HI 88.0f
+#define BLOCK 128 /* tokens per block of the two-level inverse CDF, as specnotes.sampling.BLOCK */
+#define MAGIC 12583039.0f /* 1.5 * 2^23 + 127: t = y log2(e) + MAGIC holds n + 127 in its low mantissa bits */
+
+static inline float exp_fast(float y) {
+    float c = y < LO ? LO : y > HI ? HI : y;
+    float t = c * 1.44269504f + MAGIC;
+    float n = t - MAGIC;
+    float r = c - n * 0.693145751953125f;
+    r = r - n * 1.428606765330187e-06f;
+    float p = 0.001381461275741458f;
+    p = p * r + 0.008368710055947304f;
+    p = p * r + 0.04166838899254799f;
+    p = p * r + 0.1666652113199234f;
+    p = p * r + 0.4999999403953552f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t bits;
+    memcpy(&bits, &t, 4);
+    bits <<= 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return y < LO ? 0.0f : p * scale;
+}
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+/* exp_fast on 16 floats, with the exponent applied by vscalefps, which also gives 0 (or a denormal) far below
+   -87 and +inf past 88.7: no clamp but one, at -104, that keeps -inf from making r a NaN. */
+static inline __m512 exp16(__m512 y) {
+    __m512 c = _mm512_max_ps(y, _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), c);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(0.001381461275741458f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.008368710055947304f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.04166838899254799f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.1666652113199234f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.4999999403953552f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* The sum of exp(x / T - shift) over a row: two accumulators, a masked tail. */
+static float sum_exp(const float *x, int64_t V, float inv_t, float shift) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    __m512 scale = _mm512_set1_ps(inv_t), by = _mm512_set1_ps(shift);
+    int64_t i = 0;
+    for (; i + 32 <= V; i += 32) {
+        s0 = _mm512_add_ps(s0, exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), scale, by)));
+        s1 = _mm512_add_ps(s1, exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i + 16), scale, by)));
+    }
+    for (; i < V; i += 16) {
+        __mmask16 m = V - i >= 16 ? 0xFFFF : (__mmask16)((1u << (V - i)) - 1);
+        s0 = _mm512_mask_add_ps(s0, m, s0, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), scale, by)));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+#else
+static float sum_exp(const float *x, int64_t V, float inv_t, float shift) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < V; i++) s += exp_fast(x[i] * inv_t - shift);
+    return s;
+}
+#endif
+
+static float max_of(const float *x, int64_t V) {
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int64_t i = 0; i < V; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static float lse(const float *x, int64_t V, float inv_t) {
+    float s = sum_exp(x, V, inv_t, 0.0f);
+    if (s >= 1.0f && s < 1e38f) return logf(s);
+    float m = max_of(x, V) * inv_t;
+    return m + logf(sum_exp(x, V, inv_t, m)); /* not finite for a row with a NaN, +inf, or no finite logit */
+}
+
+/* out[j] = log sum exp(x[j] / T) of each row of x [rows, V]. */
+void log_normalizers(const float *x, int64_t rows, int64_t V, float inv_t, int threads, float *out) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t j = 0; j < rows; j++) out[j] = lse(x + j * V, V, inv_t);
+}
+
+/* The weight of token i of the row a sequence stopped on: max(0, p - q), or p where there is no q. */
+static inline float weight(const float *p, float lse_p, const float *q, float lse_q, int q_probs, float inv_t,
+                           int64_t i) {
+    float w = exp_fast(p[i] * inv_t - lse_p);
+    if (q) w -= q_probs ? q[i] : exp_fast(q[i] * inv_t - lse_q);
+    return w > 0.0f ? w : 0.0f;
+}
+
+/* sums[c] = the weights of tokens [c BLOCK, (c + 1) BLOCK) summed. */
+#ifdef __AVX512F__
+/* The weights of tokens [i, i + 16) under mask m; kind 0: p, 1: max(0, p - q) with q given, 2: with q from logits. */
+static inline __attribute__((always_inline)) __m512 weights16(const float *p, const float *q, int64_t i, __mmask16 m,
+                                                              int kind, __m512 scale, __m512 by_p, __m512 by_q) {
+    __m512 w = exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, p + i), scale, by_p));
+    if (kind == 0) return w;
+    __m512 x = _mm512_maskz_loadu_ps(m, q + i);
+    return _mm512_max_ps(_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q))),
+                         _mm512_setzero_ps());
+}
+
+static inline __attribute__((always_inline)) void sums_of(const float *p, float lp, const float *q, float lq,
+                                                          int kind, int64_t V, float inv_t, float *sums) {
+    __m512 scale = _mm512_set1_ps(inv_t), by_p = _mm512_set1_ps(lp), by_q = _mm512_set1_ps(lq);
+    int64_t lo = 0, c = 0;
+    for (; lo + BLOCK <= V; lo += BLOCK, c++) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+        for (int64_t i = lo; i < lo + BLOCK; i += 32) {
+            s0 = _mm512_add_ps(s0, weights16(p, q, i, 0xFFFF, kind, scale, by_p, by_q));
+            s1 = _mm512_add_ps(s1, weights16(p, q, i + 16, 0xFFFF, kind, scale, by_p, by_q));
+        }
+        sums[c] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    }
+    if (lo < V) {
+        __m512 s = _mm512_setzero_ps();
+        for (int64_t i = lo; i < V; i += 16) {
+            __mmask16 m = V - i >= 16 ? 0xFFFF : (__mmask16)((1u << (V - i)) - 1);
+            s = _mm512_mask_add_ps(s, m, s, weights16(p, q, i, m, kind, scale, by_p, by_q));
+        }
+        sums[c] = _mm512_reduce_add_ps(s);
+    }
+}
+
+static void block_sums(const float *p, float lp, const float *q, float lq, int q_probs, int64_t V, float inv_t,
+                       float *sums) {
+    if (!q) sums_of(p, lp, q, lq, 0, V, inv_t, sums);
+    else if (q_probs) sums_of(p, lp, q, lq, 1, V, inv_t, sums);
+    else sums_of(p, lp, q, lq, 2, V, inv_t, sums);
+}
+#else
+/* one loop per kind of q, so that each is vectorized */
+static void block_sums(const float *p, float lp, const float *q, float lq, int q_probs, int64_t V, float inv_t,
+                       float *sums) {
+    for (int64_t lo = 0, c = 0; lo < V; lo += BLOCK, c++) {
+        int64_t hi = lo + BLOCK < V ? lo + BLOCK : V;
+        float s = 0.0f;
+        if (!q) {
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = lo; i < hi; i++) s += weight(p, lp, 0, 0.0f, 0, inv_t, i);
+        } else if (q_probs) {
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = lo; i < hi; i++) s += weight(p, lp, q, 0.0f, 1, inv_t, i);
+        } else {
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = lo; i < hi; i++) s += weight(p, lp, q, lq, 0, inv_t, i);
+        }
+        sums[c] = s;
+    }
+}
+
+#endif
+
+/* The token whose cumulative weight first passes v times the total, never one of weight 0: the block by the
+   block sums, then the token inside it. Inside, the weights are summed in order, not as the vector loop summed
+   them, so the rest is scaled to that sum; a block that rounding left with no weight is searched as a whole row.
+   -1 if the row has no weight at all. */
+static int64_t draw(const float *p, float lp, const float *q, float lq, int q_probs, float inv_t, int64_t V,
+                    const float *sums, float v) {
+    int64_t nb = (V + BLOCK - 1) / BLOCK, j = -1, lo = 0, hi = V;
+    double total = 0.0, before = 0.0;
+    for (int64_t b = 0; b < nb; b++) total += sums[b];
+    if (!(total > 0.0)) return -1;
+    double goal = v * total;
+    for (int64_t b = 0; b < nb; b++) {
+        if (sums[b] > 0.0f) {
+            j = b;
+            if (before + sums[b] > goal) break;
+        }
+        before += sums[b];
+    }
+    double inside = 0.0, rest;
+    lo = j * BLOCK;
+    hi = lo + BLOCK < V ? lo + BLOCK : V;
+    for (int64_t i = lo; i < hi; i++) inside += weight(p, lp, q, lq, q_probs, inv_t, i);
+    if (inside > 0.0) {
+        rest = (goal - before) * inside / sums[j];
+    } else {
+        lo = 0, hi = V, inside = 0.0;
+        for (int64_t i = 0; i < V; i++) inside += weight(p, lp, q, lq, q_probs, inv_t, i);
+        rest = v * inside;
+    }
+    int64_t last = -1;
+    double seen = 0.0;
+    for (int64_t i = lo; i < hi; i++) {
+        float w = weight(p, lp, q, lq, q_probs, inv_t, i);
+        if (w > 0.0f) {
+            last = i;
+            seen += w;
+            if (seen > rest) return i;
+        }
+    }
+    return last;
+}
+
+/* For each of the B sequences of target [B, k + 1, V] and draft [B, k, V] (logits, or probabilities if q_probs),
+   drafted tokens [B, k], uniforms u [B, k] for the tests and v [B] for the last token: the drafts accepted,
+   accepted[b], and the last token, token[b], drawn from max(0, p - q) at the first rejection (from p itself where
+   that has no weight left: p = q up to rounding), or from the bonus row's p after k acceptances. accepted[b] is
+   -1 where a row it read has no finite normalizer (a NaN or +inf logit, or no finite one), or where memory for
+   the block sums ran out: the caller then takes another path. The sequences are shared among the threads one at
+   a time, as each finishes (they stop at different positions). */
+void accept_step(const float *target, const float *draft, int q_probs, const int64_t *tokens, const float *u,
+                 const float *v, int64_t B, int64_t k, int64_t V, float inv_t, int threads,
+                 int64_t *accepted, int64_t *token) {
+    int64_t nb = (V + BLOCK - 1) / BLOCK;
+#pragma omp parallel num_threads(threads)
+    {
+        float *sums = malloc(nb * sizeof(float));
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < B; b++) {
+            if (!sums) {
+                accepted[b] = -1;
+                continue;
+            }
+            const float *p = 0, *q = 0;
+            float lp = 0.0f, lq = 0.0f;
+            int64_t n = 0;
+            for (; n < k; n++) {
+                p = target + (b * (k + 1) + n) * V;
+                q = draft + (b * k + n) * V;
+                int64_t x = tokens[b * k + n];
+                lp = lse(p, V, inv_t);
+                lq = q_probs ? 0.0f : lse(q, V, inv_t);
+                if (!isfinite(lp) || !isfinite(lq)) break;
+                float px = expf(p[x] * inv_t - lp), qx = q_probs ? q[x] : expf(q[x] * inv_t - lq);
+                if (!(u[b * k + n] * qx < px)) break;
+            }
+            int summed = 0;
+            if (n == k) { /* the bonus row: its weights exp(l / T) need no normalizer where their sum lies in
+                             [1, 1e38) (as in lse); elsewhere they are shifted by it */
+                p = target + (b * (k + 1) + k) * V;
+                q = 0;
+                lp = lq = 0.0f;
+                block_sums(p, lp, q, lq, q_probs, V, inv_t, sums);
+                float total = 0.0f;
+                for (int64_t c = 0; c < nb; c++) total += sums[c];
+                summed = total >= 1.0f && total < 1e38f;
+                if (!summed) lp = lse(p, V, inv_t);
+            }
+            accepted[b] = isfinite(lp) && isfinite(lq) ? n : -1;
+            if (accepted[b] < 0) continue;
+            for (int64_t t = 0; t < 2; t++) { /* the residual; then p itself if the residual has no weight */
+                if (!summed || t > 0) block_sums(p, lp, q, lq, q_probs, V, inv_t, sums);
+                token[b] = draw(p, lp, q, lq, q_probs, inv_t, V, sums, v[b]);
+                if (token[b] >= 0 || !q) break;
+                q = 0;
+            }
+        }
+        free(sums);
+    }
+}

@@ -1,0 +1,324 @@
+"""The compiled acceptance step (specnotes.kernel, csrc/accept.c), built three ways (for this CPU, for AVX2 without
+AVX-512, and with no -march): agrees with speculative_sample on the softmaxed inputs and with the torch path, at
+vocabulary sizes around its vector width and block size; gives the same draws with one thread or two; handles
+logits far outside exp's range, -inf (a masked token is never emitted) and NaN (the torch path takes over); follows
+the target (chi-square on fp32 Markov chains through the kernel, with wrong uses of it caught); and builds or
+declines cleanly (no compiler, a flag the compiler rejects, a cache folder that cannot be written)."""
+
+import platform
+import re
+
+import pytest
+import torch
+
+from specnotes import kernel, sampling
+from specnotes.fused import sample_from_logits, sample_from_target_logits
+from specnotes.sampling import draw_uniforms, speculative_sample
+
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.skipif(not kernel.available(), reason=f"no kernel: {kernel.how_built()}")]
+
+SIGNIFICANCE = 1e-4
+BUILDS = {"native": None, "avx2": ("-O3", "-march=x86-64-v3", "-fopenmp", "-fno-math-errno"),
+          "generic": ("-O3", "-fopenmp", "-fno-math-errno")}
+
+
+@pytest.fixture(params=list(BUILDS))
+def built(request, monkeypatch):
+    """The library built with each set of flags, in place of this process's own."""
+    flags = BUILDS[request.param]
+    if flags is not None:
+        if request.param == "avx2" and platform.machine() not in ("x86_64", "AMD64"):
+            pytest.skip("AVX2 is x86")
+        path, how = kernel.build((flags,))
+        assert path is not None, how
+        monkeypatch.setitem(kernel._state, "lib", kernel.load(path))
+    return request.param
+
+
+def torch_only(monkeypatch):
+    monkeypatch.setitem(kernel._state, "lib", None)
+
+
+def from_draft_probs(drafts, lq, lp, T, generator=None, uniforms=None):
+    return sample_from_target_logits(drafts, torch.softmax(lq / T, -1), lp, T, generator=generator, uniforms=uniforms)
+
+
+SAMPLERS = [sample_from_logits, from_draft_probs]
+
+
+def case(B, k, V, T, seed, scale=1.5):
+    """fp32 logits, drafts drawn from q, uniforms; and p, q in float64 for the reference."""
+    g = torch.Generator().manual_seed(seed)
+    lq, lp = scale * torch.randn(B, k, V, generator=g), scale * torch.randn(B, k + 1, V, generator=g)
+    q, p = (torch.softmax(x.double() / T, -1) for x in (lq, lp))
+    drafts = torch.multinomial(q.reshape(-1, V).float(), 1, generator=g).reshape(B, k) if k else \
+        torch.zeros(B, 0, dtype=torch.int64)
+    return drafts, lq, lp, q, p, draw_uniforms(B, k, g)
+
+
+def test_chapter_7_can_show_a_c_function():
+    text = kernel.function_source("accept_step")
+    assert text.startswith("/* For each of the B sequences") and "void accept_step(" in text and text.endswith("\n}")
+    assert kernel.function_source("lse").startswith("static float lse(")
+    with pytest.raises(ValueError, match="no function"):
+        kernel.function_source("softmax")
+
+
+def test_the_c_block_is_the_samplers_block():
+    assert re.search(r"#define BLOCK (\d+)", kernel.SOURCE.read_text())[1] == str(kernel.BLOCK) == str(sampling.BLOCK)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize(("B", "k", "V", "T"), [(300, 4, 1, 1.0), (400, 3, 5, 1.0), (300, 2, 15, 0.7),
+                                                (300, 2, 16, 1.3), (300, 3, 17, 1.0), (200, 2, 127, 1.0),
+                                                (200, 2, 128, 0.8), (200, 4, 129, 1.0), (100, 1, 5000, 1.0),
+                                                (64, 4, 32000, 1.0), (50, 0, 300, 1.0)])
+def test_agrees_with_speculative_sample_and_the_torch_path(built, monkeypatch, sampler, B, k, V, T):
+    drafts, lq, lp, q, p, uniforms = case(B, k, V, T, seed=B + V + k)
+    ref = speculative_sample(drafts, q, p, uniforms=uniforms)
+    ours = sampler(drafts, lq, lp, T, uniforms=uniforms)
+    torch_only(monkeypatch)
+    theirs = sampler(drafts, lq, lp, T, uniforms=uniforms)
+    for other in (ref, theirs):  # fp32 against float64: a test or a draw may differ where rounding moves it
+        assert (ours[1] == other[1]).double().mean() >= 0.99
+        assert (ours[0] == other[0]).all(1).double().mean() >= 0.98
+    assert len(ref[1].unique()) > 1 or k == 0 or V == 1
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_one_thread_or_two_draw_the_same(sampler):
+    drafts, lq, lp, _, _, uniforms = case(64, 4, 3000, 1.0, seed=7)
+    one = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        two = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+
+
+def far_case(seed=1, B=64, k=2, V=300):
+    """fp32 logits far outside exp's range: +100 on every other draft row (exp overflows), -200 on every other
+    target row (every term underflows), one row spread 60 times wider, and the bonus rows too."""
+    drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed)
+    lq[::2] += 100.0
+    lp[1::2] -= 200.0
+    lp[2, 0] *= 60.0
+    lp[3, k] *= 60.0
+    drafts = torch.multinomial(torch.softmax(lq.double(), -1).reshape(-1, V).float(), 1,
+                               generator=torch.Generator().manual_seed(seed)).reshape(B, k)
+    return drafts, lq, lp, uniforms
+
+
+def all_taken_by_the_kernel(drafts, lq, lp, uniforms) -> bool:
+    """Whether the kernel itself found a finite normalizer for every row it read (-1: it handed the call back to
+    the torch path)."""
+    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)
+    return bool((accepted >= 0).all())
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_far_logits_give_the_draws_of_the_softmaxed_inputs(built, sampler):
+    """Rows whose unshifted sums overflow or underflow are summed again shifted, in the kernel: it hands none of
+    them back to the torch path, and the draws are those of the softmaxed inputs."""
+    drafts, lq, lp, uniforms = far_case()
+    assert all_taken_by_the_kernel(drafts, lq, lp, uniforms)
+    ref = speculative_sample(drafts, torch.softmax(lq.double(), -1), torch.softmax(lp.double(), -1), uniforms=uniforms)
+    assert len(ref[1].unique()) == 3  # stops at every position, and bonus tokens
+    ours = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+    assert (ours[1] == ref[1]).double().mean() >= 0.98 and (ours[0] == ref[0]).all(1).double().mean() >= 0.97
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_masked_token_is_never_emitted(built, sampler):
+    """-inf logits (a vocabulary mask) on the target's second half: exp gives them weight 0 exactly, so neither a
+    residual nor a bonus row ever emits one, whatever the uniforms."""
+    B, k, V = 2000, 2, 300
+    drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed=3)
+    lp[..., V // 2:] = float("-inf")
+    tokens, n = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+    last = tokens.gather(1, n[:, None])[:, 0]
+    assert (last < V // 2).all() and (n < k).any() and (n == k).any()
+
+
+def test_a_nan_row_takes_the_torch_path(monkeypatch):
+    drafts, lq, lp, _, _, uniforms = case(16, 2, 300, 1.0, seed=4)
+    lp[5, 1, 7] = float("nan")
+    ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    torch_only(monkeypatch)
+    theirs = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
+
+
+# ---------------------------------------------------------------------------------------------- exactness
+# As in test_fused, on fp32 logits, so that the draws go through the kernel: the first two emitted tokens from x0
+# must follow P(x0, ·) and P(t1, ·), P = softmax(log P0 / T).
+
+V, K = 5, 3
+
+
+def chains(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [0.9 * torch.randn(V, V, generator=g) for _ in range(2)]
+
+
+def once(sampler, LP, LQ, prev, T, g):
+    Q = torch.softmax(LQ / T, -1)
+    drafts, lq, lp, token = [], [], [LP[prev]], prev
+    for _ in range(K):
+        lq.append(LQ[token])
+        token = torch.multinomial(Q[token], 1, generator=g).squeeze(-1)
+        drafts.append(token)
+        lp.append(LP[token])
+    return sampler(torch.stack(drafts, 1), torch.stack(lq, 1), torch.stack(lp, 1), T, generator=g)
+
+
+def pvalues(sampler, T, n=200_000, seed=1):
+    LP, LQ = chains()
+    P = torch.softmax(LP.double() / T, -1)
+    g = torch.Generator().manual_seed(seed)
+    tokens, accepted = once(sampler, LP, LQ, torch.zeros(n, dtype=torch.int64), T, g)
+    t1 = tokens[:, 0]
+    again, _ = once(sampler, LP, LQ, t1, T, g)
+    t2 = torch.where(accepted >= 1, tokens[:, 1], again[:, 0])
+
+    def chi2(counts, probs):
+        expected = probs.flatten() * n
+        stat = ((counts.double() - expected) ** 2 / expected).sum()
+        return float(torch.special.gammaincc(torch.tensor((counts.numel() - 1) / 2, dtype=torch.float64), stat / 2))
+
+    return chi2(torch.bincount(t1, minlength=V), P[0]), chi2(torch.bincount(t1 * V + t2, minlength=V * V),
+                                                             P[0][:, None] * P)
+
+
+def kernel_called_wrong(name, change):
+    """sample_from_logits with ``kernel.accept_step`` called with its arguments changed by ``change``."""
+    def run(drafts, lq, lp, T, generator=None):
+        original = kernel.accept_step
+        kernel.accept_step = lambda *args: original(*change(*args))
+        try:
+            return sample_from_logits(drafts, lq, lp, T, generator=generator)
+        finally:
+            kernel.accept_step = original
+
+    run.__name__ = name
+    return run
+
+
+WRONG = [
+    # the rows exponentiated at T = 1 whatever the temperature
+    kernel_called_wrong("temperature ignored", lambda d, q, probs, p, u, v, T: (d, q, probs, p, u, v, 1.0)),
+    # each sequence tested and corrected against the next sequence's draft rows
+    kernel_called_wrong("draft rows of the next sequence",
+                        lambda d, q, probs, p, u, v, T: (d, q.roll(1, 0).contiguous(), probs, p, u, v, T)),
+    # the draft's rows taken for the target's: every test passes and the residual is empty (then p = q is used)
+    kernel_called_wrong("target rows are the draft's",
+                        lambda d, q, probs, p, u, v, T: (d, q, probs, torch.cat([q, p[:, -1:]], 1).contiguous(),
+                                                         u, v, T)),
+    # one uniform for the tests and the last token
+    kernel_called_wrong("v reused as u", lambda d, q, probs, p, u, v, T: (d, q, probs, p,
+                                                                         v[:, None].expand_as(u).contiguous(), v, T)),
+]
+
+
+@pytest.mark.parametrize("T", [1.0, 0.6])
+def test_emitted_tokens_follow_the_target(built, T):
+    assert min(pvalues(sample_from_logits, T)) > SIGNIFICANCE
+
+
+@pytest.mark.parametrize("wrong", WRONG, ids=lambda w: w.__name__)
+def test_the_check_catches_a_wrong_use_of_the_kernel(wrong):
+    assert min(pvalues(wrong, 0.6)) < SIGNIFICANCE
+
+
+# ---------------------------------------------------------------------------------------------- building
+
+
+def test_no_compiler_means_no_kernel(monkeypatch):
+    monkeypatch.setattr(kernel, "compiler", lambda: None)
+    assert kernel.build() == (None, "no C compiler found")
+
+
+def test_a_rejected_flag_falls_to_the_next_set(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, how = kernel.build((("-O3", "--no-such-flag"), ("-O3",)))
+    assert path is not None and path.parent == tmp_path and how.endswith(" -O3")
+    path, why = kernel.build((("-O3", "--no-such-flag"),))
+    assert path is None and "--no-such-flag" in why
+
+
+def test_an_unwritable_cache_falls_to_the_next_folder(monkeypatch, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where a folder should be: mkdir fails
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [blocked / "specnotes", tmp_path / "ok"])
+    path, _ = kernel.build((("-O3",),))
+    assert path is not None and path.parent == tmp_path / "ok"
+    assert kernel.build((("-O3",),))[0] == path  # cached: not built again
+
+
+def test_switched_off_the_samplers_use_torch(monkeypatch):
+    monkeypatch.setenv("SPECNOTES_KERNEL", "0")
+    monkeypatch.setattr(kernel, "_state", {})
+    assert not kernel.available() and "SPECNOTES_KERNEL=0" in kernel.how_built()
+    drafts, lq, lp, q, p, uniforms = case(20, 2, 300, 1.0, seed=5)
+    ref = speculative_sample(drafts, q, p, uniforms=uniforms)
+    ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    assert (ours[1] == ref[1]).double().mean() >= 0.95
+
+
+# ---------------------------------------------------------------------------------------------- wrong kernels
+# Each a one-line change to csrc/accept.c, built and run through the checks above: each must fail one of them.
+
+C_MUTANTS = {
+    "residual not clamped at 0": ("_mm512_max_ps(_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, "
+                                  "by_q))),\n                         _mm512_setzero_ps())",
+                                  "_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q)))"),
+    "accept where u q(x) < p(x) fails": ("if (!(u[b * k + n] * qx < px)) break;", "if (u[b * k + n] * qx < px) break;"),
+    "no shifted redo of a sum out of range": ("if (s >= 1.0f && s < 1e38f) return logf(s);", "return logf(s);"),
+    "bonus token from the last draft position": ("p = target + (b * (k + 1) + k) * V;",
+                                                 "p = target + (b * (k + 1) + k - 1) * V;"),
+    "the weight before the block not taken off": ("rest = (goal - before) * inside / sums[j];",
+                                                  "rest = goal * inside / sums[j];"),
+    "q(x) not normalized": ("qx = q_probs ? q[x] : expf(q[x] * inv_t - lq);",
+                            "qx = q_probs ? q[x] : expf(q[x] * inv_t);"),
+}
+
+
+def checks_pass() -> bool:
+    """The checks of this file on the library in use: agreement, far logits, masks, and the chains."""
+    for B, k, V, T in [(300, 3, 17, 1.0), (200, 4, 129, 0.8), (64, 4, 32000, 1.0)]:
+        drafts, lq, lp, q, p, uniforms = case(B, k, V, T, seed=B + V + k)
+        ref, ours = speculative_sample(drafts, q, p, uniforms=uniforms), sample_from_logits(drafts, lq, lp, T,
+                                                                                           uniforms=uniforms)
+        if (ours[1] == ref[1]).double().mean() < 0.99 or (ours[0] == ref[0]).all(1).double().mean() < 0.98:
+            return False
+    drafts, lq, lp, uniforms = far_case()
+    if not all_taken_by_the_kernel(drafts, lq, lp, uniforms):
+        return False
+    ref = speculative_sample(drafts, torch.softmax(lq.double(), -1), torch.softmax(lp.double(), -1), uniforms=uniforms)
+    ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    if (ours[1] == ref[1]).double().mean() < 0.98 or (ours[0] == ref[0]).all(1).double().mean() < 0.97:
+        return False
+    return min(pvalues(sample_from_logits, 0.6)) > SIGNIFICANCE
+
+
+@pytest.mark.skipif("avx512f" not in kernel.cpu_key(), reason="the mutants change the AVX-512 loops")
+@pytest.mark.parametrize("name", list(C_MUTANTS))
+def test_the_checks_catch_a_wrong_kernel(monkeypatch, tmp_path, name):
+    old, new = C_MUTANTS[name]
+    source = kernel.SOURCE.read_text()
+    assert source.count(old) == 1, f"the mutant {name!r} no longer matches csrc/accept.c"
+    mutant = tmp_path / "accept.c"
+    mutant.write_text(source.replace(old, new))
+    monkeypatch.setattr(kernel, "SOURCE", mutant)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, how = kernel.build()
+    assert path is not None, how
+    monkeypatch.setitem(kernel._state, "lib", kernel.load(path))
+    assert not checks_pass()
+
+
+def test_the_checks_pass_the_kernel_as_it_is():
+    assert checks_pass()
