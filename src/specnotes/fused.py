@@ -248,10 +248,10 @@ class Draws:
     alone, as exp(l / T − log-normalizer), and searches inside it: the weights themselves are never written to
     memory. Up to ``FLAT`` tokens the rows are kept whole instead."""
 
-    def __init__(self, draft_logits, draft_probs, target_logits, temperature, dtype, k, flat=None):
+    def __init__(self, draft_logits, draft_probs, target_logits, temperature, dtype, k):
         B, V = target_logits.shape[0], target_logits.shape[-1]
         self.draft_logits, self.draft_probs, self.target_logits = draft_logits, draft_probs, target_logits
-        self.temperature, self.flat, self.V = temperature, V <= FLAT if flat is None else flat, V
+        self.temperature, self.flat, self.V = temperature, V <= FLAT, V
         self.sums = buffer("sums", (B, V if self.flat else -(-V // BLOCK)), dtype, target_logits.device)
         self.accepted, self.stopped = [0] * B, [False] * B  # stopped: the weights are max(0, p − q); else p
         self.shift = ([0.0] * B, [0.0] * B)  # log Σ exp(l / T) of the row of p and of q each sequence stopped on
