@@ -6,6 +6,7 @@ token of weight 0, stays exact for logits far outside exp's range, greedy at T =
 
 import pytest
 import torch
+from chains import logits_pvalues
 
 from specnotes import fused
 from specnotes.fused import sample_from_logits, sample_from_target_logits
@@ -151,44 +152,8 @@ def test_the_last_token_never_has_weight_zero(monkeypatch, compiled, sampler, B,
 
 
 # ---------------------------------------------------------------------------------------------- exactness
-# Markov chains over V tokens: the first two emitted tokens from x0 must follow P(x0, ·) and P(t1, ·) where P is
-# softmax(log P0 / T): temperature applied to the target's own logits.
-
-V, K = 5, 3
-
-
-def chains(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [0.9 * torch.randn(V, V, generator=g, dtype=torch.float64) for _ in range(2)]  # logits rows
-
-
-def once(sampler, LP, LQ, prev, T, g):
-    Q = torch.softmax(LQ / T, -1)
-    drafts, lq, lp, token = [], [], [LP[prev]], prev
-    for _ in range(K):
-        lq.append(LQ[token])
-        token = torch.multinomial(Q[token], 1, generator=g).squeeze(-1)
-        drafts.append(token)
-        lp.append(LP[token])
-    return sampler(torch.stack(drafts, 1), torch.stack(lq, 1), torch.stack(lp, 1), T, generator=g)
-
-
-def pvalues(sampler, T, n=200_000, seed=1):
-    LP, LQ = chains()
-    P = torch.softmax(LP / T, -1)
-    g = torch.Generator().manual_seed(seed)
-    tokens, accepted = once(sampler, LP, LQ, torch.zeros(n, dtype=torch.int64), T, g)
-    t1 = tokens[:, 0]
-    again, _ = once(sampler, LP, LQ, t1, T, g)
-    t2 = torch.where(accepted >= 1, tokens[:, 1], again[:, 0])
-
-    def chi2(counts, probs):
-        expected = probs.flatten() * n
-        stat = ((counts.double() - expected) ** 2 / expected).sum()
-        return float(torch.special.gammaincc(torch.tensor((counts.numel() - 1) / 2, dtype=torch.float64), stat / 2))
-
-    return chi2(torch.bincount(t1, minlength=V), P[0]), chi2(torch.bincount(t1 * V + t2, minlength=V * V),
-                                                             P[0][:, None] * P)
+# chains.logits_pvalues: the first two emitted tokens from x0 must follow P(x0, ·) and P(t1, ·), P = softmax(log P0
+# / T), on Markov chains with float64 logits (the torch path).
 
 
 def residual_without_q(drafts, lq, lp, T, generator=None):
@@ -261,13 +226,13 @@ def bonus_from_first_row(drafts, lq, lp, T, generator=None):
 @pytest.mark.parametrize("T", [1.0, 0.6])
 def test_emitted_tokens_follow_the_target(monkeypatch, sampler, T, chunk_bytes):
     monkeypatch.setattr(fused, "CHUNK_BYTES", chunk_bytes)
-    assert min(pvalues(sampler, T)) > SIGNIFICANCE
+    assert min(logits_pvalues(sampler, T)) > SIGNIFICANCE
 
 
 @pytest.mark.parametrize("broken", [residual_without_q, temperature_ignored, bonus_from_first_row, residual_unscaled,
                                     sums_in_chunk_order, q_of_the_first_position])
 def test_the_check_catches_a_wrong_variant(broken):
-    assert min(pvalues(broken, 0.6)) < SIGNIFICANCE
+    assert min(logits_pvalues(broken, 0.6)) < SIGNIFICANCE
 
 
 def test_temperature_zero_is_greedy_and_reads_no_draft_logits():

@@ -10,6 +10,7 @@ import re
 
 import pytest
 import torch
+from chains import logits_pvalues
 
 from specnotes import kernel, sampling
 from specnotes.fused import sample_from_logits, sample_from_target_logits
@@ -153,44 +154,12 @@ def test_a_nan_row_takes_the_torch_path(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- exactness
-# As in test_fused, on fp32 logits, so that the draws go through the kernel: the first two emitted tokens from x0
-# must follow P(x0, ·) and P(t1, ·), P = softmax(log P0 / T).
-
-V, K = 5, 3
+# chains.logits_pvalues, as in test_fused, on fp32 logits, so that the draws go through the kernel: the first two
+# emitted tokens from x0 must follow P(x0, ·) and P(t1, ·), P = softmax(log P0 / T).
 
 
-def chains(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [0.9 * torch.randn(V, V, generator=g) for _ in range(2)]
-
-
-def once(sampler, LP, LQ, prev, T, g):
-    Q = torch.softmax(LQ / T, -1)
-    drafts, lq, lp, token = [], [], [LP[prev]], prev
-    for _ in range(K):
-        lq.append(LQ[token])
-        token = torch.multinomial(Q[token], 1, generator=g).squeeze(-1)
-        drafts.append(token)
-        lp.append(LP[token])
-    return sampler(torch.stack(drafts, 1), torch.stack(lq, 1), torch.stack(lp, 1), T, generator=g)
-
-
-def pvalues(sampler, T, n=200_000, seed=1):
-    LP, LQ = chains()
-    P = torch.softmax(LP.double() / T, -1)
-    g = torch.Generator().manual_seed(seed)
-    tokens, accepted = once(sampler, LP, LQ, torch.zeros(n, dtype=torch.int64), T, g)
-    t1 = tokens[:, 0]
-    again, _ = once(sampler, LP, LQ, t1, T, g)
-    t2 = torch.where(accepted >= 1, tokens[:, 1], again[:, 0])
-
-    def chi2(counts, probs):
-        expected = probs.flatten() * n
-        stat = ((counts.double() - expected) ** 2 / expected).sum()
-        return float(torch.special.gammaincc(torch.tensor((counts.numel() - 1) / 2, dtype=torch.float64), stat / 2))
-
-    return chi2(torch.bincount(t1, minlength=V), P[0]), chi2(torch.bincount(t1 * V + t2, minlength=V * V),
-                                                             P[0][:, None] * P)
+def pvalues(sampler, T):
+    return logits_pvalues(sampler, T, dtype=torch.float32)
 
 
 def kernel_called_wrong(name, change):
