@@ -238,12 +238,15 @@ def test_switched_off_the_samplers_use_torch(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- wrong kernels
-# Each a one-line change to csrc/accept.c, built and run through the checks above: each must fail one of them.
+# Each a one-line change to csrc/accept.c, built for this CPU and run through the checks above: each must fail one
+# of them. "The vector ..." changes a loop built only where the CPU has AVX-512; the rest change code built anywhere.
 
 C_MUTANTS = {
-    "residual not clamped at 0": ("_mm512_max_ps(_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, "
-                                  "by_q))),\n                         _mm512_setzero_ps())",
-                                  "_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q)))"),
+    "the vector residual not clamped at 0": (
+        "_mm512_max_ps(_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q))),\n"
+        "                         _mm512_setzero_ps())",
+        "_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q)))"),
+    "the scalar weight not clamped at 0": ("return w > 0.0f ? w : 0.0f;\n}", "return w;\n}"),
     "accept where u q(x) < p(x) fails": ("if (!(u[b * k + n] * qx < px)) break;", "if (u[b * k + n] * qx < px) break;"),
     "no shifted redo of a sum out of range": ("if (s >= 1.0f && s < 1e38f) return logf(s);", "return logf(s);"),
     "bonus token from the last draft position": ("p = target + (b * (k + 1) + k) * V;",
@@ -273,9 +276,13 @@ def checks_pass() -> bool:
     return min(pvalues(sample_from_logits, 0.6)) > SIGNIFICANCE
 
 
-@pytest.mark.skipif("avx512f" not in kernel.cpu_key(), reason="the mutants change the AVX-512 loops")
+@pytest.mark.parametrize("build", ["native", "avx2"])
 @pytest.mark.parametrize("name", list(C_MUTANTS))
-def test_the_checks_catch_a_wrong_kernel(monkeypatch, tmp_path, name):
+def test_the_checks_catch_a_wrong_kernel(monkeypatch, tmp_path, name, build):
+    if name.startswith("the vector") and (build == "avx2" or "avx512f" not in kernel.cpu_key()):
+        pytest.skip("an AVX-512 loop: not built")
+    if build == "avx2" and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("AVX2 is x86")
     old, new = C_MUTANTS[name]
     source = kernel.SOURCE.read_text()
     assert source.count(old) == 1, f"the mutant {name!r} no longer matches csrc/accept.c"
@@ -283,7 +290,7 @@ def test_the_checks_catch_a_wrong_kernel(monkeypatch, tmp_path, name):
     mutant.write_text(source.replace(old, new))
     monkeypatch.setattr(kernel, "SOURCE", mutant)
     monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
-    path, how = kernel.build()
+    path, how = kernel.build(kernel.FLAGS if BUILDS[build] is None else (BUILDS[build],))
     assert path is not None, how
     monkeypatch.setitem(kernel._state, "lib", kernel.load(path))
     assert not checks_pass()
