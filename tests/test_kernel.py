@@ -227,6 +227,14 @@ def test_an_unwritable_cache_falls_to_the_next_folder(monkeypatch, tmp_path):
     assert kernel.build((("-O3",),))[0] == path  # cached: not built again
 
 
+def test_a_library_that_does_not_load_means_no_kernel(monkeypatch, tmp_path):
+    broken = tmp_path / "accept-broken.so"
+    broken.write_text("not a shared library")
+    monkeypatch.setattr(kernel, "build", lambda: (broken, "cc -O3"))
+    monkeypatch.setattr(kernel, "_state", {})
+    assert not kernel.available() and "did not load" in kernel.how_built()
+
+
 def test_switched_off_the_samplers_use_torch(monkeypatch):
     monkeypatch.setenv("SPECNOTES_KERNEL", "0")
     monkeypatch.setattr(kernel, "_state", {})

@@ -95,7 +95,13 @@ def library() -> ctypes.CDLL | None:
     """The library this process uses (built once), or None."""
     if "lib" not in _state:
         path, how = (None, "disabled by SPECNOTES_KERNEL=0") if os.environ.get("SPECNOTES_KERNEL") == "0" else build()
-        _state["lib"], _state["how"] = (None if path is None else load(path)), how
+        lib = None
+        if path is not None:
+            try:
+                lib = load(path)
+            except (OSError, AttributeError) as error:  # a library the loader rejects, or one without our functions
+                how = f"{path} did not load: {error}"
+        _state["lib"], _state["how"] = lib, how
     return _state["lib"]
 
 
