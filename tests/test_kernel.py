@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.skipif(not kernel.available() and not REQUIRED, reason=f"no kernel: {kernel.how_built()}")]
 
 SIGNIFICANCE = 1e-4
-BUILDS = {"native": None, "avx2": ("-O3", "-march=x86-64-v3", "-fopenmp", "-fno-math-errno"),
-          "generic": ("-O3", "-fopenmp", "-fno-math-errno")}
+BUILDS = {"native": None, "avx2": ("-O3", "-march=x86-64-v3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math"),
+          "generic": ("-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math")}
 
 
 @pytest.fixture(params=list(BUILDS))
@@ -151,9 +151,16 @@ def test_a_masked_token_is_never_emitted(built, sampler):
     assert (last < V // 2).all() and (n < k).any() and (n == k).any()
 
 
-def test_a_nan_row_takes_the_torch_path(monkeypatch):
+@pytest.mark.usefixtures("built")
+def test_a_nan_or_inf_row_takes_the_torch_path(monkeypatch):
+    """A NaN or +inf logit in a row the kernel reads (here at the first position, which every sequence reads)
+    makes that sequence's normalizer NaN, so the kernel hands the call back and the torch path answers."""
     drafts, lq, lp, _, _, uniforms = case(16, 2, 300, 1.0, seed=4)
-    lp[5, 1, 7] = float("nan")
+    lp[5, 0, 7] = float("nan")
+    lq[6, 0, 3] = float("nan")
+    lp[7, 0, 2] = float("inf")
+    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)
+    assert accepted[5:8].tolist() == [-1] * 3 and (accepted[8:] >= 0).all()
     ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
     torch_only(monkeypatch)
     theirs = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
@@ -253,14 +260,16 @@ def test_switched_off_the_samplers_use_torch(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- wrong kernels
-# Each a one-line change to csrc/accept.c, built for this CPU and run through the checks above: each must fail one
-# of them. "The vector ..." changes a loop built only where the CPU has AVX-512; the rest change code built anywhere.
+# Each a one-line change to csrc/accept.c, built for this CPU and for AVX2 and run through the checks above: each must
+# fail one of them. "The vector ..." changes the loops built for AVX-512 or AVX2, "a NaN ..." the AVX-512 exp; the rest
+# change code built anywhere.
 
 C_MUTANTS = {
     "the vector residual not clamped at 0": (
-        "_mm512_max_ps(_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q))),\n"
-        "                         _mm512_setzero_ps())",
-        "_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q)))"),
+        "return vmax(vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q))), vset(0.0f));",
+        "return vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q)));"),
+    "a NaN logit clamped away": ("static inline vec vexp_clamp(vec y) { return _mm512_max_ps(vset(-104.0f), y); }",
+                                 "static inline vec vexp_clamp(vec y) { return _mm512_max_ps(y, vset(-104.0f)); }"),
     "the scalar weight not clamped at 0": ("return w > 0.0f ? w : 0.0f;\n}", "return w;\n}"),
     "accept where u q(x) < p(x) fails": ("if (!(u[b * k + n] * qx < px)) break;", "if (u[b * k + n] * qx < px) break;"),
     "no shifted redo of a sum out of range": ("if (s >= 1.0f && s < 1e38f) return logf(s);", "return logf(s);"),
@@ -281,6 +290,10 @@ def checks_pass() -> bool:
                                                                                            uniforms=uniforms)
         if (ours[1] == ref[1]).double().mean() < 0.99 or (ours[0] == ref[0]).all(1).double().mean() < 0.98:
             return False
+    drafts, lq, lp, _, _, uniforms = case(16, 2, 300, 1.0, seed=4)
+    lp[5, 0, 7] = float("nan")
+    if kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)[0][5] != -1:  # a NaN row handed back
+        return False
     drafts, lq, lp, uniforms = far_case()
     if not all_taken_by_the_kernel(drafts, lq, lp, uniforms):
         return False
@@ -294,8 +307,10 @@ def checks_pass() -> bool:
 @pytest.mark.parametrize("build", ["native", "avx2"])
 @pytest.mark.parametrize("name", list(C_MUTANTS))
 def test_the_checks_catch_a_wrong_kernel(monkeypatch, tmp_path, name, build):
-    if name.startswith("the vector") and (build == "avx2" or "avx512f" not in kernel.cpu_key()):
-        pytest.skip("an AVX-512 loop: not built")
+    if name.startswith("the vector") and build == "native" and not {"avx512f", "avx2"} & set(kernel.cpu_key().split()):
+        pytest.skip("the AVX-512 and AVX2 loops are not built for this CPU")
+    if name.startswith("a NaN") and (build == "avx2" or "avx512f" not in kernel.cpu_key()):
+        pytest.skip("an AVX-512 line: not built")
     if build == "avx2" and platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("AVX2 is x86")
     old, new = C_MUTANTS[name]

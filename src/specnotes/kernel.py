@@ -27,9 +27,11 @@ import torch
 
 SOURCE = Path(__file__).parent / "csrc" / "accept.c"
 BLOCK = 128  # the C file's BLOCK: tokens per block of the two-level inverse CDF (sampling.BLOCK)
-FLAGS = (("-O3", "-march=native", "-fopenmp", "-fno-math-errno"),  # tried in turn: the first that builds
-         ("-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno"),
-         ("-O3", "-fno-math-errno"))
+# tried in turn, the first that builds; -fno-trapping-math lets the compiler turn the exp's clamps into vector
+# selects where the CPU has no masked vector ops (AVX2): without it that loop stays scalar, 15 times slower
+FLAGS = (("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math"),
+         ("-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"),
+         ("-O3", "-fno-math-errno", "-fno-trapping-math"))
 _state: dict = {}
 
 

@@ -8,11 +8,12 @@
    one block, its weights computed again. No row of probabilities is written to memory.
 
    exp: 2^n * P(r), r = y - n ln 2 in [-ln2/2, ln2/2], P of degree 6 (relative error 7e-8 at float precision);
-   0 below -87.3 (where a float exp would be denormal or 0), so a logit of -inf has weight 0. With AVX-512 the
-   loops over a row take 16 tokens at a time and apply 2^n with vscalefps (exp16); elsewhere the compiler
-   vectorizes exp_fast. A row's sum is taken unshifted, exp(l / T): where it lies in [1, 1e38) no term overflowed
-   and a term that flushed to 0 was below 1e-38 of the sum; otherwise the row is summed again shifted by its
-   maximum. The one pass over a row is bound by the exponentials on one core, by the reads on two (bench_sampler). */
+   0 below -87.3 (where a float exp would be denormal or 0), so a logit of -inf has weight 0, and a NaN stays a
+   NaN. The loops over a row are written once for W floats at a time (vexp, sum_exp, sums_of), on AVX-512 (W = 16)
+   or AVX2 with FMA (W = 8); elsewhere the compiler vectorizes exp_fast in plain loops. A row's sum is taken
+   unshifted, exp(l / T): where it lies in [1, 1e38) no term overflowed and a term that flushed to 0 was below
+   1e-38 of the sum; otherwise the row is summed again shifted by its maximum. On one core the pass over a row is
+   bound by the exponentials, on two by the reads (bench_sampler.json). */
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -24,7 +25,8 @@
 #define MAGIC 12583039.0f /* 1.5 * 2^23 + 127: t = y log2(e) + MAGIC holds n + 127 in its low mantissa bits */
 
 static inline float exp_fast(float y) {
-    float c = y < LO ? LO : y > HI ? HI : y;
+    float c = y < LO ? LO : y; /* as maxps(LO, y) and minps(HI, c): a NaN stays a NaN */
+    c = c > HI ? HI : c;
     float t = c * 1.44269504f + MAGIC;
     float n = t - MAGIC;
     float r = c - n * 0.693145751953125f;
@@ -43,40 +45,85 @@ static inline float exp_fast(float y) {
     return y < LO ? 0.0f : p * scale;
 }
 
-#ifdef __AVX512F__
+/* The loops over a row, W floats at a time, where the CPU has AVX-512 (W = 16; 2^n applied by vscalefps, which
+   gives 0 or a denormal far below -87 and +inf past 88.7, so the one clamp, at -104, only keeps -inf from making
+   r a NaN) or AVX2 with FMA (W = 8; exp_fast's own clamps and bit shift). Operands are ordered so that a NaN
+   logit stays a NaN. Elsewhere the compiler vectorizes the plain loops further down. */
+#if defined(__AVX512F__)
 #include <immintrin.h>
-
-/* exp_fast on 16 floats, with the exponent applied by vscalefps, which also gives 0 (or a denormal) far below
-   -87 and +inf past 88.7: no clamp but one, at -104, that keeps -inf from making r a NaN. */
-static inline __m512 exp16(__m512 y) {
-    __m512 c = _mm512_max_ps(y, _mm512_set1_ps(-104.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), c);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(0.001381461275741458f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.008368710055947304f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.04166838899254799f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.1666652113199234f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.4999999403953552f));
-    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+#define W 16
+typedef __m512 vec;
+static inline vec vset(float x) { return _mm512_set1_ps(x); }
+static inline vec vload(const float *x) { return _mm512_loadu_ps(x); }
+static inline vec vadd(vec a, vec b) { return _mm512_add_ps(a, b); }
+static inline vec vsub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+static inline vec vmul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+static inline vec vmax(vec a, vec b) { return _mm512_max_ps(a, b); }
+static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vec vfms(vec a, vec b, vec c) { return _mm512_fmsub_ps(a, b, c); }
+static inline vec vfnma(vec a, vec b, vec c) { return _mm512_fnmadd_ps(a, b, c); }
+static inline float vsum(vec a) { return _mm512_reduce_add_ps(a); }
+static inline vec vexp_scale(vec p, vec n, vec t, vec y) {
+    (void)t, (void)y;
     return _mm512_scalef_ps(p, n);
 }
+static inline vec vexp_clamp(vec y) { return _mm512_max_ps(vset(-104.0f), y); }
+#define VECTOR 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define W 8
+typedef __m256 vec;
+static inline vec vset(float x) { return _mm256_set1_ps(x); }
+static inline vec vload(const float *x) { return _mm256_loadu_ps(x); }
+static inline vec vadd(vec a, vec b) { return _mm256_add_ps(a, b); }
+static inline vec vsub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+static inline vec vmul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+static inline vec vmax(vec a, vec b) { return _mm256_max_ps(a, b); }
+static inline vec vfma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vec vfms(vec a, vec b, vec c) { return _mm256_fmsub_ps(a, b, c); }
+static inline vec vfnma(vec a, vec b, vec c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline float vsum(vec a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+static inline vec vexp_scale(vec p, vec n, vec t, vec y) {
+    (void)n;
+    p = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+    return _mm256_and_ps(p, _mm256_cmp_ps(y, vset(LO), _CMP_NLT_UQ)); /* 0 below LO; a NaN passes */
+}
+static inline vec vexp_clamp(vec y) { return _mm256_min_ps(vset(HI), _mm256_max_ps(vset(LO), y)); }
+#define VECTOR 1
+#endif
 
-/* The sum of exp(x / T - shift) over a row: two accumulators, a masked tail. */
+#ifdef VECTOR
+/* exp_fast on W floats. */
+static inline vec vexp(vec y) {
+    vec c = vexp_clamp(y);
+    vec t = vfma(c, vset(1.44269504f), vset(MAGIC));
+    vec n = vsub(t, vset(MAGIC));
+    vec r = vfnma(n, vset(0.693145751953125f), c);
+    r = vfnma(n, vset(1.428606765330187e-06f), r);
+    vec p = vset(0.001381461275741458f);
+    p = vfma(p, r, vset(0.008368710055947304f));
+    p = vfma(p, r, vset(0.04166838899254799f));
+    p = vfma(p, r, vset(0.1666652113199234f));
+    p = vfma(p, r, vset(0.4999999403953552f));
+    p = vadd(vfma(p, vmul(r, r), r), vset(1.0f));
+    return vexp_scale(p, n, t, y);
+}
+
+/* The sum of exp(x / T - shift) over a row: two accumulators, the last few tokens one at a time. */
 static float sum_exp(const float *x, int64_t V, float inv_t, float shift) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    __m512 scale = _mm512_set1_ps(inv_t), by = _mm512_set1_ps(shift);
+    vec s0 = vset(0.0f), s1 = vset(0.0f), scale = vset(inv_t), by = vset(shift);
     int64_t i = 0;
-    for (; i + 32 <= V; i += 32) {
-        s0 = _mm512_add_ps(s0, exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), scale, by)));
-        s1 = _mm512_add_ps(s1, exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i + 16), scale, by)));
+    for (; i + 2 * W <= V; i += 2 * W) {
+        s0 = vadd(s0, vexp(vfms(vload(x + i), scale, by)));
+        s1 = vadd(s1, vexp(vfms(vload(x + i + W), scale, by)));
     }
-    for (; i < V; i += 16) {
-        __mmask16 m = V - i >= 16 ? 0xFFFF : (__mmask16)((1u << (V - i)) - 1);
-        s0 = _mm512_mask_add_ps(s0, m, s0, exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, x + i), scale, by)));
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    float s = vsum(vadd(s0, s1));
+    for (; i < V; i++) s += exp_fast(x[i] * inv_t - shift);
+    return s;
 }
 #else
 static float sum_exp(const float *x, int64_t V, float inv_t, float shift) {
@@ -116,36 +163,29 @@ static inline float weight(const float *p, float lse_p, const float *q, float ls
 }
 
 /* sums[c] = the weights of tokens [c BLOCK, (c + 1) BLOCK) summed. */
-#ifdef __AVX512F__
-/* The weights of tokens [i, i + 16) under mask m; kind 0: p, 1: max(0, p - q) with q given, 2: with q from logits. */
-static inline __attribute__((always_inline)) __m512 weights16(const float *p, const float *q, int64_t i, __mmask16 m,
-                                                              int kind, __m512 scale, __m512 by_p, __m512 by_q) {
-    __m512 w = exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, p + i), scale, by_p));
+#ifdef VECTOR
+/* The weights of tokens [i, i + W); kind 0: p, 1: max(0, p - q) with q given, 2: with q from logits. */
+static inline __attribute__((always_inline)) vec weights_at(const float *p, const float *q, int64_t i, int kind,
+                                                            vec scale, vec by_p, vec by_q) {
+    vec w = vexp(vfms(vload(p + i), scale, by_p));
     if (kind == 0) return w;
-    __m512 x = _mm512_maskz_loadu_ps(m, q + i);
-    return _mm512_max_ps(_mm512_sub_ps(w, kind == 1 ? x : exp16(_mm512_fmsub_ps(x, scale, by_q))),
-                         _mm512_setzero_ps());
+    vec x = vload(q + i);
+    return vmax(vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q))), vset(0.0f));
 }
 
 static inline __attribute__((always_inline)) void sums_of(const float *p, float lp, const float *q, float lq,
                                                           int kind, int64_t V, float inv_t, float *sums) {
-    __m512 scale = _mm512_set1_ps(inv_t), by_p = _mm512_set1_ps(lp), by_q = _mm512_set1_ps(lq);
-    int64_t lo = 0, c = 0;
-    for (; lo + BLOCK <= V; lo += BLOCK, c++) {
-        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-        for (int64_t i = lo; i < lo + BLOCK; i += 32) {
-            s0 = _mm512_add_ps(s0, weights16(p, q, i, 0xFFFF, kind, scale, by_p, by_q));
-            s1 = _mm512_add_ps(s1, weights16(p, q, i + 16, 0xFFFF, kind, scale, by_p, by_q));
+    vec scale = vset(inv_t), by_p = vset(lp), by_q = vset(lq);
+    for (int64_t lo = 0, c = 0; lo < V; lo += BLOCK, c++) {
+        int64_t hi = lo + BLOCK < V ? lo + BLOCK : V, i = lo;
+        vec s0 = vset(0.0f), s1 = vset(0.0f);
+        for (; i + 2 * W <= hi; i += 2 * W) {
+            s0 = vadd(s0, weights_at(p, q, i, kind, scale, by_p, by_q));
+            s1 = vadd(s1, weights_at(p, q, i + W, kind, scale, by_p, by_q));
         }
-        sums[c] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-    }
-    if (lo < V) {
-        __m512 s = _mm512_setzero_ps();
-        for (int64_t i = lo; i < V; i += 16) {
-            __mmask16 m = V - i >= 16 ? 0xFFFF : (__mmask16)((1u << (V - i)) - 1);
-            s = _mm512_mask_add_ps(s, m, s, weights16(p, q, i, m, kind, scale, by_p, by_q));
-        }
-        sums[c] = _mm512_reduce_add_ps(s);
+        float s = vsum(vadd(s0, s1));
+        for (; i < hi; i++) s += weight(p, lp, q, lq, kind == 1, inv_t, i);
+        sums[c] = s;
     }
 }
 
