@@ -223,21 +223,22 @@ def test_shipped_alpha_is_the_pairs_acceptance_at_temperature_one():
 
 
 def case_rows(ratios, floors=(1.0, 1.0, 1.0), B=64, threads=1, ms=(1.0, 1.0, 1.0), loop_ms=(2.0, 2.0, 2.0),
-              read=(1.0, 2.0, 4.0), probs=(1.1, 1.1, 1.1), softmax=None):
+              read=(1.0, 2.0, 4.0), probs=(1.1, 1.1, 1.1), softmax=None, spread=(0.0, 0.0, 0.0)):
     """Synthetic sampler_case_table rows: ÷ floor, the log-normalizers and the softmax of the rows read over reading
     once (the softmax twice the log-normalizers unless given) and the floor's term and fastest way they imply, ÷ read
     once, the draft-probabilities path over its floor, and the B = 1 times per case."""
     softmax = softmax or tuple(2 * f for f in floors)
 
-    def row(c, a, r, f, s, rd, pr, t, t_loop):
+    def row(c, a, r, f, s, rd, pr, t, t_loop, sp):
         term = "reading once" if min(f, s) <= 1 else "softmax" if s < f else "log-normalizers"
         return {"B": B, "k": 4, "V": 32000, "case": c, "threads": threads, "α": a, "÷ floor": r, "floor is": term,
                 "normalizers fastest by": "torch.softmax" if s < f else "fused.log_normalizers", "÷ read once": rd,
                 "lse of rows read ÷ read once": f, "softmax of rows read ÷ read once": s, "probs ÷ floor": pr,
-                "probs ÷ read once": pr * f, "from logits ms": t, "softmax, then loop ms": t_loop}
+                "probs ÷ read once": pr * f, "from logits ms": t, "softmax, then loop ms": t_loop,
+                "spread (IQR / median)": sp}
 
     return [row(*values) for values in zip(bench.SAMPLER_CASES, (0.16, 0.49, 1.0), ratios, floors, softmax, read,
-                                           probs, ms, loop_ms, strict=True)]
+                                           probs, ms, loop_ms, spread, strict=True)]
 
 
 ALL = "with 1 thread it holds in all three cases (1.10× (independent), 1.15× (realistic), 1.05× (all accepted))"
@@ -255,6 +256,17 @@ def test_sampler_bar_sentences_follow_the_numbers(one, two, said):
     text = bench.sampler_sentences(rows)["bar"]
     assert all(part in text for part in said), text
     assert "takes 1.00×, 2.00×, 4.00× the time to read the inputs once" in text
+
+
+def test_sampler_bar_sentence_says_where_a_rerun_could_cross_the_bar():
+    rows = case_rows((1.0, 1.15, 1.2), spread=(0.05, 0.11, 0.26)) + case_rows((0.7, 0.8, 1.3), threads=2,
+                                                                               spread=(0.1, 0.1, 0.1))
+    text = bench.sampler_sentences(rows + case_rows((9, 9, 9), B=1))["bar"]
+    # |1.15 - 1.2| < 1.2 * 0.11 / 2 and |1.2 - 1.2| < 1.2 * 0.26 / 2; 1.0 and the two-thread ratios are farther
+    assert text.endswith("At 1.15× (realistic, 1 thread) and 1.20× (all accepted, 1 thread) the bar lies within half "
+                         "the run's spread (IQR / median) of the ratio: a rerun could land on either side of it."), text
+    steady = bench.sampler_sentences(case_rows((1.0, 1.15, 1.2)) + case_rows((9, 9, 9), B=1))["bar"]
+    assert "either side" not in steady
 
 
 EXP = "torch's softmax kernel computes its exponentials with a faster vectorized exp than torch.exp"

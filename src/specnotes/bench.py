@@ -387,7 +387,8 @@ def sampler_case_table(results: measure.Results) -> list[dict]:
 def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[str, str]:
     """What ``sampler_case_table`` rows say, as sentences chosen by the numbers. At the bar's shape
     (``CASE_SHAPES[0]``), for each thread count recorded: "bar", where sampling from logits stays within ``bar``
-    times its floor and where not, with its time over reading the inputs once; "floor", the log-normalizers and the
+    times its floor and where not, with its time over reading the inputs once, and the cases whose ratio lies within
+    half the run's spread of the bar; "floor", the log-normalizers and the
     softmax of the rows read against reading once, which way to the normalizers was fastest and which term sets the
     floor in each case; "probs", the draft-probabilities path
     against its own floor and reading once. At one sequence (``CASE_SHAPES[1]``, one thread): "b1", whether it
@@ -414,9 +415,14 @@ def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[s
         return f"with {thread(n)} it holds {where}{detail}, and takes {listed(rows, '÷ read once')} the time to read " \
                f"the inputs once"
 
+    edge = [f"{at[n][c]['÷ floor']:.2f}× ({c}, {thread(n)})" for n in counts for c in SAMPLER_CASES
+            if abs(at[n][c]["÷ floor"] - bar) < bar * at[n][c].get("spread (IQR / median)", 0.0) / 2]
+    near = ", ".join(edge[:-1]) + " and " * (len(edge) > 1) + (edge[-1] if edge else "")
     bar_text = (f"The bar, sampling from logits in at most {bar}× its floor max(reading the inputs once, the "
                 f"fastest measured way to the normalizers of the rows it reads) at B = {B} and α = {alphas}: "
-                + "; ".join(verdict(n) for n in counts) + ".")
+                + "; ".join(verdict(n) for n in counts) + "."
+                + (f" At {near} the bar lies within half the run's spread (IQR / median) of the ratio: a rerun could "
+                   f"land on either side of it." if edge else ""))
 
     def grouped(rows, column, names):
         """Each value of ``column`` (named by ``names``), with the cases that have it, in case order."""
