@@ -1,9 +1,10 @@
 """The compiled acceptance step (specnotes.kernel, csrc/accept.c), built three ways (for this CPU, for AVX2 without
-AVX-512, and with no -march): agrees with speculative_sample on the softmaxed inputs and with the torch path, at
-vocabulary sizes around its vector width and block size; gives the same draws with one thread or two; handles
-logits far outside exp's range, -inf (a masked token is never emitted) and NaN (the torch path takes over); follows
-the target (chi-square on fp32 Markov chains through the kernel, with wrong uses of it caught); and builds or
-declines cleanly (no compiler, a flag the compiler rejects, a cache folder that cannot be written)."""
+AVX-512, and with no -march: its plain loops): agrees with speculative_sample on the softmaxed inputs and with the
+torch path, at vocabulary sizes around its vector width and block size; gives the same draws with one thread or two;
+handles logits far outside exp's range, -inf (a masked token is never emitted) and NaN or +inf (the torch path takes
+over); follows the target (chi-square on fp32 Markov chains through the kernel, with wrong uses of it and one-line
+wrong kernels caught); and builds or declines cleanly (no compiler, a flag the compiler rejects, a cache folder that
+cannot be written, a library that does not load)."""
 
 import os
 import platform
