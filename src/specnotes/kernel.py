@@ -1,5 +1,5 @@
 """The acceptance step compiled for this CPU: ``csrc/accept.c``, built on first use with the machine's C compiler
-and loaded with ctypes (no torch headers: under a second to build), for ``fused`` to call on fp32 logits.
+and loaded with ctypes (no torch headers: a small build), for ``fused`` to call on fp32 logits.
 
 Why C: an exact sampler from logits must exponentiate every logit of every row it reads, and torch has no kernel
 that only sums exponentials: its logsumexp writes temporaries, its softmax writes the probabilities and passes over
@@ -26,7 +26,6 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).parent / "csrc" / "accept.c"
-BLOCK = 128  # the C file's BLOCK: tokens per block of the two-level inverse CDF (sampling.BLOCK)
 # tried in turn, the first that builds; -fno-trapping-math lets the compiler turn exp_fast's clamps into vector selects
 # in the plain loops (the C file's own vector loops cover AVX-512 and AVX2): without it GCC leaves them scalar
 FLAGS = (("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math"),

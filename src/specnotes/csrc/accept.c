@@ -12,8 +12,8 @@
    NaN. The loops over a row are written once for W floats at a time (vexp, sum_exp, sums_of), on AVX-512 (W = 16)
    or AVX2 with FMA (W = 8); elsewhere the compiler vectorizes exp_fast in plain loops. A row's sum is taken
    unshifted, exp(l / T): where it lies in [1, 1e38) no term overflowed and a term that flushed to 0 was below
-   1e-38 of the sum; otherwise the row is summed again shifted by its maximum. On one core the pass over a row is
-   bound by the exponentials, on two by the reads (bench_sampler.json). */
+   1e-38 of the sum; otherwise the row is summed again shifted by its maximum. Whether the exponentials or the
+   reads bound the pass over a row depends on the CPU and the thread count (bench_sampler.json says which). */
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
