@@ -78,6 +78,20 @@ def _broken():
         "negative uncertainty": edit(lambda d: s0(d).update(uncertainty=-0.1)),
         "wrong name": edit(lambda d: d.update(name="magic")),
         "empty series": edit(lambda d: d.update(series=[])),
+        # the quantization keys and the point columns with a fixed meaning (issue 34, part 4)
+        "zero weight bits": edit(lambda d: s0(d)["setup"].update(weight_bits=0)),
+        "fractional weight bits": edit(lambda d: s0(d)["setup"].update(weight_bits=4.5)),
+        "weight bits as text": edit(lambda d: s0(d)["setup"].update(weight_bits="4")),
+        "unknown weight format": edit(lambda d: s0(d)["setup"].update(weight_format="int3-awq")),
+        "bits that disagree with the format": edit(lambda d: s0(d)["setup"].update(weight_format="nvfp4",
+                                                                                    weight_bits=8)),
+        "kv bytes not a cache dtype": edit(lambda d: s0(d)["setup"].update(kv_bytes=3)),
+        "batch that is not whole": edit(lambda d: s0(d)["points"][0].update(batch=2.5)),
+        "batch of zero": edit(lambda d: s0(d)["points"][0].update(batch=0)),
+        "negative speedup": edit(lambda d: s0(d)["points"][0].update(speedup=-1.2)),
+        "acceptance length below 1": edit(lambda d: (s0(d)["columns"].append("mean_acceptance_length"),
+                                                     [p.update(mean_acceptance_length=0.8)
+                                                      for p in s0(d)["points"]])),
     }
 
 
@@ -85,6 +99,43 @@ def _broken():
 def test_broken_records_are_rejected(case):
     with pytest.raises(validate.BadArgument, match="published record"):
         published.parse(_broken()[case], "magicdec")
+
+
+@pytest.mark.parametrize("key,value,says", [
+    ("weight_bits", 0, "whole number of bits per weight from 1 to 32"),
+    ("weight_bits", 33, "whole number of bits per weight from 1 to 32"),
+    ("weight_format", "q4_k_m", "must be one of bf16, fp16, fp8, int8, int4-awq"),
+    ("kv_bytes", 1.5, "must be one of 0.5, 1, 2, 4 bytes per cached element"),
+    ("accelerator", "GB400", "not a row of hardware.DEVICES"),
+])
+def test_bad_setup_values_say_the_allowed_range(key, value, says):
+    doc = raw("magicdec")
+    doc["series"][0]["setup"][key] = value
+    with pytest.raises(ValueError, match=says):  # validate.BadArgument is a ValueError
+        published.parse(doc, "magicdec")
+
+
+def test_bad_point_columns_say_what_they_must_be():
+    doc = raw("magicdec")
+    doc["series"][0]["points"][0]["batch"] = 0.5
+    with pytest.raises(ValueError, match=r"point 0: batch must be a whole number >= 1; got 0.5"):
+        published.parse(doc, "magicdec")
+
+
+def test_quantized_deployments_are_expressible():
+    # the two 4-bit cases issue 34 names: INT4 AWQ weights, and fp4 weights with an fp8 KV cache
+    for fmt, kv, dtype_bytes in (("int4-awq", 2, 0.5), ("nvfp4", 1, 0.5), ("mxfp4", 2, 0.5), ("fp8", 1, 1.0)):
+        doc = raw("magicdec")
+        doc["series"][0]["setup"].update(weight_format=fmt, weight_bits=published.WEIGHT_FORMATS[fmt], kv_bytes=kv,
+                                         accelerator="GB300")
+        s = published.parse(doc, "magicdec").series[0]
+        assert s.weight_bytes() == dtype_bytes and s.setup["kv_bytes"] == kv
+    # weight_bits alone, or the dtype alone, give the bytes per weight; nothing at all gives None
+    doc = raw("magicdec")
+    doc["series"][0]["setup"]["weight_bits"] = 4
+    assert published.parse(doc, "magicdec").series[0].weight_bytes() == 0.5
+    assert published.load("gpustack_qwen3_8b_h100").series[0].weight_bytes() == 1.0  # "dtype": "fp8"
+    assert published.load("magicdec").series[0].weight_bytes() is None
 
 
 def test_the_unbroken_record_parses():
