@@ -86,6 +86,7 @@ def _broken():
         "bits that disagree with the format": edit(lambda d: s0(d)["setup"].update(weight_format="nvfp4",
                                                                                     weight_bits=8)),
         "kv bytes not a cache dtype": edit(lambda d: s0(d)["setup"].update(kv_bytes=3)),
+        "moe flag as text": edit(lambda d: s0(d)["setup"].update(moe="yes")),
         "batch that is not whole": edit(lambda d: s0(d)["points"][0].update(batch=2.5)),
         "batch of zero": edit(lambda d: s0(d)["points"][0].update(batch=0)),
         "negative speedup": edit(lambda d: s0(d)["points"][0].update(speedup=-1.2)),

@@ -232,7 +232,7 @@ def _series(s: dict, where: str) -> Series:
 
 
 def _quantization(setup: dict, where: str) -> None:
-    """weight_bits, weight_format and kv_bytes, where given: in range and consistent with each other."""
+    """weight_bits, weight_format, kv_bytes and moe, where given: in range and consistent with each other."""
     bits, fmt, kv = setup.get("weight_bits"), setup.get("weight_format"), setup.get("kv_bytes")
     if bits is not None:
         _require(_is_number(bits) and bits == int(bits) and 1 <= bits <= 32, where,
@@ -243,6 +243,8 @@ def _quantization(setup: dict, where: str) -> None:
                  f"setup.weight_format must be one of {', '.join(WEIGHT_FORMATS)}; got {fmt!r}")
         _require(bits is None or bits == WEIGHT_FORMATS[fmt], where,
                  f"setup.weight_bits {bits!r} disagrees with weight_format {fmt!r} ({WEIGHT_FORMATS[fmt]} bits)")
+    moe = setup.get("moe")
+    _require(moe is None or isinstance(moe, bool), where, f"setup.moe must be true or false; got {moe!r}")
     if kv is not None:
         _require(_is_number(kv) and kv in KV_BYTES, where,
                  f"setup.kv_bytes must be one of {', '.join(map(str, KV_BYTES))} bytes per cached element "
