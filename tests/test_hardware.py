@@ -90,3 +90,43 @@ def test_consumer_and_workstation_rows_by_hand():
     with pytest.raises(ValueError, match="no fp8"):
         rtx3090.ridge("fp8")  # Ampere has no fp8 tensor cores
     assert "fp16 accumulate" in rtx3090.notes and "fp16 accumulate" in rtx4090.notes
+
+
+# ---- devices of the published record outside the reference table (issue 34, part 4)
+
+def test_record_devices_are_apart_from_the_reference_table():
+    # the chapters and the explorer iterate ACCELERATORS: a record device must not change it
+    assert list(ACCELERATORS) == DESIGN_ROWS and not set(hardware.RECORD_DEVICES) & set(ACCELERATORS)
+    assert hardware.DEVICES == {**ACCELERATORS, **hardware.RECORD_DEVICES}
+    for a in hardware.RECORD_DEVICES.values():
+        assert a.source.startswith("https://") and a.notes
+        assert 1e11 < a.mem_bandwidth < 1e13 and 1e10 < a.memory < 1e12
+        assert all(1e12 < v < 1e17 for v in a.peak_flops.values())
+        assert set(a.peak_flops) <= set(hardware.OPERAND_BYTES)
+        assert accelerator(a.name) is a
+
+
+def test_gb300_row_by_hand():
+    # Verda's per-GPU table (NVIDIA's figures without sparsity): BF16 2.5, FP8 5, FP4 15 PFLOPS; 8 TB/s; 279 GB
+    gb300 = accelerator("GB300")
+    assert (gb300.peak("bf16"), gb300.peak("fp8"), gb300.peak("fp4")) == (2.5e15, 5e15, 15e15)
+    assert (gb300.mem_bandwidth, gb300.memory) == (8e12, 279e9)
+    # the ridge from the row: 2500 TF / 8 TB/s = 312.5 FLOP per byte in bf16, 1875 in fp4
+    assert gb300.ridge("bf16") == pytest.approx(312.5) and gb300.ridge("fp4") == pytest.approx(1875)
+    # 4-bit weights: 2B FLOPs per 0.5 bytes, so the ridge is crossed at B = 1875 * 0.5 / 2
+    assert gb300.critical_batch("fp4") == pytest.approx(468.75)
+    assert gb300.critical_batch("bf16") == pytest.approx(312.5)
+    # the rack-level figures the row was derived from, said in the row
+    assert "divide by 2" in gb300.derived and "72 GPUs" in gb300.derived
+    # its dense BF16 peak is the rack's 180 PFLOPS over 72 GPUs
+    assert gb300.peak("bf16") * 72 == pytest.approx(180e15)
+
+
+def test_unknown_name_lists_both_tables():
+    with pytest.raises(ValueError, match="from the published record, GB300"):
+        accelerator("GB400")
+
+
+@pytest.mark.parametrize("name,row", [("NVIDIA GB300", "GB300"), ("NVIDIA B300 SXM6 AC", None)])
+def test_match_record_device_names(name, row):
+    assert hardware.match_device_name(name) == row

@@ -78,6 +78,21 @@ def _broken():
         "negative uncertainty": edit(lambda d: s0(d).update(uncertainty=-0.1)),
         "wrong name": edit(lambda d: d.update(name="magic")),
         "empty series": edit(lambda d: d.update(series=[])),
+        # the quantization keys and the point columns with a fixed meaning (issue 34, part 4)
+        "zero weight bits": edit(lambda d: s0(d)["setup"].update(weight_bits=0)),
+        "fractional weight bits": edit(lambda d: s0(d)["setup"].update(weight_bits=4.5)),
+        "weight bits as text": edit(lambda d: s0(d)["setup"].update(weight_bits="4")),
+        "unknown weight format": edit(lambda d: s0(d)["setup"].update(weight_format="int3-awq")),
+        "bits that disagree with the format": edit(lambda d: s0(d)["setup"].update(weight_format="nvfp4",
+                                                                                    weight_bits=8)),
+        "kv bytes not a cache dtype": edit(lambda d: s0(d)["setup"].update(kv_bytes=3)),
+        "moe flag as text": edit(lambda d: s0(d)["setup"].update(moe="yes")),
+        "batch that is not whole": edit(lambda d: s0(d)["points"][0].update(batch=2.5)),
+        "batch of zero": edit(lambda d: s0(d)["points"][0].update(batch=0)),
+        "negative speedup": edit(lambda d: s0(d)["points"][0].update(speedup=-1.2)),
+        "acceptance length below 1": edit(lambda d: (s0(d)["columns"].append("mean_acceptance_length"),
+                                                     [p.update(mean_acceptance_length=0.8)
+                                                      for p in s0(d)["points"]])),
     }
 
 
@@ -85,6 +100,43 @@ def _broken():
 def test_broken_records_are_rejected(case):
     with pytest.raises(validate.BadArgument, match="published record"):
         published.parse(_broken()[case], "magicdec")
+
+
+@pytest.mark.parametrize("key,value,says", [
+    ("weight_bits", 0, "whole number of bits per weight from 1 to 32"),
+    ("weight_bits", 33, "whole number of bits per weight from 1 to 32"),
+    ("weight_format", "q4_k_m", "must be one of bf16, fp16, fp8, int8, int4-awq"),
+    ("kv_bytes", 1.5, "must be one of 0.5, 1, 2, 4 bytes per cached element"),
+    ("accelerator", "GB400", "not a row of hardware.DEVICES"),
+])
+def test_bad_setup_values_say_the_allowed_range(key, value, says):
+    doc = raw("magicdec")
+    doc["series"][0]["setup"][key] = value
+    with pytest.raises(ValueError, match=says):  # validate.BadArgument is a ValueError
+        published.parse(doc, "magicdec")
+
+
+def test_bad_point_columns_say_what_they_must_be():
+    doc = raw("magicdec")
+    doc["series"][0]["points"][0]["batch"] = 0.5
+    with pytest.raises(ValueError, match=r"point 0: batch must be a whole number >= 1; got 0.5"):
+        published.parse(doc, "magicdec")
+
+
+def test_quantized_deployments_are_expressible():
+    # the two 4-bit cases issue 34 names: INT4 AWQ weights, and fp4 weights with an fp8 KV cache
+    for fmt, kv, dtype_bytes in (("int4-awq", 2, 0.5), ("nvfp4", 1, 0.5), ("mxfp4", 2, 0.5), ("fp8", 1, 1.0)):
+        doc = raw("magicdec")
+        doc["series"][0]["setup"].update(weight_format=fmt, weight_bits=published.WEIGHT_FORMATS[fmt], kv_bytes=kv,
+                                         accelerator="GB300")
+        s = published.parse(doc, "magicdec").series[0]
+        assert s.weight_bytes() == dtype_bytes and s.setup["kv_bytes"] == kv
+    # weight_bits alone, or the dtype alone, give the bytes per weight; nothing at all gives None
+    doc = raw("magicdec")
+    doc["series"][0]["setup"]["weight_bits"] = 4
+    assert published.parse(doc, "magicdec").series[0].weight_bytes() == 0.5
+    assert published.load("gpustack_qwen3_8b_h100").series[0].weight_bytes() == 1.0  # "dtype": "fp8"
+    assert published.load("magicdec").series[0].weight_bytes() is None
 
 
 def test_the_unbroken_record_parses():
@@ -275,3 +327,103 @@ def test_stated_and_computed_speedups_agree_to_the_threads_rounding():
     # vLLM PR #16937 prints speedups to two decimals, truncated: 201.69 / 133 = 1.5165 is "1.51x"
     for p in published.load("vllm_pr16937")["h100_bs1_eagle1"].points:
         assert 0 <= p["speedup"] - p["speedup_stated"] < 0.01
+
+
+# ---- the batch and MoE points added for issues 34 (part 4) and 35 (part 3), each against its source's own words
+
+BATCH_SOURCES = ["angelslim_issue163", "specforge_issue339", "lmsys_mtp_2025", "vllm_blog_gb300_2026",
+                 "habana_vllm_fork_pr1264", "specbundle_2025", "trtllm_blog7_ngram", "vllm_pr24243"]
+# the names the MoE presets carry in cost.PRESETS (issue 35): an MoE target is recorded under one of them
+MOE_PRESETS = {"Mixtral-8x7B", "Qwen3-30B-A3B", "Qwen3-235B-A22B", "gpt-oss-20b", "gpt-oss-120b", "DeepSeek-V3",
+               "Llama-4-Scout", "Qwen2-57B-A14B"}
+
+
+def _load_at_batch(p):
+    return p.get("batch", p.get("concurrency"))
+
+
+@pytest.mark.parametrize("name", BATCH_SOURCES)
+def test_batch_sources_compute_speedups_from_their_copied_numbers(name):
+    for s in published.load(name).series:
+        for p in s.points:
+            assert ("batch" in p) != ("concurrency" in p), s.id
+            if "throughput_sd" in p:
+                assert p["speedup"] == pytest.approx(p["throughput_sd"] / p["throughput_plain"], abs=6e-4), s.id
+            if "time_plain_s" in p:
+                assert p["speedup"] == pytest.approx(p["time_plain_s"] / p["time_sd_s"], abs=6e-4), s.id
+        if s.setup.get("moe"):
+            assert s.setup["target"] in MOE_PRESETS, s.id
+        else:
+            assert s.setup["target"] not in MOE_PRESETS, s.id
+
+
+def test_the_batch_sources_add_at_least_forty_points_above_batch_one():
+    above = {n: sum(_load_at_batch(p) > 1 for s in published.load(n).series for p in s.points) for n in BATCH_SOURCES}
+    assert all(above.values()) and sum(above.values()) >= 40
+    # and twenty of them from sources that name their GPU (all but SpecBundle)
+    assert sum(v for n, v in above.items() if n != "specbundle_2025") >= 20
+
+
+def test_angelslim_table_speedups_dip_then_rise_with_batch():
+    s = published.load("angelslim_issue163")["h100x4_tp4_eagle3_tree"]
+    tree = {p["batch"]: p for p in s.points if (p["num_steps"], p["topk"], p["num_draft_tokens"]) == (4, 4, 16)}
+    assert sorted(tree) == [1, 4, 8, 32, 64]
+    # the issue reports a slowdown up to batch 32 and a gain at 64 (1307.95 vs 1237.84 tok/s)
+    assert all(tree[b]["speedup"] < 1 for b in (1, 4, 8, 32)) and tree[64]["speedup"] > 1
+    assert all(2.5 < p["mean_acceptance_length"] < 2.6 for p in tree.values())
+
+
+def test_specforge339_every_eagle3_shape_is_a_slowdown():
+    # the issue's title: "Throughput degradation on Qwen3-30B-A3B with EAGLE3"
+    s = published.load("specforge_issue339")["h100x2_tp2_eagle3"]
+    assert all(p["speedup"] < 1 for p in s.points) and {p["batch"] for p in s.points} == {1, 4}
+
+
+def test_lmsys_mtp_speedups_agree_with_the_printed_percentages():
+    src = published.load("lmsys_mtp_2025")
+    case1 = src["case1_16xh200_2_per_rank"]
+    # the table prints 81.5 (+59.8%) and 82.0 (+60.8%) against 51.0
+    assert [round((p["speedup"] - 1) * 100, 1) for p in case1.points] == [59.8, 60.8]
+    assert src["case2_128xh200_128_per_rank"].points[0]["speedup"] == 1.142  # "+14.2%"
+
+
+def test_gb300_mtp_wins_only_in_the_middle_of_the_sweep():
+    # "higher throughput than disabling MTP ... within a certain concurrency range (<=256) ... throughput drops
+    # sharply when MTP is enabled under high concurrency"; the prefill-heavy workload loses at 64 and 128
+    s = published.load("vllm_blog_gb300_2026")["gb300x2_tp2_nvfp4_mtp1_isl2k_osl64"]
+    wins = {p["concurrency"]: p["speedup"] > 1 for p in s.points}
+    assert wins == {64: False, 128: False, 192: True, 256: True, 320: False, 384: False}
+    assert all(p["tpot_sd_ms"] > p["tpot_plain_ms"] for p in s.points)
+    assert s.setup["weight_format"] == "nvfp4" and s.weight_bytes() == 0.5 and s.setup["accelerator"] == "GB300"
+
+
+def test_habana_stated_speedups_fall_with_batch():
+    s = published.load("habana_vllm_fork_pr1264")["gaudi_deepseek_r1_mtp"]
+    assert [(p["batch"], p["speedup"]) for p in s.points] == [(4, 1.6), (32, 1.5), (128, 1.35)]
+    assert s.uncertainty == 0.05  # rounded as printed
+
+
+def test_specbundle_points_are_all_at_batch_eight_with_their_targets():
+    src = published.load("specbundle_2025")
+    assert {p["batch"] for s in src.series for p in s.points} == {8}
+    targets = {s.setup["target"] for s in src.series}
+    assert targets == {"Llama-3.1-70B", "Qwen3-30B-A3B", "Qwen3-235B-A22B", "Llama-4-Scout"}
+    for s in src.series:
+        assert len(s.points) == 35 and s.setup["accelerator"] is None  # 7 benchmarks x 5 shapes; no GPU published
+        assert {p["dataset_index"] for p in s.points} == set(range(7))
+
+
+def test_trtllm_ngram_speedups_are_the_stated_percentages():
+    s = published.load("trtllm_blog7_ngram")["b200x8_tp8_scout_fp8_ngram_turn2"]
+    # "96.13% of speed-up with single batch and 63.99% ... with batch size 4 ... batch size 32 ... 33.06%"
+    assert [(p["batch"], p["speedup_pct"]) for p in s.points] == [(1, 96.13), (4, 63.99), (32, 33.06)]
+    assert [p["speedup"] for p in s.points] == sorted((p["speedup"] for p in s.points), reverse=True)
+
+
+def test_minicpm3_speedups_round_to_the_printed_ones():
+    s = published.load("vllm_pr24243")["rtx4090_minicpm3_eagle3"]
+    printed = {1: 1.71, 10: 1.62}
+    for p in s.points:
+        assert round(p["speedup"], 2) == printed[p["concurrency"]]
+        assert p["drafted_tokens"] == s.setup["k"] * p["draft_proposals"]
+        assert round(1 + p["accepted_tokens"] / p["draft_proposals"], 2) == p["mean_acceptance_length"]

@@ -3,8 +3,13 @@
 Peaks are *dense* tensor-core FLOP/s (no 2:4 sparsity), bandwidth is HBM/GDDR bytes per
 second, memory is bytes, ``link_bandwidth`` the GPU-to-GPU interconnect in bytes per second with both
 directions counted, as the datasheets quote it (``cost`` uses half of it per direction). Every row
-names the datasheet it was read from. A CPU has no row:
+names the datasheet it was read from; a row whose dense peak is not printed as such (a datasheet that
+quotes only sparse, rack-level or INT8 figures) says in ``derived`` how it was obtained. A CPU has no row:
 its roofline is measured (``specnotes.measure.measured_roofline``), never guessed.
+
+``ACCELERATORS`` is the book's reference table (every chapter and the explorer iterate it).
+``RECORD_DEVICES`` holds the devices that measured published points (``specnotes.published``) but are
+not rows of that table; ``DEVICES`` is both, and ``accelerator(name)`` looks a name up in it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from dataclasses import dataclass, field
 from specnotes import validate
 
 DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+# Bytes per operand of every peak a row may carry: the dtypes above, and INT8 and 4-bit floats (NVFP4,
+# MXFP4), which only some rows have and which are not dtypes a whole model runs in here.
+OPERAND_BYTES = {**DTYPE_BYTES, "int8": 1, "fp4": 0.5}
 
 T, G = 1e12, 1e9
 
@@ -28,6 +36,7 @@ class Accelerator:
     notes: str = field(default="", compare=False)
     link_bandwidth: float | None = None  # GPU-to-GPU bytes/s, both directions together, as datasheets quote it
     link: str = ""  # which interconnect that is
+    derived: str = field(default="", compare=False)  # how a dense peak was derived where none is printed
 
     def peak(self, dtype: str = "bf16") -> float:
         if dtype not in self.peak_flops:
@@ -47,7 +56,7 @@ class Accelerator:
         A GEMM over B tokens does 2·B FLOPs per weight and reads dtype_bytes per weight,
         so AI = 2B / w and the ridge is crossed at B = ridge · w / 2 (= ridge in bf16).
         """
-        return self.ridge(dtype) * DTYPE_BYTES[dtype] / 2
+        return self.ridge(dtype) * OPERAND_BYTES[dtype] / 2
 
 
 ACCELERATORS: dict[str, Accelerator] = {
@@ -142,6 +151,28 @@ ACCELERATORS: dict[str, Accelerator] = {
 }
 
 
+# Devices of the published record outside the reference table. Same units as above.
+RECORD_DEVICES: dict[str, Accelerator] = {
+    a.name: a
+    for a in [
+        Accelerator(
+            "GB300", {"bf16": 2500 * T, "fp16": 2500 * T, "fp8": 5000 * T, "fp4": 15000 * T, "tf32": 1250 * T,
+                      "fp32": 80 * T}, 8000 * G, 279 * G,
+            "https://verda.com/blog/gb300-nvl72-architecture",
+            notes=("Blackwell Ultra GPU of a GB300 NVL72 rack (72 GPUs, 36 Grace CPUs); read from Verda's "
+                   "per-GPU table. NVIDIA's own pages quote the rack, with sparsity"),
+            link_bandwidth=1800 * G, link="NVLink 5 (900 GB/s each way)",
+            derived=("Verda's per-GPU table lists NVIDIA's figures 'without sparsity (divide by 2)': FP16/BF16 "
+                     "2.5, FP8 5, FP4 15, TF32 1.25 PFLOPS; its rack table agrees over 72 GPUs (BF16 180, FP8 "
+                     "360, FP4 1,080 PFLOPS dense; 576 TB/s of HBM, 20 TB). Memory is Verda's 279 GB per GPU "
+                     "(other pages quote 288 GB of HBM3e)"),
+        ),
+    ]
+}
+
+DEVICES: dict[str, Accelerator] = {**ACCELERATORS, **RECORD_DEVICES}
+
+
 def usable_dtype(accel: Accelerator | str, dtype: str = "bf16") -> str:
     """``dtype`` if ``accel`` (an Accelerator or a row's name) has a peak for it; bf16 falls back to fp16
     (the T4 has no bf16 tensor cores)."""
@@ -154,15 +185,17 @@ def usable_dtype(accel: Accelerator | str, dtype: str = "bf16") -> str:
 
 
 def accelerator(name: str | Accelerator) -> Accelerator:
-    """The table row called ``name`` (an Accelerator passes through)."""
+    """The row called ``name`` in ``DEVICES`` (the reference table or the published record's devices; an
+    Accelerator passes through)."""
     if isinstance(name, Accelerator):
         return name
     if not isinstance(name, str):
         raise validate.BadArgumentType(f"accelerator must be an Accelerator or one of {', '.join(ACCELERATORS)}; "
                                        f"got {name!r} ({type(name).__name__})")
-    if name not in ACCELERATORS:
-        raise ValueError(f"unknown accelerator {name!r}; known: {', '.join(ACCELERATORS)}")
-    return ACCELERATORS[name]
+    if name not in DEVICES:
+        raise ValueError(f"unknown accelerator {name!r}; known: {', '.join(ACCELERATORS)} "
+                         f"(and, from the published record, {', '.join(RECORD_DEVICES)})")
+    return DEVICES[name]
 
 
 # Substrings of torch.cuda.get_device_name(), most specific first.
@@ -171,6 +204,7 @@ _NAME_PATTERNS: list[tuple[str, str | None]] = [
     ("H100", "H100-SXM"),
     ("H200", "H200"),
     ("B200", "B200"),
+    ("GB300", "GB300"),  # a GB300 NVL72 GPU; an HGX B300 (less memory, 7.7 TB/s) has no row
     ("A100-PCIE-40GB", "A100-40GB"),
     ("A100-SXM4-40GB", "A100-40GB"),
     ("A100 40GB", "A100-40GB"),
@@ -206,7 +240,7 @@ def detect(device=None) -> Accelerator | None:
     if not torch.cuda.is_available() or (device is not None and device.type != "cuda"):
         return None
     row = match_device_name(torch.cuda.get_device_name(device))
-    return ACCELERATORS[row] if row else None
+    return DEVICES[row] if row else None
 
 
 def reference_rows(dtype: str = "bf16") -> list[dict]:

@@ -13,6 +13,13 @@ One JSON file per source in ``specnotes/data/published/``. ``load(name)`` reads 
   ``missing`` (and every entry of ``missing`` is a null),
 - either ``points`` (rows whose keys are ``columns``) or ``values`` (named numbers, with ``units``).
 
+Setup keys with a fixed meaning are checked: ``accelerator`` is a row of ``hardware.DEVICES``;
+``weight_bits`` (bits per stored weight: 4 for INT4 AWQ or a 4-bit float, 8 for FP8, 16 for bf16),
+``weight_format`` (one of ``WEIGHT_FORMATS``, whose bits must agree with ``weight_bits``) and ``kv_bytes``
+(bytes per cached K or V element: 1 for an fp8 KV cache) describe quantized deployments. Point columns with
+a fixed meaning are checked too (``POINT_COLUMNS``): a batch or concurrency is a whole number >= 1, a speedup
+or throughput positive, a mean acceptance length at least 1.
+
 Nothing here is fitted or invented: a number the source does not give is null or a range.
 """
 
@@ -27,13 +34,34 @@ from functools import cache
 from importlib import resources
 
 from specnotes import validate
-from specnotes.hardware import ACCELERATORS
+from specnotes.hardware import DEVICES
 
 _TOP = {"name", "title", "reference", "url", "summary", "series", "notes"}
 _SERIES = {"id", "figure", "what", "source", "how_read", "uncertainty", "setup", "missing", "notes",
            "columns", "points", "values", "units"}
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _ID = re.compile(r"[a-z0-9_]+")
+
+# Stored weight formats and their bits per weight (the scales of a block format are not counted).
+WEIGHT_FORMATS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4-awq": 4, "int4-gptq": 4, "nvfp4": 4,
+                  "mxfp4": 4}
+KV_BYTES = (0.5, 1, 2, 4)  # bytes per cached K or V element: fp4, fp8, bf16/fp16, fp32
+
+
+def _whole(v, low):
+    return _is_number(v) and v == int(v) and v >= low
+
+
+# Point columns with a fixed meaning: (check, what it must be).
+POINT_COLUMNS = {
+    "batch": (lambda v: _whole(v, 1), "a whole number >= 1"),
+    "concurrency": (lambda v: _whole(v, 1), "a whole number >= 1"),
+    "k": (lambda v: _whole(v, 0), "a whole number >= 0"),
+    "speedup": (lambda v: v > 0, "> 0"),
+    "throughput_sd": (lambda v: v > 0, "> 0"),
+    "throughput_plain": (lambda v: v > 0, "> 0"),
+    "mean_acceptance_length": (lambda v: v >= 1, ">= 1 (the bonus token counts)"),
+}
 
 
 @dataclass(frozen=True)
@@ -76,6 +104,14 @@ class Series:
                  ("setup", setup), ("missing", missing)]
         return "\n".join(textwrap.fill(text, width, initial_indent=f"{name:>12}: ", subsequent_indent=" " * 14)
                          for name, text in parts)
+
+    def weight_bytes(self) -> float | None:
+        """Bytes per stored weight: ``weight_bits`` / 8 where the setup gives it, else from ``weight_format``
+        or the ``dtype`` (bf16 2, fp8 1); None where the source says none of these."""
+        bits = self.setup.get("weight_bits") or WEIGHT_FORMATS.get(self.setup.get("weight_format"))
+        if bits is None:
+            bits = WEIGHT_FORMATS.get(self.setup.get("dtype"))
+        return None if bits is None else bits / 8
 
     def bounds(self, key: str) -> tuple[float, float]:
         """A numeric setup value as (low, high): a number gives (v, v), a range its two ends."""
@@ -169,8 +205,9 @@ def _series(s: dict, where: str) -> Series:
         _require(setup.get(key, 0) is None, where, f"missing.{key} explains a value that is not null in 'setup'")
         _text(why, f"{where}.missing.{key}")
     accel = setup.get("accelerator")
-    _require(accel is None or accel in ACCELERATORS, where,
-             f"setup.accelerator {accel!r} is not a row of hardware.ACCELERATORS (put the wording in accelerator_text)")
+    _require(accel is None or accel in DEVICES, where,
+             f"setup.accelerator {accel!r} is not a row of hardware.DEVICES (put the wording in accelerator_text)")
+    _quantization(setup, where)
     has_points, has_values = "points" in s, "values" in s
     _require(has_points != has_values, where, "give either 'points' (with 'columns') or 'values' (with 'units')")
     notes = _notes(s["notes"], where)
@@ -184,12 +221,34 @@ def _series(s: dict, where: str) -> Series:
         for j, p in enumerate(s["points"]):
             _require(isinstance(p, dict) and set(p) == set(columns), where, f"point {j} must have exactly {columns}")
             _require(all(_is_number(v) for v in p.values()), where, f"point {j} has a value that is not a number")
+            for col, (ok, what) in POINT_COLUMNS.items():
+                _require(col not in p or ok(p[col]), where, f"point {j}: {col} must be {what}; got {p.get(col)!r}")
         return Series(**common, columns=tuple(columns), points=tuple(s["points"]))
     values, units = s["values"], s.get("units")
     _require(isinstance(values, dict) and values and all(_is_number(v) for v in values.values()), where,
              "'values' must map names to finite numbers")
     _require(isinstance(units, dict) and set(units) == set(values), where, "'units' must name the unit of every value")
     return Series(**common, values=values, units=units)
+
+
+def _quantization(setup: dict, where: str) -> None:
+    """weight_bits, weight_format, kv_bytes and moe, where given: in range and consistent with each other."""
+    bits, fmt, kv = setup.get("weight_bits"), setup.get("weight_format"), setup.get("kv_bytes")
+    if bits is not None:
+        _require(_is_number(bits) and bits == int(bits) and 1 <= bits <= 32, where,
+                 f"setup.weight_bits must be a whole number of bits per weight from 1 to 32 (4 for INT4 AWQ or "
+                 f"NVFP4, 8 for FP8, 16 for bf16); got {bits!r}")
+    if fmt is not None:
+        _require(fmt in WEIGHT_FORMATS, where,
+                 f"setup.weight_format must be one of {', '.join(WEIGHT_FORMATS)}; got {fmt!r}")
+        _require(bits is None or bits == WEIGHT_FORMATS[fmt], where,
+                 f"setup.weight_bits {bits!r} disagrees with weight_format {fmt!r} ({WEIGHT_FORMATS[fmt]} bits)")
+    moe = setup.get("moe")
+    _require(moe is None or isinstance(moe, bool), where, f"setup.moe must be true or false; got {moe!r}")
+    if kv is not None:
+        _require(_is_number(kv) and kv in KV_BYTES, where,
+                 f"setup.kv_bytes must be one of {', '.join(map(str, KV_BYTES))} bytes per cached element "
+                 f"(1 for an fp8 KV cache); got {kv!r}")
 
 
 def _source(src, where: str) -> None:
