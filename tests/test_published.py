@@ -427,3 +427,61 @@ def test_minicpm3_speedups_round_to_the_printed_ones():
         assert round(p["speedup"], 2) == printed[p["concurrency"]]
         assert p["drafted_tokens"] == s.setup["k"] * p["draft_proposals"]
         assert round(1 + p["accepted_tokens"] / p["draft_proposals"], 2) == p["mean_acceptance_length"]
+
+
+# ---- dense targets at B > 1 added for issue 34 (part 4, second round), each against its source's own words
+
+DENSE_SOURCES = ["speculators_qwen38_27b_b200", "vllm_pr4978_medusa"]
+
+
+@pytest.mark.parametrize("name", DENSE_SOURCES)
+def test_dense_sources_compute_speedups_from_their_copied_throughputs(name):
+    for s in published.load(name).series:
+        assert not s.setup.get("moe"), s.id
+        assert s.setup["target"] not in MOE_PRESETS, s.id
+        for p in s.points:
+            assert "concurrency" in p and "batch" not in p, s.id  # closed-loop streams, not a fixed batch
+            assert p["speedup"] == pytest.approx(p["throughput_sd"] / p["throughput_plain"], abs=6e-4), s.id
+
+
+def test_dense_sources_add_at_least_forty_points_above_one_request():
+    above = {n: sum(p["concurrency"] > 1 for s in published.load(n).series for p in s.points) for n in DENSE_SOURCES}
+    assert above == {"speculators_qwen38_27b_b200": 28, "vllm_pr4978_medusa": 24} and sum(above.values()) >= 40
+    # the Speculators sweeps name their GPU (a B200 row); the Medusa PR's "H100 card" has no form factor
+    assert {s.setup["accelerator"] for s in published.load("speculators_qwen38_27b_b200").series} == {"B200"}
+    assert {s.setup["accelerator"] for s in published.load("vllm_pr4978_medusa").series} == {None}
+
+
+def test_speculators_gains_are_the_tutorials_printed_ones():
+    src = published.load("speculators_qwen38_27b_b200")
+    # the tutorial's "throughput gain" columns, N = 1 ... 128
+    printed = {"b200_dspark_k7_humaneval": [2.70, 2.65, 2.63, 2.42, 2.08, 1.59, 1.10, 0.74],
+               "b200_dspark_k7_math_reasoning": [3.64, 3.44, 3.28, 3.01, 2.61, 1.99, 1.36, 0.95]}
+    for sid, gains in printed.items():
+        s = src[sid]
+        assert s.column("concurrency") == [1, 2, 4, 8, 16, 32, 64, 128]
+        assert s.column("speedup") == pytest.approx(gains, abs=0.006)
+    # "(3.36 to 3.45 on HumanEval, 4.49 to 4.67 on math_reasoning)"
+    for sid, (lo, hi) in {"b200_dspark_k7_humaneval": (3.36, 3.45), "b200_dspark_k7_math_reasoning": (4.49, 4.67)}.items():
+        al = src[sid].column("mean_acceptance_length")
+        assert min(al) == pytest.approx(lo, abs=0.005) and max(al) == pytest.approx(hi, abs=0.005)
+    for s in src.series:
+        al = s.column("mean_acceptance_length")
+        # "Acceptance length is flat across the sweep": the GPU runs out of compute, not the drafter
+        assert max(al) - min(al) < 0.2 and max(al) < s.setup["k"] + 1, s.id
+        for p in s.points:
+            assert p["mean_acceptance_length"] == pytest.approx(1 + p["num_accepted_tokens"] / p["num_drafts"], abs=1e-4)
+        # every sweep's gain shrinks from one request in flight to 128
+        assert s.column("speedup")[0] > s.column("speedup")[-1], s.id
+    # at 128 in flight DSpark (k = 7) loses on both subsets while MTP (k = 2) still gains
+    last = {s.id: s.points[-1]["speedup"] for s in src.series}
+    assert last["b200_dspark_k7_humaneval"] < 1 and last["b200_dspark_k7_math_reasoning"] < 1
+    assert last["b200_mtp_k2_humaneval"] > 1 and last["b200_mtp_k2_math_reasoning"] > 1
+
+
+def test_medusa_gains_only_at_small_concurrency():
+    # "So for smaller batch sizes, we see improvement in tokens generated per sec."
+    for s in published.load("vllm_pr4978_medusa").series:
+        by_c = {p["concurrency"]: p["speedup"] for p in s.points}
+        assert sorted(by_c) == [1, 2, 4, 8, 16, 32, 64], s.id
+        assert all(by_c[c] > 1 for c in (1, 2, 4, 8)) and all(by_c[c] < 1 for c in (32, 64)), s.id
