@@ -169,9 +169,10 @@ def _ends(c: Curve) -> str:
 
 
 def why_one_crosses(data: Thesis) -> str:
-    """One sentence on why one GPU's idealized S(B) crosses 1 where another's with the same FLOP/s does not: more
-    bandwidth, the same peak, so a lower ridge. Empty where no such pair is drawn. Its words claim: "the same
-    FLOP/s" (bf16 peaks within 1%), "more bandwidth" (ratio printed above 1), "lower ridge"."""
+    """Why one GPU's idealized S(B) crosses 1 where another's with the same FLOP/s does not: more bandwidth and the
+    same peak make a lower ridge, so the KV reads a verify pass shares for its k + 1 tokens weigh less against its
+    extra FLOPs. Empty where no such pair is drawn. Its words claim: "the ... FLOP/s" (bf16 peaks within 1%),
+    "x× its bandwidth" (x > 1), "lower" ridge, and the two curves' last values (below 1, above 1)."""
     ideal = {c.accelerator: c for c in data.curves if c.model == "idealized"}
     for a, ca in ideal.items():
         for b, cb in ideal.items():
@@ -180,10 +181,10 @@ def why_one_crosses(data: Thesis) -> str:
             if ca.crossover is None or cb.crossover is not None or not same_peak:
                 continue
             if fa.mem_bandwidth > fb.mem_bandwidth:
-                return (f"The {a} crosses where the {b} does not because it has the same FLOP/s and "
-                        f"{fa.mem_bandwidth / fb.mem_bandwidth:.2f}× the bandwidth: its ridge is lower "
-                        f"({fa.ridge():.0f} against {fb.ridge():.0f} FLOP/byte), so the verify pass's extra FLOPs "
-                        "catch up with the bytes at a smaller batch.")
+                return (f"The {a} has the {b}'s FLOP/s and {fa.mem_bandwidth / fb.mem_bandwidth:.2f}× its "
+                        f"bandwidth, so its ridge is lower: {fa.ridge():.0f} against {fb.ridge():.0f} FLOP/byte. "
+                        "The KV reads that a verify pass shares then weigh less against its extra FLOPs, and its "
+                        f"S(B) ends at {ca.speedups[-1]:.2f} where the {b}'s ends at {_above_one(cb.speedups[-1])}.")
     return ""
 
 
@@ -199,8 +200,8 @@ def summary(data: Thesis) -> str:
         at = [f"B* = {c.crossover} on the {c.accelerator}" for c in crossing]
         lines.append(f"In the idealized model S(B) falls to 1 at {_listed(at)}.")
     if level:
-        ends = [f"{_above_one(c.speedups[-1])} on the {c.accelerator} when memory is full at B = {c.max_batch}"
-                for c in level]
+        ends = [f"{_above_one(c.speedups[-1])} on the {c.accelerator}"
+                + (" when memory is full" if i == 0 else "") + f" at B = {c.max_batch}" for i, c in enumerate(level)]
         lines.append(f"{'It' if crossing else 'In the idealized model S(B)'} is still {_listed(ends)}.")
     why = why_one_crosses(data)
     if why:
@@ -214,10 +215,8 @@ def summary(data: Thesis) -> str:
             continue
         fit = c.fitted_up_to if c.fitted_up_to is not None else c.batches[-1]
         at_fit = c.speedups[max(i for i, b in enumerate(c.batches) if b <= fit)]
-        text = f"Calibrated on them, the model gives {at_fit:.2f} at B = {fit}, the last batch it was fitted to"
-        if c.batches[-1] > fit:
-            text += f"; past it, extrapolating, it {_ends(c)}"
-        lines.append(text + ".")
+        text = f"The model calibrated on them gives {at_fit:.2f} at B = {fit}, the last batch it was fitted to"
+        lines.append(text + ("; past it, it extrapolates." if c.batches[-1] > fit else "."))
     return " ".join(lines)
 
 
