@@ -51,6 +51,10 @@ def test_cache_story_wraps_four_panels_two_by_two_and_keeps_its_labels_legible()
     width_in = fig.get_size_inches()[0]
     smallest_pt = min(t.get_fontsize() for ax in axes for t in [*ax.texts, ax.xaxis.label, *ax.get_yticklabels()])
     assert smallest_pt / 72 * CONTENT_PX / width_in >= MIN_PX  # shown at the content width, scaled down to it
+    three = plots.cache_story([[(View(), "one"), (View(), "two"), (View(), "three")]], title="x", columns=2,
+                              source="a source")
+    spare = [ax for ax in three.get_axes() if ax.get_visible() and not ax.axison]
+    assert len(spare) == 1 and spare[0].get_legend() is not None and not three.legends  # the legend fills the gap
     with pytest.raises(ValueError, match="columns"):
         plots.cache_story([[(View(), "one")]], title="x", columns=0)
 

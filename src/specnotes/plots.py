@@ -883,7 +883,7 @@ SLOT_LABELS = {
 
 
 CACHE_FONT = 10  # pt: the cache figures are about 10 in wide, shown at ~740 CSS px, so 10 pt renders at ~10 px
-WRITTEN_EDGE = {"fill": False, "edgecolor": "black", "linewidth": 2.0}  # the slots a verify pass just wrote
+WRITTEN_EDGE = {"fill": False, "edgecolor": "#CC79A7", "linewidth": 3.0}  # the slots a verify pass just wrote
 
 
 def _written_slots(view) -> range:
@@ -982,17 +982,21 @@ def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (),
         raise ValueError(f"columns must be a positive integer, got {columns!r}")
     lines = [math.ceil(len(r) / cols) for r in rows]
     tallest = max(len(panel[0].blocks) for r in rows for panel in r)
-    line_height = 0.42 * tallest + 2.6  # the slots, then the title above and the three-line label below
+    line_height = 0.3 * tallest + 2.4  # the slots, then the title above and the three-line label below
     with house_style():
         fig = plt.figure(figsize=(panel_width * cols, line_height * sum(lines) + 0.5 * len(rows) + 1.6),
                          layout="constrained")
         subfigs = fig.subfigures(len(rows), 1, squeeze=False, height_ratios=lines)[:, 0]
+        spare = None  # a one-row story's empty cell, where the legend goes
         for r, (sub, row) in enumerate(zip(subfigs, rows, strict=True)):
             axes = sub.subplots(lines[r], cols, squeeze=False).flatten()
             for c, ax in enumerate(axes):
                 if c < len(row):
                     paged_cache(ax, row[c][0], title=row[c][1], legend=False, flag=(row[c][2:] or [None])[0],
                                 fontsize=fontsize)
+                elif len(rows) == 1 and spare is None:
+                    spare = ax
+                    ax.axis("off")
                 else:
                     ax.set_visible(False)
             if r < len(row_titles):
@@ -1009,8 +1013,14 @@ def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (),
             labels.append(WRITTEN_LABEL)
         handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
         labels.append(HIT_LABEL)
-        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=fontsize, frameon=False, title=source,
-                   title_fontsize=fontsize)
+        if spare is not None:
+            import textwrap
+
+            spare.legend(handles, [textwrap.fill(label, 34) for label in labels], loc="center left", fontsize=fontsize,
+                         frameon=False, title=textwrap.fill(source, 40) if source else None, title_fontsize=fontsize)
+        else:
+            fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=fontsize, frameon=False,
+                       title=source, title_fontsize=fontsize)
         fig.suptitle(title, fontweight="bold", fontsize=fontsize + 2)
     return fig
 
@@ -1051,7 +1061,7 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
             if under:
                 times = dict(rules)
                 ax.annotate(f"{label} ({ms:.2f} ms) lies on\n{' and '.join(f'{o} ({times[o]:.2f} ms)' for o in under)}",
-                            xy=(0.6, 0.6 * ms + 0.4 * miss), xytext=(0.3, 0.25 * top), fontsize=9, color="0.2",
+                            xy=(0.55, 0.55 * ms + 0.45 * miss), xytext=(0.03, 0.28 * top), fontsize=9, color="0.2",
                             arrowprops={"arrowstyle": "->", "color": "0.3"})
             drawn.append((label, ms))
         ax.plot([0.0], [miss], color="0.3", marker="s", label="measured: no prefix caching", **MEASURED)
