@@ -190,17 +190,18 @@ def why_one_crosses(data: Thesis) -> str:
             if ca.crossover is None or cb.crossover is not None or not same_peak:
                 continue
             if fa.mem_bandwidth > fb.mem_bandwidth:
-                return (f"The {a} has the {b}'s FLOP/s and {fa.mem_bandwidth / fb.mem_bandwidth:.2f}× its "
-                        f"bandwidth, so its ridge is lower: {fa.ridge():.0f} against {fb.ridge():.0f} FLOP/byte. "
-                        "The KV reads that a verify pass shares then weigh less against its extra FLOPs, and its "
-                        f"S(B) ends at {ca.speedups[-1]:.2f} where the {b}'s ends at {_above_one(cb.speedups[-1])}.")
+                return (f"With the {b}'s FLOP/s and {fa.mem_bandwidth / fb.mem_bandwidth:.2f}× its bandwidth, the "
+                        f"{a} has a lower ridge ({fa.ridge():.0f} against {fb.ridge():.0f} FLOP/byte): the KV reads a "
+                        "verify pass shares weigh less against its extra FLOPs, so S(B) ends at "
+                        f"{ca.speedups[-1]:.2f}, not {_above_one(cb.speedups[-1])}.")
     return ""
 
 
 def summary(data: Thesis) -> str:
-    """What the figure shows, in a few short sentences chosen by its numbers (glued under it in the intro):
-    where each idealized curve crosses 1 or ends, why one GPU crosses where another does not
-    (:func:`why_one_crosses`), the published points, and where the calibrated model extrapolates."""
+    """What the figure shows, in two short sentences chosen by its numbers (glued under it in the intro): where
+    each idealized curve crosses 1 or ends, and which way the published points go. Why one GPU crosses where
+    another does not is :func:`why_one_crosses`, glued on its own; the legend says where the calibrated model
+    extrapolates."""
     ideal = [c for c in data.curves if c.model == "idealized"]
     crossing = [c for c in ideal if c.crossover is not None]
     level = [c for c in ideal if c.crossover is None]
@@ -212,20 +213,10 @@ def summary(data: Thesis) -> str:
         ends = [f"{_above_one(c.speedups[-1])} on the {c.accelerator}"
                 + (" when memory is full" if i == 0 else "") + f" at B = {c.max_batch}" for i, c in enumerate(level)]
         lines.append(f"{'It' if crossing else 'In the idealized model S(B)'} is still {_listed(ends)}.")
-    why = why_one_crosses(data)
-    if why:
-        lines.append(why)
     for p in data.published:
         way = "fall" if p.speedups[-1] < p.speedups[0] else "rise" if p.speedups[-1] > p.speedups[0] else "stay"
         lines.append(f"The published {p.accelerator} points {way} from {p.speedups[0]:.2f} at B = {p.batches[0]} "
                      f"to {p.speedups[-1]:.2f} at B = {p.batches[-1]}.")
-    for c in data.curves:
-        if c.model != "calibrated":
-            continue
-        fit = c.fitted_up_to if c.fitted_up_to is not None else c.batches[-1]
-        at_fit = c.speedups[max(i for i, b in enumerate(c.batches) if b <= fit)]
-        text = f"The model calibrated on them gives {at_fit:.2f} at B = {fit}, the last batch it was fitted to"
-        lines.append(text + ("; past it, it extrapolates." if c.batches[-1] > fit else "."))
     return " ".join(lines)
 
 
