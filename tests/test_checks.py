@@ -134,8 +134,7 @@ def test_speedup_falls_tests_what_each_model_predicts_however_the_sweep_stopped(
     v = checks.speedup_falls(AMX["batches"], measured_s(AMX), AMX["model_s"])
     assert v.ok and v.tested and v.numbers["from B"] == 2 and v.numbers["model rise"] == pytest.approx(2.916, 1e-3)
     assert v.numbers["measured rise"] == pytest.approx(2.211, 1e-3)
-    assert v.sentence == ("From B = 2 to 256 S fell 2.21×; the model has it fall 2.92×, so it must fall at least 1.14× "
-                          "(it fell 2.21×).")
+    assert v.sentence == "From B = 2 to 256 S fell 2.21×; the model has it fall 2.92×, so it must fall at least 1.14×."
     # the GPU: from B = 1 (S = 1.74) the model falls 1.71 / 0.87 = 1.97x, under 2x: not tested
     assert not checks.speedup_falls(GPU["batches"], measured_s(GPU), GPU["model_s"]).tested
 

@@ -405,7 +405,7 @@ COMPARISONS = [  # (pattern, what must hold of its two printed numbers)
     (r"measured (\d+\.\d+)× \(at least (\d+\.\d+)× needed\)\.", lambda a, b: a >= b),
     (r"measured (\d+\.\d+)× \(at least (\d+\.\d+)× needed\): too flat", lambda a, b: a < b),
     (r"S fell (\d+\.\d+)×.*so it must fall at least (\d+\.\d+)×: too flat", lambda a, b: a < b),
-    (r"S fell (\d+\.\d+)×.*so it must fall at least (\d+\.\d+)× \(", lambda a, b: a >= b),
+    (r"S fell (\d+\.\d+)×.*so it must fall at least (\d+\.\d+)×\.", lambda a, b: a >= b),
     (r"S = (\d+\.\d+) at B = \d+, above the (\d+\.\d+)", lambda a, b: a > b),
 ]
 SINGLES = [  # (pattern, what must hold of its printed number)

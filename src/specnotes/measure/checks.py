@@ -274,7 +274,7 @@ def speedup_falls(batches: Sequence[int], measured: Sequence[float], modelled: S
     went = f"fell {seen_s}×" if n["measured rise"] > 1 else moved_by(1 / n["measured rise"])
     span = f"From B = {n['from B']} to {n['to B']} S {went}; the model has it fall {model_s}×"
     sentence = (f"{span}: too little to test (from {threshold_s}× on)." if not v.tested else
-                f"{span}, so it must fall at least {need_s}×" + (f" (it fell {seen_s}×)." if v.ok else ": too flat."))
+                f"{span}, so it must fall at least {need_s}×" + ("." if v.ok else ": too flat."))
     return dataclasses.replace(v, sentence=sentence)
 
 
