@@ -3,6 +3,7 @@ labels a reader can read at the book's width, and two rules whose admission time
 
 import matplotlib
 import pytest
+from test_plots import Block  # the duck type of kvcache.BlockView
 
 from specnotes import plots
 
@@ -10,15 +11,6 @@ matplotlib.use("Agg")
 
 CONTENT_PX = 740  # the book's content column at 1280 px, CSS px
 MIN_PX = 9  # the smallest label, in CSS px, at that width
-
-
-class Block:  # the duck type of kvcache.BlockView
-    def __init__(self, states, published=None, hit=False):
-        self.states, self.published, self.hit = tuple(states), published, hit
-
-    @property
-    def stale(self):
-        return self.published is not None and any(s != "verified" for s in self.states)
 
 
 class View:  # the duck type of kvcache.CacheView, right after a verify pass: 2 verified, 1 pending, k = 3 drafts
