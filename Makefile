@@ -64,7 +64,7 @@ colab: $(STAMP)
 bookcheck: $(STAMP)
 	rm -rf _build/html
 	$(MAKE) book
-	$(PY) -m pytest tests/test_built_book.py tests/test_site.py -m built
+	$(PY) -m pytest tests/test_built_book.py tests/test_site.py tests/test_readability.py -m built
 
 # The built site in headless chromium, offline (apt-get install chromium). Builds first if needed.
 browser: $(STAMP)

@@ -35,7 +35,7 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Pages outside notebooks/ that a reader also runs in Colab: checked like a chapter. Their ids (the file
 # names) do not match ``make test``'s single chapter (-k 03_acceptance), so only ``make colab`` runs them.
-PAGES = CHAPTERS + [ROOT / "book" / "advisor.ipynb", ROOT / "book" / "intro.ipynb"]
+PAGES = CHAPTERS + [ROOT / "book" / "advisor.ipynb", ROOT / "book" / "intro.ipynb", ROOT / "book" / "gpus.ipynb"]
 REPOSITORY = f"git+{CONFIG['repository']['url']}@{CONFIG['repository']['branch']}"
 COLAB_CACHE = ROOT / "_build" / "colab"
 # What Colab has that a chapter may rely on: the kernel's own packages. Everything else (pandas,

@@ -421,15 +421,15 @@ VIEW = View([Block(["verified"] * 4, "aaaa0000", hit=True),
 
 def test_paged_cache_draws_every_slot_in_its_state_and_names_the_published_blocks():
     ax = plots.paged_cache(view=VIEW, title="a cache", flag={"aaaa0000": "served to B"})
-    assert ax.get_title() == "a cache" and "slot in the block (4 per block)" in ax.get_xlabel()
+    assert ax.get_title() == "a cache" and "slot (4 per block); #hash: published" in ax.get_xlabel()
     cells = [p for p in ax.patches if p.get_facecolor()[3] > 0 and p.get_width() == 1]
     assert len(cells) == 12  # 3 blocks of 4 slots
     colors = {matplotlib.colors.to_hex(p.get_facecolor()) for p in cells}
     assert colors == {plots.SLOT_COLORS[s].lower() for s in ("verified", "pending", "rejected", "free")}
     assert sum(p.get_hatch() == "xx" for p in cells) == 1  # the pending slot that holds a rejected draft
     labels = {t.get_text(): matplotlib.colors.to_hex(t.get_color()) for t in ax.texts}
-    assert labels["published #bbbb1111: not all verified!"] == "#d55e00"  # a stale block, in red
-    assert labels["published #aaaa0000: served to B"] == "#d55e00"
+    assert labels["#bbbb\nnot all\nverified!"] == "#d55e00"  # a stale block, in dark orange
+    assert labels["#aaaa"] == "#d55e00" and "#aaaa: served to B" in ax.get_xlabel()  # a flagged one, and its note
     assert [t.get_text() for t in ax.get_yticklabels()] == ["block 0 (hit)", "block 1", "block 2"]
     assert {t.get_text() for t in ax.get_legend().get_texts()} == {plots.SLOT_LABELS[s] for s in
                                                                     ("verified", "pending over a rejected draft",

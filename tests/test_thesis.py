@@ -1,10 +1,9 @@
 """specnotes.thesis: the intro's S(B)-by-GPU figure is the cost model's, on the published setup."""
 
-import dataclasses
 
 import pytest
 
-from specnotes import calibrate, cost, published, thesis, validate
+from specnotes import calibrate, cost, hardware, published, thesis, validate
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +63,9 @@ def test_published_points_are_the_series(data):
 
 def test_the_setup_is_named(data):
     case = calibrate.cases(thesis.SOURCE, thesis.SERIES)[0]
-    assert data.setup == (f"{case.target.name} + {case.draft.name}, k = {case.k}, α = {case.alpha:.2f}, "
-                          f"L = {case.context}")
+    assert data.setup == (f"{case.target.name} + EAGLE-3 head for {case.target.name}, k = {case.k}, "
+                          f"α = {case.alpha:.2f}, L = {case.context} tokens")
+    assert case.draft.name == f"EAGLE-3 head ({case.target.name})"
     assert data.curve("A100-80GB").accelerator == "A100-80GB"
     with pytest.raises(validate.BadArgument, match="no calibrated curve for L4"):
         data.curve("L4", "calibrated")
@@ -79,13 +79,27 @@ def test_summary_follows_the_numbers():
                                    curve("H100-SXM", "calibrated", fitted_up_to=128, end=1.13)),
                          (thesis.Points("bench", "H100-SXM", (1, 128), (1.71, 1.30)),), "published: bench")
     text = thesis.summary(data)
-    assert text.startswith("In the idealized model, the H100-SXM's S(B) is still 1.04 when memory is full at "
-                           "B = 644; the A100-80GB's falls to 1 at B* = 113.")
-    assert "The published H100-SXM points go from 1.71 at B = 1 to 1.30 at B = 128." in text
-    assert text.endswith("gives 1.40 at B = 128, the last batch it was fitted to; past it, extrapolating, it is "
-                         "still 1.13 when memory is full at B = 644.")
-    fitted_everywhere = dataclasses.replace(data, curves=(curve("H100-SXM", "calibrated", fitted_up_to=644),))
-    assert "extrapolating" not in thesis.summary(fitted_everywhere)
+    assert text.startswith("In the idealized model S(B) falls to 1 at B* = 113 on the A100-80GB. It is still 1.04 on "
+                           "the H100-SXM when memory is full at B = 644.")
+    assert text.endswith("The published H100-SXM points fall from 1.71 at B = 1 to 1.30 at B = 128.")
+    assert len(text.split(". ")) == 3  # short: where the curves cross or end, and the published points
+    assert thesis.why_one_crosses(data) == ""  # the A100 has another peak than the H100: no same-FLOP/s pair
+
+
+def test_why_one_crosses_names_the_same_flops_and_the_lower_ridge():
+    def curve(accel, crossover=None):
+        return thesis.Curve(accel, "idealized", (1, 128, 644), (2.0, 1.4, 0.9 if crossover else 1.02), crossover, 644)
+
+    data = thesis.Thesis("setup", (curve("H100-SXM"), curve("H200", crossover=166)), (), "published")
+    h100, h200 = hardware.accelerator("H100-SXM"), hardware.accelerator("H200")
+    assert h100.peak_flops["bf16"] == h200.peak_flops["bf16"] and h200.mem_bandwidth > h100.mem_bandwidth
+    why = thesis.why_one_crosses(data)
+    assert why.startswith(f"With the H100-SXM's FLOP/s and {h200.mem_bandwidth / h100.mem_bandwidth:.2f}× its "
+                          "bandwidth, the H200 has a lower ridge")
+    assert f"({h200.ridge():.0f} against {h100.ridge():.0f} FLOP/byte)" in why
+    assert why.endswith("so S(B) ends at 0.90, not 1.02.") and len(why.split()) <= 45  # one glued sentence
+    both = thesis.Thesis("setup", (curve("H100-SXM", 300), curve("H200", 166)), (), "published")
+    assert thesis.why_one_crosses(both) == ""  # both cross: nothing to explain
 
 
 @pytest.mark.parametrize("accelerators, message", [(("H100",), "accelerator"), ((), "at least one GPU")])

@@ -834,3 +834,17 @@ def assert_same_tokens(reference: torch.Tensor, other: torch.Tensor, label: str 
         row, pos = where
         raise AssertionError(f"{label}: request {row} diverges at new token {pos}: "
                              f"{int(reference[row, pos])} without caching, {int(other[row, pos])} with")
+
+
+def describe_alpha_change(alpha_drop: float, alpha_keep: float) -> str:
+    """Chapter 9: how acceptance moved when the drafter's last hit block was kept (``alpha_keep``) instead of dropped
+    (``alpha_drop``). The words claim what the printed values (three decimals) show: "rose" where keep prints
+    higher, "fell" where it prints lower, "was ... under both" where they print the same."""
+    alpha_drop = validate.number("alpha_drop", alpha_drop, low=0, high=1)
+    alpha_keep = validate.number("alpha_keep", alpha_keep, low=0, high=1)
+    drop, keep = f"{alpha_drop:.3f}", f"{alpha_keep:.3f}"
+    if drop == keep:
+        return f"Acceptance was {drop} under both rules: the wrong drafter states changed no verdict that counts."
+    moved = "rose" if alpha_keep > alpha_drop else "fell"
+    return (f"Acceptance {moved} from {drop} under the drop rule to {keep} under keep. A drafter state computed from "
+            "another continuation changes q, and a changed q can agree with p more often or less.")

@@ -15,6 +15,8 @@ changes the figure the next time the intro is executed.
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from dataclasses import dataclass, replace
 
 from specnotes import calibrate, cost, published, validate
@@ -55,7 +57,7 @@ class Points:
 class Thesis:
     """Everything the intro's figure draws, and the setup it is drawn for."""
 
-    setup: str  # e.g. "Llama-3.1-8B + EAGLE-3 head (Llama-3.1-8B), k = 3, α = 0.62, L = 719"
+    setup: str  # e.g. "Llama-3.1-8B + EAGLE-3 head for Llama-3.1-8B, k = 3, α = 0.62, L = 719 tokens"
     curves: tuple[Curve, ...]
     published: tuple[Points, ...]
     source: str  # where the published points come from (figure, engine)
@@ -120,9 +122,15 @@ def thesis(source: str = SOURCE, series: str = SERIES, accelerators=GPUS) -> The
     if measured_on in accelerators:
         points = (Points(f"{name}, {engine}" if engine else name, measured_on, tuple(c.batch for c in cases),
                          tuple(c.measured for c in cases)),)
-    draft = getattr(case.draft, "name", type(case.draft).__name__)
-    setup = f"{case.target.name} + {draft}, k = {case.k}, α = {case.alpha:.2f}, L = {case.context}"
+    setup = (f"{case.target.name} + {_draft_name(case.draft)}, k = {case.k}, α = {case.alpha:.2f}, "
+             f"L = {case.context} tokens")
     return Thesis(setup, tuple(curves), points, f"published: {name} {s.figure}")
+
+
+def _draft_name(draft) -> str:
+    """A draft's name as prose: "EAGLE-3 head (Llama-3.1-8B)" reads "EAGLE-3 head for Llama-3.1-8B"."""
+    name = getattr(draft, "name", type(draft).__name__)
+    return re.sub(r"^(.* head) \((.+)\)$", r"\1 for \2", name)
 
 
 def _short_name(source: str) -> str:
@@ -141,34 +149,76 @@ def figure(data: Thesis | None = None, ax=None):
 
     data = thesis() if data is None else data
     if ax is None:  # outside the house style's rc_context, so that the inline backend shows the figure
-        _, ax = plt.subplots(figsize=(8, 5))
+        # 6.2 in at the inline 100 dpi: shown at its own 620 px on a wide page, and scaled by 0.58 on a 390 px phone,
+        # where the 11 pt labels still render at about 9 CSS px and the 9 pt legend at about 7
+        _, ax = plt.subplots(figsize=(6.2, 4.8))
     title = f"The win shrinks as the batch grows: S(B) on {len({c.accelerator for c in data.curves})} GPUs"
-    return plots.speedup_by_gpu(ax, data.curves, data.published, title=f"{title}\n{data.setup}",
+    return plots.speedup_by_gpu(ax, data.curves, data.published, title=f"{title}\n{_two_lines(data.setup)}",
                                 source=data.source)
+
+
+def _above_one(x: float) -> str:
+    """A speedup above 1 printed so that it reads above 1: two decimals, more (up to 6) where two would print 1.00."""
+    for digits in range(2, 7):
+        if float(f"{x:.{digits}f}") > 1:
+            return f"{x:.{digits}f}"
+    return f"{x:.6f}"
+
+
+def _two_lines(setup: str) -> str:
+    """The setup as a figure title's last lines: the models, then k, α and L (no line breaks inside a term)."""
+    models, sep, rest = setup.partition(", k = ")
+    return f"{models}\nk = {rest}" if sep else textwrap.fill(setup, 48)
 
 
 def _ends(c: Curve) -> str:
     if c.crossover is not None:
         return f"falls to 1 at B* = {c.crossover}"
-    return f"is still {c.speedups[-1]:.2f} when memory is full at B = {c.max_batch}"
+    return f"is still {_above_one(c.speedups[-1])} when memory is full at B = {c.max_batch}"
+
+
+def why_one_crosses(data: Thesis) -> str:
+    """Why one GPU's idealized S(B) crosses 1 where another's with the same FLOP/s does not: more bandwidth and the
+    same peak make a lower ridge, so the KV reads a verify pass shares for its k + 1 tokens weigh less against its
+    extra FLOPs. Empty where no such pair is drawn. Its words claim: "the ... FLOP/s" (bf16 peaks within 1%),
+    "x× its bandwidth" (x > 1), "lower" ridge, and the two curves' last values (below 1, above 1)."""
+    ideal = {c.accelerator: c for c in data.curves if c.model == "idealized"}
+    for a, ca in ideal.items():
+        for b, cb in ideal.items():
+            fa, fb = ACCELERATORS[a], ACCELERATORS[b]
+            same_peak = abs(fa.peak_flops["bf16"] / fb.peak_flops["bf16"] - 1) <= 0.01
+            if ca.crossover is None or cb.crossover is not None or not same_peak:
+                continue
+            if fa.mem_bandwidth > fb.mem_bandwidth:
+                return (f"With the {b}'s FLOP/s and {fa.mem_bandwidth / fb.mem_bandwidth:.2f}× its bandwidth, the "
+                        f"{a} has a lower ridge ({fa.ridge():.0f} against {fb.ridge():.0f} FLOP/byte): the KV reads a "
+                        "verify pass shares weigh less against its extra FLOPs, so S(B) ends at "
+                        f"{ca.speedups[-1]:.2f}, not {_above_one(cb.speedups[-1])}.")
+    return ""
 
 
 def summary(data: Thesis) -> str:
-    """What the figure shows, in sentences chosen by its numbers (glued under it in the intro)."""
+    """What the figure shows, in two short sentences chosen by its numbers (glued under it in the intro): where
+    each idealized curve crosses 1 or ends, and which way the published points go. Why one GPU crosses where
+    another does not is :func:`why_one_crosses`, glued on its own; the legend says where the calibrated model
+    extrapolates."""
     ideal = [c for c in data.curves if c.model == "idealized"]
-    parts = [f"the {c.accelerator}'s{' S(B)' if i == 0 else ''} {_ends(c)}" for i, c in enumerate(ideal)]
-    lines = [f"In the idealized model, {'; '.join(parts)}."]
+    crossing = [c for c in ideal if c.crossover is not None]
+    level = [c for c in ideal if c.crossover is None]
+    lines = []
+    if crossing:
+        at = [f"B* = {c.crossover} on the {c.accelerator}" for c in crossing]
+        lines.append(f"In the idealized model S(B) falls to 1 at {_listed(at)}.")
+    if level:
+        ends = [f"{_above_one(c.speedups[-1])} on the {c.accelerator}"
+                + (" when memory is full" if i == 0 else "") + f" at B = {c.max_batch}" for i, c in enumerate(level)]
+        lines.append(f"{'It' if crossing else 'In the idealized model S(B)'} is still {_listed(ends)}.")
     for p in data.published:
-        lines.append(f"The published {p.accelerator} points go from {p.speedups[0]:.2f} at B = {p.batches[0]} "
+        way = "fall" if p.speedups[-1] < p.speedups[0] else "rise" if p.speedups[-1] > p.speedups[0] else "stay"
+        lines.append(f"The published {p.accelerator} points {way} from {p.speedups[0]:.2f} at B = {p.batches[0]} "
                      f"to {p.speedups[-1]:.2f} at B = {p.batches[-1]}.")
-    for c in data.curves:
-        if c.model != "calibrated":
-            continue
-        fit = c.fitted_up_to if c.fitted_up_to is not None else c.batches[-1]
-        at_fit = c.speedups[max(i for i, b in enumerate(c.batches) if b <= fit)]
-        text = (f"The model calibrated on the {c.accelerator} gives {at_fit:.2f} at B = {fit}, "
-                "the last batch it was fitted to")
-        if c.batches[-1] > fit:
-            text += f"; past it, extrapolating, it {_ends(c)}"
-        lines.append(text + ".")
     return " ".join(lines)
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"

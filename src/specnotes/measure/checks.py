@@ -169,6 +169,25 @@ def more_work_is_slower(labels: Sequence, measured: Sequence[float], modelled: S
                    f"{seen:.2f}× {labels[i]} (the model: {modelled[j] / modelled[i]:.1f}×).", numbers)
 
 
+def apart(x: float, y: float, digits: int = 2) -> tuple[str, str]:
+    """``x`` and ``y`` printed with ``digits`` decimals, or with as many more (up to 6) as it takes for the printed
+    values to differ where the numbers do. A sentence that compares two numbers ("measured 1.09×, at least 1.09×
+    needed: too flat") must not print them equal when it says one is below the other."""
+    for d in range(digits, 7):
+        a, b = f"{x:.{d}f}", f"{y:.{d}f}"
+        if a != b or x == y:
+            return a, b
+    return a, b
+
+
+def moved_by(factor: float, up: str = "rose", down: str = "fell", digits: int = 2) -> str:
+    """A change by ``factor`` (new over old) in words that are true of it: "rose 1.21×" above 1, "fell 1.20×" (by
+    1/factor) below 1, "stayed level" where it prints as 1 either way."""
+    if f"{factor:.{digits}f}" == f"{1:.{digits}f}" and f"{1 / factor:.{digits}f}" == f"{1:.{digits}f}":
+        return "stayed level"
+    return f"{up} {factor:.{digits}f}×" if factor > 1 else f"{down} {1 / factor:.{digits}f}×"
+
+
 def _positive(name: str, values: Sequence[float]) -> list[float]:
     values = [validate.number(f"{name}[{i}]", v, low=0, low_open=True) for i, v in enumerate(values)]
     if not values:
@@ -225,12 +244,14 @@ def grows(claim: str, batches: Sequence[int], measured: Sequence[float], modelle
     model, seen = modelled[-1] / modelled[i], measured[-1] / measured[i]
     numbers = {f"from {axis}": batches[i], f"to {axis}": batches[-1], "measured rise": seen, "model rise": model}
     if model < threshold:
-        return Verdict(claim, True, False, f"The model predicts only {model:.2f}× from {axis} = {batches[i]} to "
+        model_s, _ = apart(model, threshold)
+        return Verdict(claim, True, False, f"The model predicts only {model_s}× from {axis} = {batches[i]} to "
                        f"{batches[-1]}: too little to test (measured {seen:.2f}×).", numbers)
     need = model**share
     ok = seen >= need
+    seen_s, need_s = apart(seen, need)
     return Verdict(claim, ok, True, f"From {axis} = {batches[i]} to {batches[-1]} the model predicts {model:.2f}×, "
-                   f"measured {seen:.2f}× (at least {need:.2f}× needed)" + ("." if ok else ": too flat."),
+                   f"measured {seen_s}× (at least {need_s}× needed)" + ("." if ok else ": too flat."),
                    {**numbers, "needed": need})
 
 
@@ -248,10 +269,12 @@ def speedup_falls(batches: Sequence[int], measured: Sequence[float], modelled: S
     n = v.numbers
     if not n:  # one batch
         return v
-    span = (f"From B = {n['from B']} to {n['to B']} S fell {n['measured rise']:.2f}×; the model predicts "
-            f"{n['model rise']:.2f}×")
-    sentence = (f"{span}: too little to test (from {THRESHOLD:g}× on)." if not v.tested else
-                f"{span}, so at least {n['needed']:.2f}× must show" + ("." if v.ok else ": too flat."))
+    seen_s, need_s = apart(n["measured rise"], n.get("needed", n["measured rise"]))
+    model_s, threshold_s = apart(n["model rise"], THRESHOLD)
+    went = f"fell {seen_s}×" if n["measured rise"] > 1 else moved_by(1 / n["measured rise"])
+    span = f"From B = {n['from B']} to {n['to B']} S {went}; the model has it fall {model_s}×"
+    sentence = (f"{span}: too little to test (from {threshold_s}× on)." if not v.tested else
+                f"{span}, so it must fall at least {need_s}×" + ("." if v.ok else ": too flat."))
     return dataclasses.replace(v, sentence=sentence)
 
 
@@ -277,7 +300,7 @@ def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Se
     span = (f"From L = {contexts[0]} to {contexts[-1]} the model has verify/decode go from {modelled[0]:.2f} to "
             f"{modelled[-1]:.2f}, measured {measured[0]:.2f} to {measured[-1]:.2f}")
     way = (f" ({min(measured):.2f} to {max(measured):.2f} on the way)" if len(measured) > 2 else "")
-    said = {"halved": ": it fell more than halfway to 1.", "fell": f": it fell, by more than the {noise:.0%} noise.",
+    said = {"halved": ": it fell at least halfway to 1.", "fell": f": it fell, by more than the {noise:.0%} noise.",
             "flat": f"{way}: flat, within the {noise:.0%} noise.",
             "rose": f"{way}: it rose, by more than the {noise:.0%} noise."}[outcome]
     if len(contexts) < 2:
@@ -321,7 +344,8 @@ def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
         return Verdict(claim, True, False, f"The model puts verify attention at {modelled:.2f}× decode attention "
                        "(compute-bound here): nothing to test.", numbers)
     ok = measured < k + 1
-    return Verdict(claim, ok, True, f"Verify attention cost {measured:.2f}× decode attention (model {modelled:.2f}×)"
+    measured_s, _ = apart(measured, k + 1)
+    return Verdict(claim, ok, True, f"Verify attention cost {measured_s}× decode attention (model {modelled:.2f}×)"
                    + (f", under the {k + 1}× of separate reads." if ok else
                       f": as much as {k + 1} separate reads of the cache."), numbers)
 
@@ -368,18 +392,20 @@ def speedup_bound(batches: Sequence[int], measured: Sequence[float], caps: Seque
     over = [(b, s, c) for b, s, c in rows if s > c]
     if over:
         b, s, c = over[0]
-        return Verdict(claim, False, True, f"S = {s:.2f} at B = {b}, above the {c:.2f} this device's roofs allow "
+        s_s, c_s = apart(s, c)
+        return Verdict(claim, False, True, f"S = {s_s} at B = {b}, above the {c_s} this device's roofs allow "
                        f"there: a pass beat the roofs by more than the slacks, the model miscounts its bytes or FLOPs, "
                        f"or the roofs were measured under load.", numbers)
     capped = [(b, s, c) for b, s, c in rows if c < 1]
     if capped:
-        listed = " and ".join(f"{b} (at most {c:.2f})" for b, _, c in capped)
+        listed = " and ".join(f"{b} (at most {apart(c, 1.0)[0]})" for b, _, c in capped)
         return Verdict(claim, True, True, f"S stayed under its cap at every batch; the roofs allow less than 1 at "
                        f"B = {listed}, and speculation measured below 1 there (S ≤ "
-                       f"{max(s for _, s, _ in capped):.2f}).", numbers)
+                       f"{apart(max(s for _, s, _ in capped), 1.0)[0]}).", numbers)
+    lowest = apart(caps[i], 1.0)[0]
     return Verdict(claim, True, True, f"S stayed under its cap at every batch, but the cap never fell below 1 (lowest: "
-                   f"{caps[i]:.2f} at B = {batches[i]}): plain decoding ran slowly enough that a verify pass at its "
-                   f"roofs would still have paid, so the roofs alone cannot say where speculation stopped paying.",
+                   f"{lowest} at B = {batches[i]}): plain decoding ran slowly enough that a verify pass at "
+                   f"its roofs would still have paid, so the roofs alone cannot say where speculation stopped paying.",
                    numbers)
 
 
@@ -587,8 +613,8 @@ def describe_verify(batches: Sequence[int], measured: Sequence[float], modelled:
                   f"{modelled[first]:.2f}×")
     lo = min(range(len(batches) - 1), key=measured.__getitem__) if len(batches) > 1 else 0
     seen, model = measured[-1] / measured[lo], modelled[-1] / modelled[lo]
-    rise = (f"from B = {batches[lo]}, where it measured lowest, to B = {b1} the measured ratio rose {seen:.2f}× and "
-            f"the model's {model:.2f}×")
+    rise = (f"from B = {batches[lo]}, where it measured lowest, to B = {b1} the measured ratio {moved_by(seen)} and "
+            f"the model's {moved_by(model)}")
     passes = f"at B = {b0} decode took {decode_excess:.2f}× its modelled time and verify {verify_excess:.2f}×"
     small_passes = (f"small passes run below the compute roof, the smallest furthest ({passes}), which pulls the "
                     f"ratio towards 1 at small B")
@@ -687,14 +713,20 @@ def describe_gemm_efficiency(rows: Sequence[int], ratios: Sequence[float], left_
                              weight_gb_per_s: Sequence[float], copy_gb_per_s: float) -> str:
     """Chapter 1's sentence on the per-M efficiency of its decode-GEMM sweep: its range, where it was
     slow (:func:`describe_slow_gemms`), and how well it predicts each point from the others
-    (``left_out``: ``GemmEfficiency.leave_one_out``) against the roofline alone."""
+    (``left_out``: ``GemmEfficiency.leave_one_out``) against the roofline alone. "Within 2× of the roofs at
+    every M" claims 1/2 < measured/roofline < 2 at every point; a point at 2× or more is named as slow, one at
+    1/2 or less as faster than its roofline time (its weight stayed in a cache)."""
     rows = _batches(rows, ("ratios", ratios), ("left_out", left_out))
     ratios, left_out = _positive("ratios", ratios), _positive("left_out", left_out)
     lo, hi = min(range(len(rows)), key=ratios.__getitem__), max(range(len(rows)), key=ratios.__getitem__)
     text = (f"Measured over its roofline time, the GEMM took {ratios[lo]:.2f}× at M = {rows[lo]} to "
             f"{ratios[hi]:.2f}× at M = {rows[hi]}")
     slow = describe_slow_gemms(rows, ratios, weight_gb_per_s, copy_gb_per_s)
-    text += f"; {slow}." if slow else ": within 2× of the roofs at every M."
+    fast = [m for m, r in zip(rows, ratios, strict=True) if r <= 1 / THRESHOLD]
+    beat = (f"at M = {', '.join(map(str, fast))} it ran faster than half its roofline time, which a weight that "
+            "stays in the cache allows" if fast else "")
+    text += (f"; {slow}" + (f"; {beat}." if beat else ".") if slow else f"; {beat}." if beat
+             else f": within {THRESHOLD:g}× of the roofs at every M.")
     if len(rows) < 3:
         return text
     loo = math.exp(sum(abs(math.log(p / m)) for p, m in zip(left_out, ratios, strict=True)) / len(rows)) - 1
@@ -764,7 +796,8 @@ def describe_amortization(verdict: Verdict, first_batch: int, best_batch: int, f
     if best_batch == first_batch:
         return (f"here the fastest per-token time was lowest at B = {first_batch}: sharing the weight read saved "
                 "nothing on this device")
-    at = f"here the fastest per-token time fell {fell:.1f}× from B = {first_batch} to its best batch, B = {best_batch}"
+    at = (f"here the fastest per-token time {moved_by(1 / fell, digits=1)} from B = {first_batch} to its best batch, "
+          f"B = {best_batch}")
     if not verdict.numbers:
         return f"{at}."
     n = verdict.numbers
@@ -809,10 +842,12 @@ def describe_cache(what: str, weight_bytes: float, cache_bytes: float) -> str:
 # ---------------------------------------------------------------------------------------------- Chapter 3's wall clock
 
 
-def describe_overhead_c(measured_c: float, param_ratio: float, *, overhead: float = 1.5, noise: float = NOISE) -> str:
+def describe_overhead_c(measured_c: float, param_ratio: float, *, overhead: float = 2.0, noise: float = NOISE) -> str:
     """Chapter 3's sentence on the measured draft cost c (one draft step over one target step, fastest samples)
-    beside the ratio of parameter counts, the c that reading weights alone would give: ``overhead`` times it
-    or more is overhead setting c; within ``noise`` of it, the bytes do."""
+    beside the ratio of parameter counts, the c that reading weights alone would give. The words claim shares
+    of c: "overhead, not the bytes, sets c" that the bytes explain at most half of it (c at least ``overhead``
+    = 2 times the ratio); "the bytes set most of c" that they explain more than half, the overhead adding
+    over ``noise``; "equal within the noise" that c is within ``noise`` of the ratio either way."""
     measured_c = validate.number("measured_c", measured_c, low=0, low_open=True)
     param_ratio = validate.number("param_ratio", param_ratio, low=0, low_open=True)
     numbers = f"c = {measured_c:.2f}, against the parameter ratio {param_ratio:.3f}"
@@ -833,16 +868,18 @@ def describe_overhead_c(measured_c: float, param_ratio: float, *, overhead: floa
 
 def describe_formula_gap(gaps: dict, *, close: float = 0.15) -> str:
     """How far measured E[N] sits from the i.i.d. formula's at each temperature (``gaps``: temperature ->
-    measured / formula - 1): within ``close`` the formula gets the mean about right."""
+    measured / formula - 1). "Close" claims every gap is under ``close``; "misses" that one is ``close`` or more.
+    Each gap is printed with the digits it takes to tell it from ``close``."""
     if not gaps:
         raise validate.BadArgument("gaps must hold at least one temperature")
     close = validate.number("close", close, low=0, low_open=True)
-    parts = [f"{100 * abs(validate.number(f'gaps[{t}]', g)):.1f}% at temperature {t:g}" for t, g in gaps.items()]
+    parts = [f"{apart(100 * abs(validate.number(f'gaps[{t}]', g)), 100 * close, 1)[0]}% at temperature {t:g}"
+             for t, g in gaps.items()]
     listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
     if all(abs(g) < close for g in gaps.values()):
         return f"On average the i.i.d. formula is close: measured E[N] differs from it by {listed}."
-    return (f"The i.i.d. formula misses the mean here: measured E[N] differs from it by {listed}, more than "
-            f"{close:.0%} somewhere, so acceptance on this text is far from independent draws at one α.")
+    return (f"The i.i.d. formula misses the mean here: measured E[N] differs from it by {listed}, {close:.0%} or "
+            f"more somewhere, so acceptance on this text is far from independent draws at one α.")
 
 
 def describe_tree_formula(measured: dict, formula: dict, *, chain: str, close: float = 0.15) -> str:
@@ -855,13 +892,13 @@ def describe_tree_formula(measured: dict, formula: dict, *, chain: str, close: f
     gaps = {name: validate.number(f"measured[{name!r}]", measured[name], low=0, low_open=True)
             / validate.number(f"formula[{name!r}]", formula[name], low=0, low_open=True) - 1 for name in measured}
     worst = max(gaps, key=lambda name: abs(gaps[name]))
+    gap = apart(100 * abs(gaps[worst]), 100 * close, 1)[0]
     if abs(gaps[worst]) < close:
-        said = (f"The formula predicts every tree's tokens per iteration to within {100 * abs(gaps[worst]):.1f}% of "
-                "what tree decoding measured")
+        said = f"The formula predicts every tree's tokens per iteration to within {gap}% of what tree decoding measured"
     else:
-        said = (f"The formula misses what tree decoding measured by up to {100 * abs(gaps[worst]):.1f}% (the "
-                f"{worst}: {measured[worst]:.2f} tokens per iteration against {formula[worst]:.2f}), more than "
-                f"{close:.0%}: on this text whether a child is accepted depends on more than its rank")
+        said = (f"The formula misses what tree decoding measured by up to {gap}% (the {worst}: "
+                f"{measured[worst]:.2f} tokens per iteration against {formula[worst]:.2f}), {close:.0%} or more: "
+                "on this text whether a child is accepted depends on more than its rank")
     lost = [name for name in measured if name != chain and not measured[name] > measured[chain]]
     if not lost:
         return f"{said}, and every wider tree yielded more than the {chain}."
@@ -913,10 +950,11 @@ def describe_wall_clock(verdict: Verdict, ks: Sequence[int], predicted: Sequence
 # ---------------------------------------------------------------------------------------------- Chapters 7 and 8
 
 
-def describe_pass_prices(prices: dict, *, overhead: float = 1.5, noise: float = NOISE) -> str:
+def describe_pass_prices(prices: dict, *, overhead: float = 2.0, noise: float = NOISE) -> str:
     """What sets the price of each drafter's pass on this device (Chapter 7): ``prices`` maps a drafter to
-    (its measured c, the c its share of the bytes gives). ``overhead`` times the bytes' share or more is
-    per-pass overhead setting the price; within ``noise`` of it, the bytes do."""
+    (its measured c, the c its share of the bytes gives). "Per-pass overhead sets the prices" claims that the
+    bytes explain at most half of every price (``overhead`` = 2 times the bytes' share or more); "the prices
+    follow the bytes" that every price is within ``noise`` of its share; anything else is "partly"."""
     if not prices:
         raise validate.BadArgument("prices must name at least one drafter")
     ratio = {name: validate.number(f"{name} measured c", m, low=0, low_open=True)

@@ -1,0 +1,436 @@
+"""Every sentence chooser, fed numbers just inside and just outside each of its boundaries.
+
+A chooser picks the words a chapter glues ("below", "about as much as", "holds", "too flat") from numbers. Each
+word makes a numeric claim; this file states the claim and checks that the chosen sentence is true of the
+numbers it was chosen on, *as printed*: a sentence that says "too flat" must not print the measured rise equal to
+the rise it needed, and one that says "rose" must not print a factor below 1.
+
+The claims, chooser by chooser (``measure.checks`` unless named), "word: claim":
+
+- ``within_roofs``: "at least r× its roofline time": min measured/roofline ≥ 1/1.5; "ran x× faster": below it.
+- ``grows``, ``speedup_falls``: "too little to test": model < 2×; "too flat": measured < model^(1/8); else ".".
+- ``speedup_falls``: "S fell x×": S(last) < S(from); "S rose x×": S(last) > S(from).
+- ``ratio_falls``: "halved": excess over 1 at most half the first's; "fell": last < first/1.1; "flat": within
+  10% of first; "rose": last > first·1.1.
+- ``shared_cache``: "under the (k+1)×": measured < k + 1; "as much as": ≥ k + 1.
+- ``speedup_bound``: "above the c ... allow": S > cap; "allow less than 1 ... at most c": cap < 1.
+- ``describe_crossing``: "paid": S > 1.1; "about break-even": within 10% of 1; "never paid": no S > 1.1.
+- ``describe_model_gap``: "within 10%": |S_m/S_p − 1| ≤ 0.1; "above" / "below": S_m > / < S_p.
+- ``describe_draft_cost``: "more than": c > 1.1·ratio; "less than": c < ratio/1.1; "what its parameter count
+  says": between.
+- ``describe_free_batch``: "free up to B = f": f(k+1) ≤ critical batch < (f+1)(k+1).
+- ``describe_verify``: "rose" / "fell" of a ratio: the factor printed is above / below 1.
+- ``describe_gemm_efficiency``: "within 2× of the roofs at every M": 1/2 < measured/roofline < 2 everywhere.
+- ``describe_efficiency_gain``: "explain x%": with < without/1.1; "less than the noise": within 1.1×; "worse
+  with it": above.
+- ``describe_amortization``: "fell x×": the per-token time fell.
+- ``describe_overhead_c``, ``describe_pass_prices``: "overhead, not the bytes, sets c": the bytes explain at
+  most half of c (c ≥ 2·ratio); "the bytes set most of c": more than half.
+- ``describe_fused``: "faster": r < 1/1.1; "the same within the noise": within; "took r×": r > 1.1.
+- ``describe_recompute``: "less than": ratio < 0.8; "about as much as": < 1.25; "more than": ≥ 1.25.
+- ``describe_formula_gap``, ``describe_tree_formula``: "close": every gap < 15%; "15% or more": one is.
+- ``wall_clock_agrees``: "predicted ... within": inside the range widened by 10%; "above" / "below": outside.
+- ``order`` and the α sentences: "easier" / "agree within sampling noise": more / less than 3 SE apart.
+- ``describe_against_range``: "above" / "below" / "in" the range: mean ∓ 3 SE past a bound, or not.
+- ``describe_cache``: "larger than": weight > cache; "fits in": ≤ cache.
+- ``context.verdict``: "pays at every batch that fits": the paying range is exactly 1 to the largest batch.
+- ``thesis.summary``: "falls to 1 at B*": a crossover; "is still S": S > 1 at the last batch that fits, printed
+  above 1; ``thesis.why_one_crosses``: "the same FLOP/s": bf16 peaks within 1%.
+- ``kvcache.describe_alpha_change``: "rose" / "fell" / "under both": α_keep prints above / below / equal to
+  α_drop.
+
+Not here: ``bench``'s sampler sentences and Chapter 8's and the engine's choosers (their own tests), and the
+advisor's (``test_advise``). The last tests run every chooser the recorded chapters use on the real records in
+``data/reference`` and check each printed comparison there too.
+"""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from specnotes import context, findings, kvcache, measure, thesis
+from specnotes.measure import checks
+from specnotes.measure.checks import Estimate
+
+E = 1e-6  # "just": a relative step inside or outside a boundary
+
+
+def below(x):
+    return x * (1 - E)
+
+
+def above(x):
+    return x * (1 + E)
+
+
+def floats(text):
+    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", text)]
+
+
+# ---------------------------------------------------------------------------------------------- the roofs
+
+
+@pytest.mark.parametrize("ratio, ok", [(above(1 / 1.5), True), (below(1 / 1.5), False)])
+def test_within_roofs_says_what_its_lowest_ratio_is(ratio, ok):
+    v = checks.within_roofs([ratio, 2.0], [1.0, 1.0], ["a", "b"])
+    assert v.ok is ok
+    if ok:
+        assert re.search(r"at least (\S+)× its roofline time", v.sentence)
+        assert float(re.search(r"at least (\S+)×", v.sentence).group(1)) == pytest.approx(ratio, abs=0.005)
+    else:
+        assert float(re.search(r"ran (\S+)× faster", v.sentence).group(1)) >= 1.5
+
+
+# ---------------------------------------------------------------------------------------------- grows and falls
+
+
+def grow(seen, model):
+    """A two-point sweep whose measured rise is ``seen`` and modelled rise ``model``."""
+    return checks.grows("x", [1, 2], [1.0, seen], [1.0, model])
+
+
+@pytest.mark.parametrize("model", [below(checks.THRESHOLD), above(checks.THRESHOLD)])
+def test_grows_tests_only_from_its_threshold_and_says_so(model):
+    v = grow(1.0, model)
+    assert v.tested is (model >= checks.THRESHOLD)
+    if not v.tested:
+        printed = float(re.search(r"predicts only (\S+)×", v.sentence).group(1))
+        assert printed < checks.THRESHOLD, v.sentence  # "only" a rise under the threshold, as printed
+
+
+@pytest.mark.parametrize("side", ["inside", "outside"])
+def test_grows_prints_the_measured_and_needed_rise_in_the_order_its_verdict_says(side):
+    model = 4.0
+    need = model ** checks.SHARE
+    seen = above(need) if side == "inside" else below(need)
+    v = grow(seen, model)
+    assert v.ok is (side == "inside")
+    got, needed = map(float, re.search(r"measured (\S+)× \(at least (\S+)× needed\)", v.sentence).groups())
+    assert (got >= needed) if v.ok else (got < needed), v.sentence
+    assert v.sentence.endswith(": too flat.") is (not v.ok)
+
+
+def falls(s_first, s_last, m_first=2.0, m_last=0.5):
+    return checks.speedup_falls([1, 2], [s_first, s_last], [m_first, m_last])
+
+
+@pytest.mark.parametrize("side", ["inside", "outside"])
+def test_speedup_falls_says_which_way_s_went_and_prints_the_fall_it_needed(side):
+    need = (4.0) ** checks.SHARE  # the model falls 4x
+    s_last = 1.0 / above(need) if side == "inside" else 1.0 / below(need)
+    v = falls(1.0, s_last)
+    assert v.ok is (side == "inside")
+    assert "S fell" in v.sentence
+    fell, needed = (float(x) for x in re.search(r"S fell (\S+)×.*at least (\S+)×", v.sentence).groups())
+    assert (fell >= needed) if v.ok else (fell < needed), v.sentence
+
+
+def test_speedup_falls_does_not_say_s_fell_when_it_rose():
+    v = falls(1.07, 1.29)
+    assert "S rose 1.21×" in v.sentence and "S fell" not in v.sentence and "too flat" in v.sentence
+
+
+@pytest.mark.parametrize("first, last, outcome", [
+    (2.0, 1.5, "halved"),  # excess 1 -> 0.5: exactly halfway
+    (2.0, above(1.5), "fell"),  # just short of halfway, but below 2/1.1
+    (2.0, below(2.0 / 1.1), "fell"),
+    (2.0, above(2.0 / 1.1), "flat"),
+    (2.0, below(2.0 * 1.1), "flat"),
+    (2.0, above(2.0 * 1.1), "rose"),
+])
+def test_ratio_falls_says_how_the_ratio_moved(first, last, outcome):
+    v = checks.ratio_falls([1, 2], [first, last], [3.0, 1.2])
+    assert v.numbers["outcome"] == outcome
+    said = {"halved": "at least halfway to 1", "fell": "it fell, by more than", "flat": "flat, within",
+            "rose": "it rose, by more than"}[outcome]
+    assert said in v.sentence, v.sentence
+    assert v.ok is (outcome in ("halved", "fell"))
+    clause = checks.describe_context_measured(v, "cpu")
+    said = {"halved": "bore it out", "fell": "fell, but only", "flat": "still cost", "rose": "rose to"}[outcome]
+    assert said in clause
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 5
+
+
+@pytest.mark.parametrize("measured", [below(5.0), above(5.0)])
+def test_shared_cache_prints_the_ratio_on_the_side_of_k_plus_1_it_is_on(measured):
+    v = checks.shared_cache(measured, 1.2, 4)
+    assert v.ok is (measured < 5)
+    printed = float(re.search(r"cost (\S+)× decode attention", v.sentence).group(1))
+    assert (printed < 5) if v.ok else (printed >= 5), v.sentence
+    clause = checks.describe_shared_cache(v)
+    assert ("shared one read" in clause) is v.ok
+
+
+def test_shared_cache_tests_nothing_where_the_model_has_attention_compute_bound():
+    v = checks.shared_cache(6.0, above(2.5), 4)
+    assert not v.tested and v.ok and "nothing to test" in v.sentence
+    assert "not tested" in checks.describe_shared_cache(v)
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 4
+
+
+@pytest.mark.parametrize("side", ["inside", "outside"])
+def test_speedup_bound_prints_s_above_the_cap_when_it_says_so(side):
+    cap = 0.95
+    s = below(cap) if side == "inside" else above(cap)
+    v = checks.speedup_bound([1, 2], [1.2, s], [1.5, cap])
+    assert v.ok is (side == "inside")
+    if not v.ok:
+        got, allowed = map(float, re.search(r"S = (\S+) at B = 2, above the (\S+) ", v.sentence).groups())
+        assert got > allowed, v.sentence
+
+
+@pytest.mark.parametrize("cap", [below(1.0), above(1.0)])
+def test_speedup_bound_says_the_roofs_allow_less_than_1_only_below_1(cap):
+    v = checks.speedup_bound([1, 2], [1.2, 0.9 * cap], [1.5, cap])
+    if cap < 1:
+        printed = float(re.search(r"at most (\S+)\)", v.sentence).group(1))
+        assert "allow less than 1" in v.sentence and printed < 1, v.sentence
+        assert float(re.search(r"S ≤ (\S+)\)", v.sentence).group(1)) < 1
+    else:
+        assert "never fell below 1" in v.sentence
+        assert float(re.search(r"lowest: (\S+) at", v.sentence).group(1)) >= 1, v.sentence
+
+
+@pytest.mark.parametrize("s, paid, even", [
+    (above(1.1), True, False), (below(1.1), False, True), (above(0.9), False, True), (below(0.9), False, False)])
+def test_describe_crossing_says_paid_only_past_the_noise(s, paid, even):
+    c = checks.describe_crossing([1, 2], [s, 0.5], "done", 4, ridge=10.0, critical_batch=10.0, k=4)
+    assert (c.paid == [1]) is paid and (c.even == [1]) is even
+    assert c.sentence.startswith("speculation paid" if paid else "speculation never paid")
+    if even:
+        assert "within the 10% noise" in c.sentence
+
+
+@pytest.mark.parametrize("ratio, word", [(below(1.1), "within"), (above(1.1), "above"), (above(0.9), "within"),
+                                         (below(0.9), "below")])
+def test_describe_model_gap_says_within_only_inside_the_noise(ratio, word):
+    passes = {"decode": (2e-3, 1e-3), "verify": (1e-3, 1e-3), "draft": (1e-4, 1e-4)}
+    text = checks.describe_model_gap(4, 4, ratio, 1.0, passes)
+    if word == "within":
+        assert "is the model's" in text and "within 10%" in text
+    else:
+        assert f"is {word} the model's" in text
+
+
+@pytest.mark.parametrize("c, word", [(above(0.11), "more than"), (below(0.11), "what its parameter count says"),
+                                     (above(0.1 / 1.1), "what its parameter count says"),
+                                     (below(0.1 / 1.1), "less than")])
+def test_describe_draft_cost_compares_c_with_the_parameter_ratio(c, word):
+    text = checks.describe_draft_cost(c, 0.1, 0.1, draft_cached=False)
+    assert word in text, text
+
+
+@pytest.mark.parametrize("critical", [25.0, below(25.0)])
+def test_describe_free_batch_names_the_largest_free_batch(critical):
+    text = checks.describe_free_batch(critical, 4)
+    free = int(re.search(r"free up to B = (\d+)", text).group(1))
+    assert free * 5 <= critical < (free + 1) * 5
+
+
+def test_describe_verify_says_rose_only_of_a_ratio_that_rose():
+    text = checks.describe_verify([1, 2, 4], [1.3, 1.2, 1.1], [1.0, 1.0, 2.0], critical_batch=100.0, k=4,
+                                  decode_excess=1.0, verify_excess=1.5)
+    assert "rose 0." not in text  # a ratio that ended lower fell
+    assert re.search(r"measured ratio fell \d\.\d+× and the model's rose 2\.00×", text), text
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 1
+
+
+def test_describe_gemm_efficiency_says_within_2x_only_when_every_point_is():
+    rows, gbs = [1, 2, 4], [5.0, 5.0, 5.0]
+    inside = checks.describe_gemm_efficiency(rows, [above(0.5), 1.0, below(2.0)], [1.0, 1.0, 1.0], gbs, 10.0)
+    assert "within 2× of the roofs at every M" in inside
+    fast = checks.describe_gemm_efficiency(rows, [0.4, 1.0, 1.5], [1.0, 1.0, 1.0], gbs, 10.0)
+    assert "within 2× of the roofs" not in fast and "at M = 1 it ran faster than half its roofline time" in fast
+    slow = checks.describe_gemm_efficiency(rows, [1.0, 1.0, above(2.0)], [1.0, 1.0, 1.0], gbs, 10.0)
+    assert "within 2×" not in slow and "GEMM of 4 rows ran 2.0× its roofline time" in slow
+
+
+@pytest.mark.parametrize("without, with_, word", [
+    (0.5, below(0.5 / 1.1), "explain"), (0.5, above(0.5 / 1.1), "less than the 10% noise"),
+    (0.5, below(0.55), "less than the 10% noise"), (0.5, above(0.55), "worse with it"),
+    (below(0.1), 0.05, "already within the 10% noise"),
+])
+def test_describe_efficiency_gain_at_its_boundaries(without, with_, word):
+    assert word in checks.describe_efficiency_gain("S(B)", without, with_)
+
+
+def test_describe_amortization_says_fell_of_a_fall():
+    v = checks.grows("x", [1, 8], [1.0, 4.0], [1.0, 8.0])
+    text = checks.describe_amortization(v, 1, 8, 3.0)
+    assert "fell 3.0× from B = 1" in text
+    assert "saved nothing" in checks.describe_amortization(v, 1, 1, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------- Chapters 3 and 7
+
+
+@pytest.mark.parametrize("times, overhead_sets", [(above(2.0), True), (below(2.0), False), (1.6, False)])
+def test_describe_overhead_c_says_overhead_sets_c_only_where_the_bytes_explain_at_most_half(times, overhead_sets):
+    text = checks.describe_overhead_c(0.1 * times, 0.1)
+    bytes_share = 1 / times
+    assert ("not the bytes, sets c" in text) is overhead_sets is (bytes_share <= 0.5), text
+    if not overhead_sets:
+        assert "the bytes set most of c" in text
+
+
+@pytest.mark.parametrize("times, word", [(above(1.1), "the bytes set most of c"), (below(1.1), "equal within"),
+                                         (above(1 / 1.1), "equal within"), (below(1 / 1.1), "faster than its share")])
+def test_describe_overhead_c_near_the_bytes(times, word):
+    assert word in checks.describe_overhead_c(0.1 * times, 0.1)
+
+
+@pytest.mark.parametrize("times, word", [(above(2.0), "overhead sets the prices"), (1.6, "partly"),
+                                         (below(1.1), "follow the bytes"), (above(1.1), "partly")])
+def test_describe_pass_prices_at_its_boundaries(times, word):
+    text = checks.describe_pass_prices({"draft": (0.1 * times, 0.1), "early exit": (0.2 * times, 0.2)})
+    assert word in text, text
+
+
+@pytest.mark.parametrize("r, word", [(below(1 / 1.1), "faster than writing"), (above(1 / 1.1), "same within"),
+                                     (below(1.1), "same within"), (above(1.1), "costs more than")])
+def test_describe_fused_at_its_boundaries(r, word):
+    assert word in checks.describe_fused(r, 1.0)
+
+
+@pytest.mark.parametrize("gap", [below(0.15), 0.15, above(0.15)])
+def test_describe_formula_gap_says_close_only_under_its_bound_and_prints_which_side(gap):
+    text = checks.describe_formula_gap({0.0: gap, 1.0: 0.01})
+    printed = float(re.search(r"by (\S+)% at temperature 0", text).group(1))
+    if gap < 0.15:
+        assert "is close" in text and printed < 15, text
+    else:
+        assert "15% or more" in text and printed >= 15, text
+
+
+@pytest.mark.parametrize("gap", [below(0.15), above(0.15)])
+def test_describe_tree_formula_says_within_only_under_its_bound(gap):
+    text = checks.describe_tree_formula({"chain": 2.0, "tree": 3.0 * (1 + gap)}, {"chain": 2.0, "tree": 3.0},
+                                        chain="chain")
+    printed = float(re.search(r"(?:within|up to) (\S+)%", text).group(1))
+    assert ("predicts every tree" in text) is (gap < 0.15)
+    assert (printed < 15) is (gap < 0.15), text
+    assert "every wider tree yielded more" in text
+
+
+@pytest.mark.parametrize("p, ok, word", [(below(2.2), True, None), (above(2.2), False, "above"),
+                                         (above(1.0 / 1.1), True, None), (below(1.0 / 1.1), False, "below")])
+def test_wall_clock_agrees_inside_the_widened_range(p, ok, word):
+    v = checks.wall_clock_agrees("the pass times", [1, 2], [1.5, 1.5], [1.0, 1.0], [2.0, 2.0], [1.5, p])
+    assert v.ok is ok
+    if word:
+        assert f"{word} the 1.00–2.00×" in v.sentence
+
+
+@pytest.mark.parametrize("mean, word", [(0.9 + 3 * 0.01 + E, "above"), (0.9 + 3 * 0.01 - E, "in the range"),
+                                        (0.5 - 3 * 0.01 - E, "below"), (0.5 - 3 * 0.01 + E, "in the range")])
+def test_describe_against_range_at_three_standard_errors(mean, word):
+    assert word in checks.describe_against_range(Estimate(mean, 0.01), 0.5, 0.9)
+
+
+@pytest.mark.parametrize("gap, sign", [(3 * math.hypot(0.01, 0.01) + E, 1), (3 * math.hypot(0.01, 0.01) - E, 0)])
+def test_order_and_the_alpha_sentences_at_three_standard_errors(gap, sign):
+    a, b = Estimate(0.5 + gap, 0.01), Estimate(0.5, 0.01)
+    assert checks.order(a, b) == sign
+    text = checks.describe_alpha_sources([0.0], [a], [b])
+    assert ("easier to agree on than held-out" in text) is (sign == 1)
+    assert ("agree within sampling noise" in text) is (sign == 0)
+
+
+@pytest.mark.parametrize("ratio, compare", [(below(0.8), "less than"), (above(0.8), "about as much as"),
+                                            (below(1.25), "about as much as"), (above(1.25), "more than")])
+def test_describe_recompute_at_its_boundaries(ratio, compare):
+    said, verdict = checks.describe_recompute(ratio * 2e-3, 2e-3)
+    assert said == compare
+    assert ("paid more than the work it adds" in verdict) is (ratio >= 1.25)
+
+
+def test_describe_recompute_says_nothing_measurable_at_or_below_zero():
+    said, verdict = checks.describe_recompute(-1e-5, 2e-3)
+    assert said == "less than" and "cost nothing measurable" in verdict
+
+
+@pytest.mark.parametrize("weight, word", [(above(2**30), "larger than"), (2**30, "fits in")])
+def test_describe_cache_fits_at_equal_size(weight, word):
+    assert word in checks.describe_cache("the weight", weight, 2**30)
+
+
+# ---------------------------------------------------------------------------------------------- the other modules
+
+
+@pytest.mark.parametrize("ranges, fits, said", [([(1, 100)], 100, "pays at every batch that fits (1–100)"),
+                                                 ([(1, 99)], 100, "pays at B = 1–99"), ([], 100, "never pays"),
+                                                 ([(1, 5)], 0, "does not fit")])
+def test_context_verdict_says_every_batch_only_of_every_batch(ranges, fits, said):
+    assert context.verdict(ranges, fits) == said
+
+
+def curve(accel, crossover=None, end=1.04):
+    return thesis.Curve(accel, "idealized", (1, 128, 644), (2.0, 1.4, end), crossover, 644)
+
+
+@pytest.mark.parametrize("end", [above(1.0), 1.004, 1.02])
+def test_thesis_summary_says_still_only_of_a_speedup_it_prints_above_1(end):
+    text = thesis.summary(thesis.Thesis("setup", (curve("H100-SXM", end=end),), (), "published"))
+    printed = float(re.search(r"still (\S+) on the H100-SXM when memory is full", text).group(1))
+    assert printed > 1, text
+
+
+@pytest.mark.parametrize("drop, keep, word", [(0.5, 0.5004, "under both"), (0.5, 0.5006, "rose"),
+                                              (0.5, 0.4994, "fell"), (0.5, 0.4996, "under both")])
+def test_describe_alpha_change_says_what_the_printed_values_show(drop, keep, word):
+    text = kvcache.describe_alpha_change(drop, keep)
+    assert word in text
+    printed = floats(text)
+    if word == "rose":
+        assert printed[1] > printed[0]
+    elif word == "fell":
+        assert printed[1] < printed[0]
+
+
+# ---------------------------------------------------------------------------------------------- the real records
+
+
+REFERENCE = Path(findings.__file__).parent / "data" / "reference"
+PATHS = sorted(REFERENCE.glob("*.json"))
+
+COMPARISONS = [  # (pattern, what must hold of its two printed numbers)
+    (r"measured (\d+\.\d+)× \(at least (\d+\.\d+)× needed\)\.", lambda a, b: a >= b),
+    (r"measured (\d+\.\d+)× \(at least (\d+\.\d+)× needed\): too flat", lambda a, b: a < b),
+    (r"S fell (\d+\.\d+)×.*so it must fall at least (\d+\.\d+)×: too flat", lambda a, b: a < b),
+    (r"S fell (\d+\.\d+)×.*so it must fall at least (\d+\.\d+)×\.", lambda a, b: a >= b),
+    (r"S = (\d+\.\d+) at B = \d+, above the (\d+\.\d+)", lambda a, b: a > b),
+]
+SINGLES = [  # (pattern, what must hold of its printed number)
+    (r"(?:rose|fell|climbs[^(]*rose) (\d+\.\d+)×", lambda a: a >= 1),
+    (r"at most (\d+\.\d+)\)", lambda a: a < 1),
+    (r"predicts only (\d+\.\d+)×", lambda a: a < checks.THRESHOLD),
+]
+
+
+def record_sentences():
+    for path in PATHS:
+        rec = findings.recorded(measure.load_results(path))
+        for n, chapter in rec.chapters.items():
+            for name, text in chapter().sentences.items():
+                yield f"{path.stem}: chapter {n}, {name}", text
+
+
+@pytest.mark.parametrize("where, text", list(record_sentences()))
+def test_every_printed_comparison_on_the_real_records_holds(where, text):
+    for pattern, holds in COMPARISONS:
+        for a, b in re.findall(pattern, text):
+            assert holds(float(a), float(b)), f"{where}: {text}"
+    for pattern, holds in SINGLES:
+        for a in re.findall(pattern, text):
+            assert holds(float(a)), f"{where}: {text}"
+    if "within 2× of the roofs at every M" in text:
+        ratios = [float(x) for x in re.search(r"took (\S+)× at M = \d+ to (\S+)×", text).groups()]
+        assert 0.5 < min(ratios) and max(ratios) < 2, f"{where}: {text}"
