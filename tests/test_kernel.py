@@ -9,6 +9,11 @@ cannot be written, a library that does not load)."""
 import os
 import platform
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -245,7 +250,7 @@ def test_an_unwritable_cache_falls_to_the_next_folder(monkeypatch, tmp_path):
 def test_a_library_that_does_not_load_means_no_kernel(monkeypatch, tmp_path):
     broken = tmp_path / "accept-broken.so"
     broken.write_text("not a shared library")
-    monkeypatch.setattr(kernel, "build", lambda: (broken, "cc -O3"))
+    monkeypatch.setattr(kernel, "build", lambda flags: (broken, "cc -O3"))
     monkeypatch.setattr(kernel, "_state", {})
     assert not kernel.available() and "did not load" in kernel.how_built()
 
@@ -258,6 +263,173 @@ def test_switched_off_the_samplers_use_torch(monkeypatch):
     ref = speculative_sample(drafts, q, p, uniforms=uniforms)
     ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
     assert (ours[1] == ref[1]).double().mean() >= 0.95
+
+
+# ---------------------------------------------------------------------------------------------- loading
+# A shared library runs as the reader: it is loaded only from a folder the reader alone owns and can write, only
+# after its sidecar (size and sha256, written once the new library passed its probe) matches, and a new library is
+# probed in a child process first, so a cache entry that is corrupt, or one that crashes this CPU, costs a rebuild
+# or "no kernel, and why", never the process.
+
+PLANTED = """#include <stdint.h>
+void log_normalizers(const float *x, int64_t rows, int64_t V, float inv_t, int threads, float *out) {
+    for (int64_t j = 0; j < rows; j++) out[j] = 0.0f;
+}
+void accept_step(const float *target, const float *draft, int q_probs, const int64_t *tokens, const float *u,
+                 const float *v, int64_t B, int64_t k, int64_t V, float inv_t, int threads, int64_t *accepted,
+                 int64_t *token) {
+    for (int64_t b = 0; b < B; b++) accepted[b] = 0, token[b] = 0; /* every sample chosen by the planter */
+}
+"""
+
+
+def crashing(signal_name: str) -> str:
+    """A library whose functions die of ``signal_name``, as one built for an instruction this CPU lacks does."""
+    text = PLANTED
+    for loop in ("for (int64_t j", "for (int64_t b"):
+        text = text.replace(loop, f"raise({signal_name});\n    {loop}")
+    return "#include <signal.h>\n" + text
+
+
+def compiled(tmp_path, text: str, name: str):
+    source = tmp_path / f"{name}.c"
+    source.write_text(text)
+    out = tmp_path / f"{name}.so"
+    subprocess.run([kernel.compiler(), "-O1", "-shared", "-fPIC", str(source), "-o", str(out)], check=True)
+    return out
+
+
+def reload(monkeypatch):
+    """Forget the library this process loaded, so that the next call builds or loads one again."""
+    monkeypatch.setattr(kernel, "_state", {})
+
+
+def follows_the_torch_path(monkeypatch) -> bool:
+    drafts, lq, lp, _, _, uniforms = case(64, 3, 300, 1.0, seed=8)
+    ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    with monkeypatch.context() as m:
+        torch_only(m)
+        theirs = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    return (ours[1] == theirs[1]).double().mean() >= 0.99 and len(ours[1].unique()) > 1
+
+
+HOSTILE = ["owned by another user", "writable by others", "writable by the group"]
+
+
+QUICK = (("-O1",),)  # flags that build fast, for the tests that build the library again and again
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_library_planted_in_a_folder_another_user_controls_is_never_loaded(monkeypatch, tmp_path, hostile):
+    """Another user pre-creates the temp-folder cache (here: a folder of another owner, or one others can write) and
+    plants a library under the name this build will look for; the reader's home cache cannot be written. The
+    planted library must not be loaded, before or after the reader's own build (the swap-after-build variant), and
+    ``how_built()`` says why the folder was refused."""
+    if hostile == "owned by another user" and os.getuid() != 0:
+        pytest.skip("giving a folder to another owner needs root")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a fresh private folder is made
+    monkeypatch.setattr(kernel, "FLAGS", QUICK)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path / "own"])
+    name = kernel.build(QUICK)[0].name  # the name this build looks for: anyone can compute it
+    folder, blocked = tmp_path / "specnotes-0", tmp_path / "home-cache"
+    folder.mkdir()
+    blocked.write_text("")  # a file where the home cache should be: it cannot be created
+    if hostile == "owned by another user":
+        os.chown(folder, 12345, 12345)
+    else:
+        folder.chmod(0o777 if hostile == "writable by others" else 0o770)
+    planted = compiled(tmp_path, PLANTED, "planted")
+    shutil.copy(planted, folder / name)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [blocked / "specnotes", folder])
+    for attempt in ("planted before", "swapped after the build"):
+        reload(monkeypatch)
+        assert kernel.available(), kernel.how_built()
+        assert Path(kernel.library()._name).parent != folder, attempt
+        assert follows_the_torch_path(monkeypatch), attempt
+        assert str(folder) in kernel.how_built() and ("uid 12345" in kernel.how_built() or "written by" in
+                                                      kernel.how_built())
+        for path in folder.iterdir():  # the planter swaps whatever the reader's build left there
+            shutil.copy(planted, path)
+
+
+def test_cache_folders_are_created_private(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path / "cache" / "specnotes"])
+    path, how = kernel.build(QUICK)
+    assert path is not None, how
+    assert (tmp_path / "cache" / "specnotes").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_cached_library_others_can_write_is_built_again(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, _ = kernel.build(QUICK)
+    path.chmod(0o666)
+    again, how = kernel.build(QUICK)
+    assert again == path and not path.stat().st_mode & 0o022, how
+
+
+CHILD = """
+import sys
+from pathlib import Path
+import torch
+from specnotes import kernel
+from specnotes.fused import sample_from_logits
+library, good = Path(sys.argv[1]), Path(sys.argv[1]).read_bytes()
+g = torch.Generator().manual_seed(0)
+lq, lp = torch.randn(8, 2, 300, generator=g), torch.randn(8, 3, 300, generator=g)
+for damage in sys.argv[2:]:
+    library.unlink()  # a new file: the one loaded in the round before stays mapped in this process
+    library.write_bytes(Path(damage).read_bytes())
+    kernel._state.clear()
+    print(Path(damage).name, kernel.available(), flush=True)
+    sample_from_logits(lq.argmax(-1), lq, lp, 1.0, generator=g)
+    print(Path(damage).name, "sampled; rebuilt:", library.read_bytes() == good, flush=True)
+"""
+
+
+def test_a_corrupt_cache_entry_is_built_again_without_killing_the_process(monkeypatch, tmp_path):
+    """A truncated library (SIGBUS when it is mapped), a garbage file, and a library that dies of SIGILL (one built
+    for an instruction this CPU lacks, copied under this CPU's name), each in turn in the cache of a fresh process:
+    each is noticed before it is loaded and built again, and the process lives and samples with the kernel."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    library, how = kernel.build(kernel.FLAGS)  # the cache entry the child loads
+    assert library is not None and library.is_relative_to(tmp_path / "home"), how
+    good = library.read_bytes()
+    damages = {"truncated": good[: len(good) // 2], "garbage": b"not a library" * 100,
+               "SIGILL": compiled(tmp_path, crashing("SIGILL"), "sigill").read_bytes()}
+    for name, data in damages.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(library), *(str(tmp_path / name) for name in damages)],
+                          env=os.environ | {"TMPDIR": str(tmp_path / "tmp")}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stdout}{done.stderr}"
+    assert done.stdout.splitlines() == [line for name in damages for line in (f"{name} True",
+                                                                              f"{name} sampled; rebuilt: True")]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGILL", "SIGBUS"])
+def test_a_new_library_that_crashes_is_probed_in_a_child_not_loaded(monkeypatch, tmp_path, signal_name):
+    source = tmp_path / "accept.c"
+    source.write_text(crashing(signal_name))
+    monkeypatch.setattr(kernel, "SOURCE", source)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path / "cache"])
+    path, why = kernel.build(QUICK)
+    assert path is None and signal_name in why
+    assert not list((tmp_path / "cache").glob("accept-*.so"))  # nothing that crashes is cached
+
+
+def test_on_macos_the_key_holds_the_cpus_features(monkeypatch, tmp_path):
+    """-march=native depends on the CPU's features, which macOS reports through sysctl (faked here): two CPUs with
+    the same name and different features get different keys."""
+    fake = tmp_path / "sysctl"
+    fake.write_text('#!/bin/sh\necho "machdep.cpu.brand_string: Apple M2"\necho "hw.optional.arm.FEAT_BF16: $FEAT"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    monkeypatch.setenv("FEAT", "1")
+    with_bf16 = kernel.cpu_key()
+    monkeypatch.setenv("FEAT", "0")
+    assert "FEAT_BF16: 1" in with_bf16 and kernel.cpu_key() != with_bf16
 
 
 # ---------------------------------------------------------------------------------------------- wrong kernels
