@@ -1,11 +1,14 @@
 """The compiled acceptance step (specnotes.kernel, csrc/accept.c), built three ways (for this CPU, for AVX2 without
 AVX-512, and with no -march: its plain loops): agrees with speculative_sample on the softmaxed inputs and with the
-torch path, at vocabulary sizes around its vector width and block size; gives the same draws with one thread or two;
-handles logits far outside exp's range, -inf (a masked token is never emitted) and NaN or +inf (the torch path takes
-over); follows the target (chi-square on fp32 Markov chains through the kernel, with wrong uses of it and one-line
-wrong kernels caught); and builds or declines cleanly (no compiler, a flag the compiler rejects, a cache folder that
-cannot be written, a library that does not load)."""
+torch path, at vocabulary sizes around its vector width and block size; gives the same draws with one thread or two,
+run after run; handles logits far outside exp's range, rows whose sum lies in (0, 1), -inf (a masked token is never
+emitted, nor accepted at u = 0), a residual with no weight (p itself), and NaN or +inf (the torch path takes over);
+follows the target (chi-square on fp32 Markov chains through the kernel, at 5 tokens and above the vector width, with
+wrong uses of it and one-line wrong kernels caught); builds or declines cleanly (no compiler, a flag the compiler
+rejects, a cache folder that cannot be written, a library that does not load); and loads safely (never from a folder
+another user controls, a corrupt cache entry built again, a library that crashes this CPU probed in a child)."""
 
+import contextlib
 import os
 import platform
 import re
@@ -21,7 +24,7 @@ from chains import logits_pvalues
 
 from specnotes import kernel, sampling
 from specnotes.fused import sample_from_logits, sample_from_target_logits
-from specnotes.sampling import draw_uniforms, speculative_sample
+from specnotes.sampling import draw_uniforms, inverse_cdf, speculative_sample
 
 # Without a C compiler the kernel's tests skip, except under CI=true, where .ci/run installs one: there they fail.
 REQUIRED = os.environ.get("CI", "").lower() == "true"
@@ -100,17 +103,40 @@ def test_agrees_with_speculative_sample_and_the_torch_path(built, monkeypatch, s
     assert len(ref[1].unique()) > 1 or k == 0 or V == 1
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
-def test_one_thread_or_two_draw_the_same(sampler):
-    drafts, lq, lp, _, _, uniforms = case(64, 4, 3000, 1.0, seed=7)
-    one = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
+@contextlib.contextmanager
+def threads(n):
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
     try:
-        two = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+        yield
     finally:
-        torch.set_num_threads(threads)
-    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+        torch.set_num_threads(before)
+
+
+# (B, k, V, sampler): independent drafts (most stop at the first position) on both entry points, and bonus rows only
+# (k = 0): each thread spends most of its time summing and searching the rows its sequences stopped on, and a run is
+# long enough for both threads to join it. A buffer the threads shared made 11 to 26 of 30 runs of each differ here
+# (2 busy cores); with 64 sequences, as few as 0 of 30.
+THREAD_CASES = [(2048, 1, 1000, sample_from_logits), (2048, 2, 1000, from_draft_probs),
+                (4096, 0, 1000, sample_from_logits)]
+
+
+def two_threads_agree(repeats: int = 6) -> bool:
+    """Whether two threads give the draws of one, every time, over ``repeats`` runs of each of ``THREAD_CASES``: a
+    race between the threads (a buffer they share) shows in some runs, not in every one."""
+    for B, k, V, sampler in THREAD_CASES:
+        drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed=B + k + V)
+        one = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+        with threads(2):
+            for _ in range(repeats):
+                two = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+                if not (torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])):
+                    return False
+    return True
+
+
+def test_one_thread_or_two_draw_the_same(built):
+    assert two_threads_agree()
 
 
 def far_case(seed=1, B=64, k=2, V=300):
@@ -145,16 +171,73 @@ def test_far_logits_give_the_draws_of_the_softmaxed_inputs(built, sampler):
     assert (ours[1] == ref[1]).double().mean() >= 0.98 and (ours[0] == ref[0]).all(1).double().mean() >= 0.97
 
 
+def near_the_flush_case(seed=9, B=2000, k=2, V=300):
+    """Target logits near -89, where exp flushes to 0 (below -87.3): each target row's unshifted sum lies in (0, 1),
+    and a third of its mass is in terms that flushed to 0, so only the sum shifted by the row's maximum is right."""
+    drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed)
+    return drafts, lq, lp - 89.0, uniforms
+
+
+def near_the_flush_agrees(sampler) -> bool:
+    drafts, lq, lp, uniforms = near_the_flush_case()
+    ref = speculative_sample(drafts, torch.softmax(lq.double(), -1), torch.softmax(lp.double(), -1), uniforms=uniforms)
+    ours = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+    return bool((ours[1] == ref[1]).double().mean() >= 0.99 and (ours[0] == ref[0]).all(1).double().mean() >= 0.98)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_sum_in_0_1_is_summed_again_shifted(built, sampler):
+    drafts, lq, lp, uniforms = near_the_flush_case()
+    terms = torch.exp(lp.double())
+    sums, flushed = terms.sum(-1), (terms * (lp < -87.34)).sum(-1)
+    assert ((sums > 0) & (sums < 1)).all() and (flushed / sums).mean() > 0.2  # really in (0, 1), and much lost
+    assert all_taken_by_the_kernel(drafts, lq, lp, uniforms)
+    assert near_the_flush_agrees(sampler)
+
+
+def empty_residual_case(seed=10, B=500, k=2, V=300):
+    """A draft that is the target up to rounding, handing over its probabilities q = p (1 + 1e-5), and u just below
+    1: every first draft is rejected (u q(x) > p(x)), and max(0, p - q) has no weight anywhere. The last token must
+    then come from p itself. -> drafts, q, target logits, uniforms, and p's first row in float64."""
+    drafts, lq, lp, _, p, (u, v) = case(B, k, V, 1.0, seed)
+    q = (p[:, :k] * (1 + 1e-5)).float()
+    top = float(torch.tensor(1.0).nextafter(torch.tensor(0.0)))
+    return drafts, q, lp, (torch.full_like(u, top), v), p[:, 0]
+
+
+def empty_residual_draws_from_p() -> bool:
+    drafts, q, lp, uniforms, p0 = empty_residual_case()
+    tokens, n = sample_from_target_logits(drafts, q, lp, 1.0, uniforms=uniforms)
+    return bool((n == 0).all() and (tokens[:, 0] == inverse_cdf(p0, uniforms[1])).double().mean() >= 0.99)
+
+
+def test_a_residual_with_no_weight_draws_from_p(built, monkeypatch):
+    drafts, q, lp, uniforms, _ = empty_residual_case()
+    accepted, token = kernel.accept_step(drafts, q, True, lp, *uniforms, 1.0)
+    assert (accepted == 0).all() and (token >= 0).all()
+    assert empty_residual_draws_from_p()
+    ours = sample_from_target_logits(drafts, q, lp, 1.0, uniforms=uniforms)
+    torch_only(monkeypatch)
+    theirs = sample_from_target_logits(drafts, q, lp, 1.0, uniforms=uniforms)
+    assert (ours[0] == theirs[0]).all(1).double().mean() >= 0.99
+
+
+def masked_tokens_emitted(sampler) -> int:
+    """-inf logits (a vocabulary mask) on the target's second half, and u = 0 for every other sequence: how many
+    emitted tokens (accepted drafts or last tokens) are masked. A draft with p(x) = 0 must be rejected even at
+    u = 0 (0 < 0 fails), and exp gives masked tokens weight 0 exactly, so no residual or bonus row emits one."""
+    B, k, V = 2000, 2, 300
+    drafts, lq, lp, _, _, (u, v) = case(B, k, V, 1.0, seed=3)
+    lp[..., V // 2:] = float("-inf")
+    u[::2] = 0.0
+    tokens, n = sampler(drafts, lq, lp, 1.0, uniforms=(u, v))
+    assert (n < k).any() and (n == k).any() and (drafts[::2, 0] >= V // 2).any()
+    return int((tokens >= V // 2).sum())
+
+
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_a_masked_token_is_never_emitted(built, sampler):
-    """-inf logits (a vocabulary mask) on the target's second half: exp gives them weight 0 exactly, so neither a
-    residual nor a bonus row ever emits one, whatever the uniforms."""
-    B, k, V = 2000, 2, 300
-    drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed=3)
-    lp[..., V // 2:] = float("-inf")
-    tokens, n = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
-    last = tokens.gather(1, n[:, None])[:, 0]
-    assert (last < V // 2).all() and (n < k).any() and (n == k).any()
+    assert masked_tokens_emitted(sampler) == 0
 
 
 @pytest.mark.usefixtures("built")
@@ -215,6 +298,18 @@ WRONG = [
 @pytest.mark.parametrize("T", [1.0, 0.6])
 def test_emitted_tokens_follow_the_target(built, T):
     assert min(pvalues(sample_from_logits, T)) > SIGNIFICANCE
+
+
+WIDE = dict(V=37, scale=0.3)  # above the vector loops' two vectors a step (32 floats on AVX-512), and their tail
+
+
+def wide_pvalues(sampler, T=0.6):
+    return logits_pvalues(sampler, T, dtype=torch.float32, **WIDE)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_emitted_tokens_follow_the_target_above_the_vector_width(built, sampler):
+    assert min(wide_pvalues(sampler)) > SIGNIFICANCE
 
 
 @pytest.mark.parametrize("wrong", WRONG, ids=lambda w: w.__name__)
@@ -433,9 +528,11 @@ def test_on_macos_the_key_holds_the_cpus_features(monkeypatch, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- wrong kernels
-# Each a one-line change to csrc/accept.c, built for this CPU and for AVX2 and run through the checks above: each must
-# fail one of them. "The vector ..." changes the loops built for AVX-512 or AVX2, "a NaN ..." the AVX-512 exp; the rest
-# change code built anywhere.
+# Each a one-line change to csrc/accept.c (one is two lines), built for this CPU and for AVX2 and run through the checks
+# above: each must fail one of them. "The vector ..." changes the loops built for AVX-512 or AVX2, "a NaN ..." the
+# AVX-512 exp; the rest change code built anywhere. The last four were missed before the checks of a masked draft at
+# u = 0, of a sum in (0, 1), of a residual with no weight, of two threads run after run, and the chi-square above the
+# vector width were added.
 
 C_MUTANTS = {
     "the vector residual not clamped at 0": (
@@ -452,17 +549,28 @@ C_MUTANTS = {
                                                   "rest = goal * inside / sums[j];"),
     "q(x) not normalized": ("qx = q_probs ? q[x] : expf(q[x] * inv_t - lq);",
                             "qx = q_probs ? q[x] : expf(q[x] * inv_t);"),
+    "accept where u q(x) = p(x)": ("if (!(u[b * k + n] * qx < px)) break;", "if (!(u[b * k + n] * qx <= px)) break;"),
+    "the threads share one block-sums buffer": (
+        ("float *sums = malloc(nb * sizeof(float));",
+         "static float *sums;\n#pragma omp single\n        sums = malloc(nb * sizeof(float));"),
+        ("        free(sums);\n", "#pragma omp barrier\n#pragma omp single\n        free(sums);\n")),
+    "an unshifted sum trusted below 1": ("if (s >= 1.0f && s < 1e38f) return logf(s);",
+                                         "if (s > 0.0f && s < 1e38f) return logf(s);"),
+    "no fallback to p when the residual has no weight": ("if (token[b] >= 0 || !q) break;", "break;"),
 }
 
 
 def checks_pass() -> bool:
-    """The checks of this file on the library in use: agreement, far logits, masks, and the chains."""
+    """The checks of this file on the library in use, the cheap ones first: agreement, a masked draft at u = 0, a NaN
+    row, far logits, a sum in (0, 1), a residual with no weight, two threads, and the chains."""
     for B, k, V, T in [(300, 3, 17, 1.0), (200, 4, 129, 0.8), (64, 4, 32000, 1.0)]:
         drafts, lq, lp, q, p, uniforms = case(B, k, V, T, seed=B + V + k)
         ref, ours = speculative_sample(drafts, q, p, uniforms=uniforms), sample_from_logits(drafts, lq, lp, T,
                                                                                            uniforms=uniforms)
         if (ours[1] == ref[1]).double().mean() < 0.99 or (ours[0] == ref[0]).all(1).double().mean() < 0.98:
             return False
+    if masked_tokens_emitted(sample_from_logits):
+        return False
     drafts, lq, lp, _, _, uniforms = case(16, 2, 300, 1.0, seed=4)
     lp[5, 0, 7] = float("nan")
     if kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)[0][5] != -1:  # a NaN row handed back
@@ -474,7 +582,26 @@ def checks_pass() -> bool:
     ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
     if (ours[1] == ref[1]).double().mean() < 0.98 or (ours[0] == ref[0]).all(1).double().mean() < 0.97:
         return False
-    return min(pvalues(sample_from_logits, 0.6)) > SIGNIFICANCE
+    if not (near_the_flush_agrees(sample_from_logits) and empty_residual_draws_from_p() and two_threads_agree()):
+        return False
+    return min(pvalues(sample_from_logits, 0.6)) > SIGNIFICANCE and all(
+        min(wide_pvalues(sampler)) > SIGNIFICANCE for sampler in SAMPLERS)
+
+
+def built_mutant(monkeypatch, tmp_path, name, build):
+    """Load the library built from csrc/accept.c changed as ``C_MUTANTS[name]`` says, with the flags of ``build``."""
+    changes = C_MUTANTS[name]
+    source = kernel.SOURCE.read_text()
+    for old, new in (changes,) if isinstance(changes[0], str) else changes:
+        assert source.count(old) == 1, f"the mutant {name!r} no longer matches csrc/accept.c"
+        source = source.replace(old, new)
+    mutant = tmp_path / "accept.c"
+    mutant.write_text(source)
+    monkeypatch.setattr(kernel, "SOURCE", mutant)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, how = kernel.build(kernel.FLAGS if BUILDS[build] is None else (BUILDS[build],))
+    assert path is not None, how
+    monkeypatch.setitem(kernel._state, "lib", kernel.load(path))
 
 
 @pytest.mark.parametrize("build", ["native", "avx2"])
@@ -486,16 +613,7 @@ def test_the_checks_catch_a_wrong_kernel(monkeypatch, tmp_path, name, build):
         pytest.skip("an AVX-512 line: not built")
     if build == "avx2" and platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("AVX2 is x86")
-    old, new = C_MUTANTS[name]
-    source = kernel.SOURCE.read_text()
-    assert source.count(old) == 1, f"the mutant {name!r} no longer matches csrc/accept.c"
-    mutant = tmp_path / "accept.c"
-    mutant.write_text(source.replace(old, new))
-    monkeypatch.setattr(kernel, "SOURCE", mutant)
-    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
-    path, how = kernel.build(kernel.FLAGS if BUILDS[build] is None else (BUILDS[build],))
-    assert path is not None, how
-    monkeypatch.setitem(kernel._state, "lib", kernel.load(path))
+    built_mutant(monkeypatch, tmp_path, name, build)
     assert not checks_pass()
 
 
