@@ -77,7 +77,7 @@ def test_the_kernel_is_built():
 def test_chapter_7_can_show_a_c_function():
     text = kernel.function_source("accept_step")
     assert text.startswith("/* For each of the B sequences") and "void accept_step(" in text and text.endswith("\n}")
-    assert kernel.function_source("lse").startswith("static float lse(")
+    assert kernel.function_source("lse").startswith("static norm lse(")
     with pytest.raises(ValueError, match="no function"):
         kernel.function_source("softmax")
 
@@ -152,10 +152,10 @@ def far_case(seed=1, B=64, k=2, V=300):
     return drafts, lq, lp, uniforms
 
 
-def all_taken_by_the_kernel(drafts, lq, lp, uniforms) -> bool:
+def all_taken_by_the_kernel(drafts, lq, lp, uniforms, T=1.0) -> bool:
     """Whether the kernel itself found a finite normalizer for every row it read (-1: it handed the call back to
     the torch path)."""
-    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)
+    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, T)
     return bool((accepted >= 0).all())
 
 
@@ -254,6 +254,70 @@ def test_a_nan_or_inf_row_takes_the_torch_path(monkeypatch):
     torch_only(monkeypatch)
     theirs = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
     assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
+
+
+@pytest.mark.usefixtures("built")
+def test_a_drafted_token_outside_the_vocabulary_is_refused():
+    """kernel.accept_step is public, and fused checks the drafted tokens before it calls it; the kernel checks them
+    too: a sequence with a drafted token outside [0, V) gets -1 (it read past its rows before)."""
+    drafts, lq, lp, _, _, uniforms = case(8, 2, 300, 1.0, seed=12)
+    drafts[2, 0], drafts[4, 1], drafts[5, 0] = 300, 307, -1
+    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)
+    assert accepted[[2, 4, 5]].tolist() == [-1] * 3 and (accepted[[0, 1, 3, 6, 7]] >= 0).all()
+    accepted, _ = kernel.accept_step(drafts, torch.softmax(lq, -1), True, lp, *uniforms, 1.0)
+    assert accepted[[2, 4, 5]].tolist() == [-1] * 3
+
+
+def test_log_normalizers_stay_accurate_at_a_wide_vocabulary(built):
+    """At V = 256k the normalizer of each row is a sum of 256k terms: summed in float lanes its error grew with V
+    (5e-6 here); the block sums are accumulated in double, within 2e-6 of float64's logsumexp."""
+    logits = 2 * torch.randn(4, 1 << 18, generator=torch.Generator().manual_seed(11))
+    out = torch.empty(4)
+    for T in (1.0, 0.7):
+        kernel.log_normalizers(logits, T, out)
+        error = float((out.double() - torch.logsumexp(logits.double() / T, -1)).abs().max())
+        assert error < 2e-6, f"T = {T}: {error:.2g}"
+
+
+@pytest.mark.parametrize("entry", ["logits", "probs"])
+def test_a_tiny_temperature_with_large_logits_gives_exact_draws(built, entry):
+    """T = 1e-4 with logits near 100: l / T is near 1e6, where a float's step is 0.06, so the logits are shifted by
+    their row's maximum before the scaling. The draws are those of the softmaxed inputs (float64), and the accept
+    test, with u 0.1% either side of p(x) / q(x), decides as float64 does: p(x) is right to better than 0.1%."""
+    B, k, V, T = 4000, 1, 300, 1e-4
+    g = torch.Generator().manual_seed(13)
+    lq, lp = (100.0 + 3e-4 * torch.randn(B, n, V, generator=g) for n in (k, k + 1))
+    q, p = (torch.softmax(x.double() / T, -1) for x in (lq, lp))
+    drafts = torch.multinomial(q.reshape(-1, V), 1, generator=g).reshape(B, k)
+    uniforms = draw_uniforms(B, k, g)
+
+    def sampler(u):  # q handed over as probabilities is float64's, rounded once: a float32 softmax would be off too
+        if entry == "logits":
+            return sample_from_logits(drafts, lq, lp, T, uniforms=(u, uniforms[1]))
+        return sample_from_target_logits(drafts, q.float(), lp, T, uniforms=(u, uniforms[1]))
+
+    ref, ours = speculative_sample(drafts, q, p, uniforms=uniforms), sampler(uniforms[0])
+    assert all_taken_by_the_kernel(drafts, lq, lp, uniforms, T)
+    assert (ours[1] == ref[1]).double().mean() >= 0.995 and (ours[0] == ref[0]).all(1).double().mean() >= 0.99
+    x, below = drafts[:, :, None], torch.arange(B)[:, None] % 2 == 0
+    close = (p[:, :1].gather(2, x) / q.gather(2, x))[:, :, 0] * torch.where(below, 0.999, 1.001)
+    near = (close < 1)[:, 0]
+    assert near.sum() > B / 4 and torch.equal(sampler(close.float())[1][near] > 0, below[near, 0])
+
+
+@pytest.mark.parametrize("march", [(), ("-march=native",)])
+def test_no_undefined_behaviour_under_ubsan(monkeypatch, tmp_path, march):
+    """Built with UBSan (undefined behaviour aborts), the library's probe, which calls both functions in a child
+    process, must live: exp's 2^n once shifted a signed int into its sign bit."""
+    flags = ("-O1", *march, "-fsanitize=undefined", "-fno-sanitize-recover=undefined")
+    trivial = tmp_path / "t.c"
+    trivial.write_text("int f(int x) { return x << 1; }\n")
+    if subprocess.run([kernel.compiler(), *flags, "-shared", "-fPIC", str(trivial), "-o", str(tmp_path / "t.so")],
+                      capture_output=True).returncode:
+        pytest.skip("this compiler has no UBSan")
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, how = kernel.build((flags,))
+    assert path is not None, how
 
 
 # ---------------------------------------------------------------------------------------------- exactness
@@ -536,26 +600,27 @@ def test_on_macos_the_key_holds_the_cpus_features(monkeypatch, tmp_path):
 
 C_MUTANTS = {
     "the vector residual not clamped at 0": (
-        "return vmax(vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q))), vset(0.0f));",
-        "return vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q)));"),
+        "return vmax(vsub(w, kind == 1 ? x : vexp(vfms(vsub(x, mq), scale, cq))), vset(0.0f));",
+        "return vsub(w, kind == 1 ? x : vexp(vfms(vsub(x, mq), scale, cq)));"),
     "a NaN logit clamped away": ("static inline vec vexp_clamp(vec y) { return _mm512_max_ps(vset(-104.0f), y); }",
                                  "static inline vec vexp_clamp(vec y) { return _mm512_max_ps(y, vset(-104.0f)); }"),
     "the scalar weight not clamped at 0": ("return w > 0.0f ? w : 0.0f;\n}", "return w;\n}"),
     "accept where u q(x) < p(x) fails": ("if (!(u[b * k + n] * qx < px)) break;", "if (u[b * k + n] * qx < px) break;"),
-    "no shifted redo of a sum out of range": ("if (s >= 1.0f && s < 1e38f) return logf(s);", "return logf(s);"),
+    "no shifted redo of a sum out of range": ("if (s >= 1.0 && s < 1e38) return (norm){0.0f, (float)log(s)};",
+                                              "return (norm){0.0f, (float)log(s)};"),
     "bonus token from the last draft position": ("p = target + (b * (k + 1) + k) * V;",
                                                  "p = target + (b * (k + 1) + k - 1) * V;"),
     "the weight before the block not taken off": ("rest = (goal - before) * inside / sums[j];",
                                                   "rest = goal * inside / sums[j];"),
-    "q(x) not normalized": ("qx = q_probs ? q[x] : expf(q[x] * inv_t - lq);",
+    "q(x) not normalized": ("qx = q_probs ? q[x] : expf((q[x] - nq.m) * inv_t - nq.c);",
                             "qx = q_probs ? q[x] : expf(q[x] * inv_t);"),
     "accept where u q(x) = p(x)": ("if (!(u[b * k + n] * qx < px)) break;", "if (!(u[b * k + n] * qx <= px)) break;"),
     "the threads share one block-sums buffer": (
         ("float *sums = malloc(nb * sizeof(float));",
          "static float *sums;\n#pragma omp single\n        sums = malloc(nb * sizeof(float));"),
         ("        free(sums);\n", "#pragma omp barrier\n#pragma omp single\n        free(sums);\n")),
-    "an unshifted sum trusted below 1": ("if (s >= 1.0f && s < 1e38f) return logf(s);",
-                                         "if (s > 0.0f && s < 1e38f) return logf(s);"),
+    "an unshifted sum trusted below 1": ("if (s >= 1.0 && s < 1e38) return (norm){0.0f, (float)log(s)};",
+                                         "if (s > 0.0 && s < 1e38) return (norm){0.0f, (float)log(s)};"),
     "no fallback to p when the residual has no weight": ("if (token[b] >= 0 || !q) break;", "break;"),
 }
 
