@@ -384,9 +384,11 @@ def test_the_check_catches_a_wrong_use_of_the_kernel(wrong):
 # ---------------------------------------------------------------------------------------------- building
 
 
-def test_no_compiler_means_no_kernel(monkeypatch):
+def test_no_compiler_means_no_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(kernel, "compiler", lambda: None)
     assert kernel.build() == (None, "no C compiler found")
+    monkeypatch.setattr(kernel, "compiler", lambda: str(tmp_path / "cc"))  # CC names a compiler that is not there
+    assert kernel.build() == (None, f"the C compiler {tmp_path / 'cc'} cannot be run: No such file or directory")
 
 
 def test_a_rejected_flag_falls_to_the_next_set(monkeypatch, tmp_path):

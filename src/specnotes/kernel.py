@@ -201,7 +201,6 @@ def build(flag_sets=FLAGS) -> tuple[Path | None, str]:
             if folder is None:  # no cache folder would do: a fresh one, made once
                 fresh = fresh or [fresh_folder()]
                 folder = fresh[0]
-                notes[f"built in {folder}, for this process only"] = None
             else:
                 if folder not in refused:
                     refused[folder] = private_folder(folder)
@@ -228,7 +227,14 @@ def build(flag_sets=FLAGS) -> tuple[Path | None, str]:
                     stamp.chmod(0o644)
                     os.replace(out, target)
                     os.replace(stamp, sidecar(target))
+                if fresh and folder == fresh[0]:
+                    notes[f"built in {folder}, for this process only"] = None
                 return target, said(how)
+            except FileNotFoundError as error:
+                if error.filename != cc:
+                    errors.append(f"{how} in {folder}: {error}")
+                    continue
+                return None, f"the C compiler {cc} cannot be run: {error.strerror}"
             except subprocess.CalledProcessError as error:
                 errors.append(f"{how}: {error.stderr.decode(errors='replace').strip()[:300]}")
                 break  # these flags fail in any folder
@@ -286,8 +292,9 @@ def usable(*tensors: torch.Tensor | None) -> bool:
 
 
 def accept_step(draft_tokens, draft, draft_is_probs, target_logits, u, v, temperature) -> tuple[torch.Tensor, ...]:
-    """``accept_step`` (csrc/accept.c) over every sequence -> (accepted [B] int64, -1 where a row it read has no
-    finite normalizer; the last token [B] int64). Tensors fp32 (draft_tokens int64), contiguous, on the CPU."""
+    """``accept_step`` (csrc/accept.c) over every sequence -> (accepted [B] int64, -1 where a drafted token lies
+    outside [0, V) or a row it read has no finite normalizer; the last token [B] int64). Tensors fp32 (draft_tokens
+    int64), contiguous, on the CPU."""
     lib = library()
     B, k = draft_tokens.shape
     V = target_logits.shape[-1]
