@@ -373,6 +373,8 @@ def wide_pvalues(sampler, T=0.6):
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_emitted_tokens_follow_the_target_above_the_vector_width(built, sampler):
+    if built == "generic":
+        pytest.skip("the build with no -march has no vector loops of its own")
     assert min(wide_pvalues(sampler)) > SIGNIFICANCE
 
 
