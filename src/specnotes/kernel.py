@@ -166,14 +166,16 @@ def probe(library: Path) -> str | None:
                               capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.SubprocessError) as error:
         return f"its probe did not run: {error}"
+    said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     if done.returncode < 0:
         try:
             name = signal.Signals(-done.returncode).name
         except ValueError:
             name = f"signal {-done.returncode}"
-        return f"it was killed by {name} when called in a probe process (built for a CPU this is not?)"
+        hint = " (an instruction this CPU lacks)" if name == "SIGILL" else ""
+        return f"it was killed by {name}{hint} when called in a probe process{': ' + said if said else ''}"
     if done.returncode:
-        return f"its probe failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+        return f"its probe failed: {said or f'exit status {done.returncode}'}"
     return None
 
 
