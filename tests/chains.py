@@ -95,38 +95,41 @@ WRONG_SAMPLERS = {bug: functools.partial(textbook, bug=bug) for bug in BUGS} | {
 
 
 # ---------------------------------------------------------------------------------------------- from logits
-# For the samplers that take logits (test_fused, test_kernel): Markov chains over 5 tokens whose logit rows are the
-# target's and the draft's; the first two tokens a sampler emits from x0 must follow P(x0, ·) and P(t1, ·), where
-# P = softmax(log P0 / T): temperature applied to the target's own logits.
+# For the samplers that take logits (test_fused, test_kernel): Markov chains over V tokens (5 by default; test_kernel
+# also runs 37, above the kernel's vector width) whose logit rows are the target's and the draft's; the first two
+# tokens a sampler emits from x0 must follow P(x0, ·) and P(t1, ·), where P = softmax(log P0 / T): temperature
+# applied to the target's own logits.
 
 LOGIT_V, LOGIT_K = 5, 3
 
 
-def logit_chains(seed=0, dtype=torch.float64):
+def logit_chains(seed=0, dtype=torch.float64, V=LOGIT_V, scale=0.9):
     g = torch.Generator().manual_seed(seed)
-    return [0.9 * torch.randn(LOGIT_V, LOGIT_V, generator=g, dtype=torch.float64).to(dtype) for _ in range(2)]
+    return [scale * torch.randn(V, V, generator=g, dtype=torch.float64).to(dtype) for _ in range(2)]
 
 
 def logits_once(sampler, LP, LQ, prev, T, g):
-    Q = torch.softmax(LQ / T, -1)
+    cdf = torch.softmax(LQ.double() / T, -1).cumsum(-1)  # drafts drawn by inverse CDF: multinomial is slow at V = 37
     drafts, lq, lp, token = [], [], [LP[prev]], prev
     for _ in range(LOGIT_K):
         lq.append(LQ[token])
-        token = torch.multinomial(Q[token], 1, generator=g).squeeze(-1)
+        u = torch.rand(len(token), 1, generator=g, dtype=torch.float64) * cdf[token, -1:]
+        token = torch.searchsorted(cdf[token], u, right=True)[:, 0].clamp_(max=LQ.shape[-1] - 1)
         drafts.append(token)
         lp.append(LP[token])
     return sampler(torch.stack(drafts, 1), torch.stack(lq, 1), torch.stack(lp, 1), T, generator=g)
 
 
-def logits_pvalues(sampler, T, n=200_000, seed=1, dtype=torch.float64):
+def logits_pvalues(sampler, T, n=200_000, seed=1, dtype=torch.float64, V=LOGIT_V, scale=0.9):
     """Chi-square p-values of the first emitted token and of the first two, for ``sampler(drafts, lq, lp, T,
-    generator=)`` on chains whose logits are ``dtype``."""
-    LP, LQ = logit_chains(dtype=dtype)
+    generator=)`` on chains of ``V`` tokens whose logits (``scale`` times normal) are ``dtype``. A wider V needs a
+    smaller scale, so that every pair keeps an expected count of at least 5."""
+    LP, LQ = logit_chains(dtype=dtype, V=V, scale=scale)
     P = torch.softmax(LP.double() / T, -1)
     g = torch.Generator().manual_seed(seed)
     tokens, accepted = logits_once(sampler, LP, LQ, torch.zeros(n, dtype=torch.int64), T, g)
     t1 = tokens[:, 0]
     again, _ = logits_once(sampler, LP, LQ, t1, T, g)
     t2 = torch.where(accepted >= 1, tokens[:, 1], again[:, 0])
-    return (chi_square_pvalue(torch.bincount(t1, minlength=LOGIT_V), P[0] * n),
-            chi_square_pvalue(torch.bincount(t1 * LOGIT_V + t2, minlength=LOGIT_V ** 2), P[0][:, None] * P * n))
+    return (chi_square_pvalue(torch.bincount(t1, minlength=V), P[0] * n),
+            chi_square_pvalue(torch.bincount(t1 * V + t2, minlength=V ** 2), P[0][:, None] * P * n))

@@ -396,7 +396,7 @@ ROWS += [
         TypeError, r"policy must be a function B -> k", id="simulate: policy None (was: TypeError inside simpy)"),
     row(poolsim.simulate, dict(rate=10.0, step_time=lambda b, k: -1.0, policy=lambda b: 2, alpha=0.8,
                                output_tokens=20, requests=20, warmup=2), ValueError,
-        r"step_time\(1, 2\) \(seconds\) must be a number >= 0, got -1",
+        r"step_time\(1, 2\) \(seconds\) must be a number > 0, got -1",
         id="simulate: negative step time (was: ValueError inside simpy)"),
     row(kvcache.verify_trace, dict(prompt_length=10, accepted=[5], k=3, block_size=4), ValueError,
         r"accepted\[0\] must be an integer in \[-1, 3\], got 5", id="verify_trace: 5 accepted of k = 3 (was: a trace)"),
@@ -419,6 +419,32 @@ ROWS += [
         id="check_all: a str (was: AttributeError)"),
 ]
 
+
+# ---------------------------------------------------------------------- pool simulation, paged cache (issue #36)
+ZERO_STEP = dict(step_time=lambda b, k: 0.0, policy=lambda b: 2, alpha=0.8, output_tokens=20)
+ZERO = r"step_time\(1, 2\) \(seconds\) must be a number > 0, got 0"
+LONG = "abcdefghijklmnopqrst"  # 20 tokens: with 10 new ones and k = 4, up to 40 positions, 3 blocks of 16
+ROWS += [
+    row(poolsim.simulate, dict(rate=10.0, **ZERO_STEP, requests=20, warmup=2), ValueError, ZERO,
+        id="simulate: zero step time (was: a result, every request finished on arrival)"),
+    row(poolsim.steady_batch, dict(rate=10.0, **ZERO_STEP), ValueError, ZERO,
+        id="steady_batch: zero step time (was: 0.0)"),
+    row(poolsim.max_rate, dict(**ZERO_STEP, max_batch=4), ValueError, ZERO,
+        id="max_rate: zero step time (was: ZeroDivisionError)"),
+    row(poolsim.solve, dict(f=lambda x: x, target=0.5, lo=1.0, hi=0.0), ValueError, r"hi must be a number > 1.0, got 0",
+        id="solve: lo above hi (was: 'target 0.5 is outside f([1, 0]) = [1, 0]')"),
+    row(kvcache.speculative_generate_cached, dict(target=NET, drafter=drafters.DraftModelDrafter(NET), prompts=[LONG],
+                                                  max_new_tokens=10, cache=kvcache.PrefixCache(NET, NET, num_blocks=1)),
+        ValueError, r"num_blocks must be an integer >= 3 for sequences of up to 40 tokens \(the longest prompt, "
+        r"max_new_tokens = 10 and 10 positions a speculative step may write\) in blocks of 16; this PrefixCache has 1",
+        id="speculative_generate_cached: a one-block pool (was: 'sequence would reach 19 tokens, past the cache "
+           "capacity 16')"),
+    row(kvcache.generate_cached, dict(model=NET, prompts=[LONG], max_new_tokens=10,
+                                      cache=kvcache.PrefixCache(NET, num_blocks=1)), ValueError,
+        r"num_blocks must be an integer >= 2 for sequences of up to 30 tokens \(the longest prompt, max_new_tokens = "
+        r"10\) in blocks of 16; this PrefixCache has 1",
+        id="generate_cached: a one-block pool (was: 'sequence would reach 19 tokens, past the cache capacity 16')"),
+]
 
 @pytest.mark.parametrize(("call", "kwargs", "error", "match"), ROWS)
 def test_bad_input_raises_a_clear_error(call, kwargs, error, match):

@@ -287,7 +287,9 @@ def test_log_normalizers_are_logsumexp_even_far_outside_exps_range(monkeypatch, 
     logits = 3 * torch.randn(30, 3000, generator=g, dtype=dtype)
     logits[3] += 500.0  # overflows unshifted
     logits[5] -= 900.0  # underflows unshifted
-    logits[7] *= 60.0  # a sum below 1 that is not 0
+    logits[7] *= 60.0  # spread 60 times wider: overflows unshifted too
+    logits[9] = logits[9] / 2 - 89.0  # at T = 1 a sum in (0, 1), a third of it in terms an fp32 exp flushes to 0
+    assert 0 < float(torch.exp(logits[9].double()).sum()) < 1
     for T in (1.0, 0.7):
         assert torch.allclose(fused.log_normalizers(logits, T), torch.logsumexp(logits / T, -1).to(
             logits.dtype), rtol=1e-6 if dtype == torch.float32 else 1e-12, atol=0)

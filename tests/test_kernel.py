@@ -1,14 +1,22 @@
 """The compiled acceptance step (specnotes.kernel, csrc/accept.c), built three ways (for this CPU, for AVX2 without
 AVX-512, and with no -march: its plain loops): agrees with speculative_sample on the softmaxed inputs and with the
-torch path, at vocabulary sizes around its vector width and block size; gives the same draws with one thread or two;
-handles logits far outside exp's range, -inf (a masked token is never emitted) and NaN or +inf (the torch path takes
-over); follows the target (chi-square on fp32 Markov chains through the kernel, with wrong uses of it and one-line
-wrong kernels caught); and builds or declines cleanly (no compiler, a flag the compiler rejects, a cache folder that
-cannot be written, a library that does not load)."""
+torch path, at vocabulary sizes around its vector width and block size; gives the same draws with one thread or two,
+run after run; handles logits far outside exp's range, rows whose sum lies in (0, 1), -inf (a masked token is never
+emitted, nor accepted at u = 0), a residual with no weight (p itself), and NaN or +inf (the torch path takes over);
+follows the target (chi-square on fp32 Markov chains through the kernel, at 5 tokens and above the vector width, with
+wrong uses of it and one-line wrong kernels caught); builds or declines cleanly (no compiler, a flag the compiler
+rejects, a cache folder that cannot be written, a library that does not load); and loads safely (never from a folder
+another user controls, a corrupt cache entry built again, a library that crashes this CPU probed in a child)."""
 
+import contextlib
 import os
 import platform
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +24,7 @@ from chains import logits_pvalues
 
 from specnotes import kernel, sampling
 from specnotes.fused import sample_from_logits, sample_from_target_logits
-from specnotes.sampling import draw_uniforms, speculative_sample
+from specnotes.sampling import draw_uniforms, inverse_cdf, speculative_sample
 
 # Without a C compiler the kernel's tests skip, except under CI=true, where .ci/run installs one: there they fail.
 REQUIRED = os.environ.get("CI", "").lower() == "true"
@@ -69,7 +77,7 @@ def test_the_kernel_is_built():
 def test_chapter_7_can_show_a_c_function():
     text = kernel.function_source("accept_step")
     assert text.startswith("/* For each of the B sequences") and "void accept_step(" in text and text.endswith("\n}")
-    assert kernel.function_source("lse").startswith("static float lse(")
+    assert kernel.function_source("lse").startswith("static norm lse(")
     with pytest.raises(ValueError, match="no function"):
         kernel.function_source("softmax")
 
@@ -95,17 +103,40 @@ def test_agrees_with_speculative_sample_and_the_torch_path(built, monkeypatch, s
     assert len(ref[1].unique()) > 1 or k == 0 or V == 1
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
-def test_one_thread_or_two_draw_the_same(sampler):
-    drafts, lq, lp, _, _, uniforms = case(64, 4, 3000, 1.0, seed=7)
-    one = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
+@contextlib.contextmanager
+def threads(n):
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
     try:
-        two = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+        yield
     finally:
-        torch.set_num_threads(threads)
-    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+        torch.set_num_threads(before)
+
+
+# (B, k, V, sampler): independent drafts (most stop at the first position) on both entry points, and bonus rows only
+# (k = 0): each thread spends most of its time summing and searching the rows its sequences stopped on, and a run is
+# long enough for both threads to join it. A buffer the threads shared made 11 to 26 of 30 runs of each differ here
+# (2 busy cores); with 64 sequences, as few as 0 of 30.
+THREAD_CASES = [(2048, 1, 1000, sample_from_logits), (2048, 2, 1000, from_draft_probs),
+                (4096, 0, 1000, sample_from_logits)]
+
+
+def two_threads_agree(repeats: int = 6) -> bool:
+    """Whether two threads give the draws of one, every time, over ``repeats`` runs of each of ``THREAD_CASES``: a
+    race between the threads (a buffer they share) shows in some runs, not in every one."""
+    for B, k, V, sampler in THREAD_CASES:
+        drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed=B + k + V)
+        one = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+        with threads(2):
+            for _ in range(repeats):
+                two = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+                if not (torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])):
+                    return False
+    return True
+
+
+def test_one_thread_or_two_draw_the_same(built):
+    assert two_threads_agree()
 
 
 def far_case(seed=1, B=64, k=2, V=300):
@@ -121,10 +152,10 @@ def far_case(seed=1, B=64, k=2, V=300):
     return drafts, lq, lp, uniforms
 
 
-def all_taken_by_the_kernel(drafts, lq, lp, uniforms) -> bool:
+def all_taken_by_the_kernel(drafts, lq, lp, uniforms, T=1.0) -> bool:
     """Whether the kernel itself found a finite normalizer for every row it read (-1: it handed the call back to
     the torch path)."""
-    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)
+    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, T)
     return bool((accepted >= 0).all())
 
 
@@ -140,16 +171,73 @@ def test_far_logits_give_the_draws_of_the_softmaxed_inputs(built, sampler):
     assert (ours[1] == ref[1]).double().mean() >= 0.98 and (ours[0] == ref[0]).all(1).double().mean() >= 0.97
 
 
+def near_the_flush_case(seed=9, B=2000, k=2, V=300):
+    """Target logits near -89, where exp flushes to 0 (below -87.3): each target row's unshifted sum lies in (0, 1),
+    and a third of its mass is in terms that flushed to 0, so only the sum shifted by the row's maximum is right."""
+    drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed)
+    return drafts, lq, lp - 89.0, uniforms
+
+
+def near_the_flush_agrees(sampler) -> bool:
+    drafts, lq, lp, uniforms = near_the_flush_case()
+    ref = speculative_sample(drafts, torch.softmax(lq.double(), -1), torch.softmax(lp.double(), -1), uniforms=uniforms)
+    ours = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
+    return bool((ours[1] == ref[1]).double().mean() >= 0.99 and (ours[0] == ref[0]).all(1).double().mean() >= 0.98)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_sum_in_0_1_is_summed_again_shifted(built, sampler):
+    drafts, lq, lp, uniforms = near_the_flush_case()
+    terms = torch.exp(lp.double())
+    sums, flushed = terms.sum(-1), (terms * (lp < -87.34)).sum(-1)
+    assert ((sums > 0) & (sums < 1)).all() and (flushed / sums).mean() > 0.2  # really in (0, 1), and much lost
+    assert all_taken_by_the_kernel(drafts, lq, lp, uniforms)
+    assert near_the_flush_agrees(sampler)
+
+
+def empty_residual_case(seed=10, B=500, k=2, V=300):
+    """A draft that is the target up to rounding, handing over its probabilities q = p (1 + 1e-5), and u just below
+    1: every first draft is rejected (u q(x) > p(x)), and max(0, p - q) has no weight anywhere. The last token must
+    then come from p itself. -> drafts, q, target logits, uniforms, and p's first row in float64."""
+    drafts, lq, lp, _, p, (u, v) = case(B, k, V, 1.0, seed)
+    q = (p[:, :k] * (1 + 1e-5)).float()
+    top = float(torch.tensor(1.0).nextafter(torch.tensor(0.0)))
+    return drafts, q, lp, (torch.full_like(u, top), v), p[:, 0]
+
+
+def empty_residual_draws_from_p() -> bool:
+    drafts, q, lp, uniforms, p0 = empty_residual_case()
+    tokens, n = sample_from_target_logits(drafts, q, lp, 1.0, uniforms=uniforms)
+    return bool((n == 0).all() and (tokens[:, 0] == inverse_cdf(p0, uniforms[1])).double().mean() >= 0.99)
+
+
+def test_a_residual_with_no_weight_draws_from_p(built, monkeypatch):
+    drafts, q, lp, uniforms, _ = empty_residual_case()
+    accepted, token = kernel.accept_step(drafts, q, True, lp, *uniforms, 1.0)
+    assert (accepted == 0).all() and (token >= 0).all()
+    assert empty_residual_draws_from_p()
+    ours = sample_from_target_logits(drafts, q, lp, 1.0, uniforms=uniforms)
+    torch_only(monkeypatch)
+    theirs = sample_from_target_logits(drafts, q, lp, 1.0, uniforms=uniforms)
+    assert (ours[0] == theirs[0]).all(1).double().mean() >= 0.99
+
+
+def masked_tokens_emitted(sampler) -> int:
+    """-inf logits (a vocabulary mask) on the target's second half, and u = 0 for every other sequence: how many
+    emitted tokens (accepted drafts or last tokens) are masked. A draft with p(x) = 0 must be rejected even at
+    u = 0 (0 < 0 fails), and exp gives masked tokens weight 0 exactly, so no residual or bonus row emits one."""
+    B, k, V = 2000, 2, 300
+    drafts, lq, lp, _, _, (u, v) = case(B, k, V, 1.0, seed=3)
+    lp[..., V // 2:] = float("-inf")
+    u[::2] = 0.0
+    tokens, n = sampler(drafts, lq, lp, 1.0, uniforms=(u, v))
+    assert (n < k).any() and (n == k).any() and (drafts[::2, 0] >= V // 2).any()
+    return int((tokens >= V // 2).sum())
+
+
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_a_masked_token_is_never_emitted(built, sampler):
-    """-inf logits (a vocabulary mask) on the target's second half: exp gives them weight 0 exactly, so neither a
-    residual nor a bonus row ever emits one, whatever the uniforms."""
-    B, k, V = 2000, 2, 300
-    drafts, lq, lp, _, _, uniforms = case(B, k, V, 1.0, seed=3)
-    lp[..., V // 2:] = float("-inf")
-    tokens, n = sampler(drafts, lq, lp, 1.0, uniforms=uniforms)
-    last = tokens.gather(1, n[:, None])[:, 0]
-    assert (last < V // 2).all() and (n < k).any() and (n == k).any()
+    assert masked_tokens_emitted(sampler) == 0
 
 
 @pytest.mark.usefixtures("built")
@@ -166,6 +254,70 @@ def test_a_nan_or_inf_row_takes_the_torch_path(monkeypatch):
     torch_only(monkeypatch)
     theirs = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
     assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])
+
+
+@pytest.mark.usefixtures("built")
+def test_a_drafted_token_outside_the_vocabulary_is_refused():
+    """kernel.accept_step is public, and fused checks the drafted tokens before it calls it; the kernel checks them
+    too: a sequence with a drafted token outside [0, V) gets -1 (it read past its rows before)."""
+    drafts, lq, lp, _, _, uniforms = case(8, 2, 300, 1.0, seed=12)
+    drafts[2, 0], drafts[4, 1], drafts[5, 0] = 300, 307, -1
+    accepted, _ = kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)
+    assert accepted[[2, 4, 5]].tolist() == [-1] * 3 and (accepted[[0, 1, 3, 6, 7]] >= 0).all()
+    accepted, _ = kernel.accept_step(drafts, torch.softmax(lq, -1), True, lp, *uniforms, 1.0)
+    assert accepted[[2, 4, 5]].tolist() == [-1] * 3
+
+
+def test_log_normalizers_stay_accurate_at_a_wide_vocabulary(built):
+    """At V = 256k the normalizer of each row is a sum of 256k terms: summed in float lanes its error grew with V
+    (5e-6 here); the block sums are accumulated in double, within 2e-6 of float64's logsumexp."""
+    logits = 2 * torch.randn(4, 1 << 18, generator=torch.Generator().manual_seed(11))
+    out = torch.empty(4)
+    for T in (1.0, 0.7):
+        kernel.log_normalizers(logits, T, out)
+        error = float((out.double() - torch.logsumexp(logits.double() / T, -1)).abs().max())
+        assert error < 2e-6, f"T = {T}: {error:.2g}"
+
+
+@pytest.mark.parametrize("entry", ["logits", "probs"])
+def test_a_tiny_temperature_with_large_logits_gives_exact_draws(built, entry):
+    """T = 1e-4 with logits near 100: l / T is near 1e6, where a float's step is 0.06, so the logits are shifted by
+    their row's maximum before the scaling. The draws are those of the softmaxed inputs (float64), and the accept
+    test, with u 0.1% either side of p(x) / q(x), decides as float64 does: p(x) is right to better than 0.1%."""
+    B, k, V, T = 4000, 1, 300, 1e-4
+    g = torch.Generator().manual_seed(13)
+    lq, lp = (100.0 + 3e-4 * torch.randn(B, n, V, generator=g) for n in (k, k + 1))
+    q, p = (torch.softmax(x.double() / T, -1) for x in (lq, lp))
+    drafts = torch.multinomial(q.reshape(-1, V), 1, generator=g).reshape(B, k)
+    uniforms = draw_uniforms(B, k, g)
+
+    def sampler(u):  # q handed over as probabilities is float64's, rounded once: a float32 softmax would be off too
+        if entry == "logits":
+            return sample_from_logits(drafts, lq, lp, T, uniforms=(u, uniforms[1]))
+        return sample_from_target_logits(drafts, q.float(), lp, T, uniforms=(u, uniforms[1]))
+
+    ref, ours = speculative_sample(drafts, q, p, uniforms=uniforms), sampler(uniforms[0])
+    assert all_taken_by_the_kernel(drafts, lq, lp, uniforms, T)
+    assert (ours[1] == ref[1]).double().mean() >= 0.995 and (ours[0] == ref[0]).all(1).double().mean() >= 0.99
+    x, below = drafts[:, :, None], torch.arange(B)[:, None] % 2 == 0
+    close = (p[:, :1].gather(2, x) / q.gather(2, x))[:, :, 0] * torch.where(below, 0.999, 1.001)
+    near = (close < 1)[:, 0]
+    assert near.sum() > B / 4 and torch.equal(sampler(close.float())[1][near] > 0, below[near, 0])
+
+
+@pytest.mark.parametrize("march", [(), ("-march=native",)])
+def test_no_undefined_behaviour_under_ubsan(monkeypatch, tmp_path, march):
+    """Built with UBSan (undefined behaviour aborts), the library's probe, which calls both functions in a child
+    process, must live: exp's 2^n once shifted a signed int into its sign bit."""
+    flags = ("-O1", *march, "-fsanitize=undefined", "-fno-sanitize-recover=undefined")
+    trivial = tmp_path / "t.c"
+    trivial.write_text("int f(int x) { return x << 1; }\n")
+    if subprocess.run([kernel.compiler(), *flags, "-shared", "-fPIC", str(trivial), "-o", str(tmp_path / "t.so")],
+                      capture_output=True).returncode:
+        pytest.skip("this compiler has no UBSan")
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, how = kernel.build((flags,))
+    assert path is not None, how
 
 
 # ---------------------------------------------------------------------------------------------- exactness
@@ -212,6 +364,20 @@ def test_emitted_tokens_follow_the_target(built, T):
     assert min(pvalues(sample_from_logits, T)) > SIGNIFICANCE
 
 
+WIDE = dict(V=37, scale=0.3)  # above the vector loops' two vectors a step (32 floats on AVX-512), and their tail
+
+
+def wide_pvalues(sampler, T=0.6):
+    return logits_pvalues(sampler, T, dtype=torch.float32, **WIDE)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_emitted_tokens_follow_the_target_above_the_vector_width(built, sampler):
+    if built == "generic":
+        pytest.skip("the build with no -march has no vector loops of its own")
+    assert min(wide_pvalues(sampler)) > SIGNIFICANCE
+
+
 @pytest.mark.parametrize("wrong", WRONG, ids=lambda w: w.__name__)
 def test_the_check_catches_a_wrong_use_of_the_kernel(wrong):
     assert min(pvalues(wrong, 0.6)) < SIGNIFICANCE
@@ -220,9 +386,11 @@ def test_the_check_catches_a_wrong_use_of_the_kernel(wrong):
 # ---------------------------------------------------------------------------------------------- building
 
 
-def test_no_compiler_means_no_kernel(monkeypatch):
+def test_no_compiler_means_no_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(kernel, "compiler", lambda: None)
     assert kernel.build() == (None, "no C compiler found")
+    monkeypatch.setattr(kernel, "compiler", lambda: str(tmp_path / "cc"))  # CC names a compiler that is not there
+    assert kernel.build() == (None, f"the C compiler {tmp_path / 'cc'} cannot be run: No such file or directory")
 
 
 def test_a_rejected_flag_falls_to_the_next_set(monkeypatch, tmp_path):
@@ -245,7 +413,7 @@ def test_an_unwritable_cache_falls_to_the_next_folder(monkeypatch, tmp_path):
 def test_a_library_that_does_not_load_means_no_kernel(monkeypatch, tmp_path):
     broken = tmp_path / "accept-broken.so"
     broken.write_text("not a shared library")
-    monkeypatch.setattr(kernel, "build", lambda: (broken, "cc -O3"))
+    monkeypatch.setattr(kernel, "build", lambda flags: (broken, "cc -O3"))
     monkeypatch.setattr(kernel, "_state", {})
     assert not kernel.available() and "did not load" in kernel.how_built()
 
@@ -260,37 +428,218 @@ def test_switched_off_the_samplers_use_torch(monkeypatch):
     assert (ours[1] == ref[1]).double().mean() >= 0.95
 
 
+# ---------------------------------------------------------------------------------------------- loading
+# A shared library runs as the reader: it is loaded only from a folder the reader alone owns and can write, only
+# after its sidecar (size and sha256, written once the new library passed its probe) matches, and a new library is
+# probed in a child process first, so a cache entry that is corrupt, or one that crashes this CPU, costs a rebuild
+# or "no kernel, and why", never the process.
+
+PLANTED = """#include <stdint.h>
+void log_normalizers(const float *x, int64_t rows, int64_t V, float inv_t, int threads, float *out) {
+    for (int64_t j = 0; j < rows; j++) out[j] = 0.0f;
+}
+void accept_step(const float *target, const float *draft, int q_probs, const int64_t *tokens, const float *u,
+                 const float *v, int64_t B, int64_t k, int64_t V, float inv_t, int threads, int64_t *accepted,
+                 int64_t *token) {
+    for (int64_t b = 0; b < B; b++) accepted[b] = 0, token[b] = 0; /* every sample chosen by the planter */
+}
+"""
+
+
+def crashing(signal_name: str) -> str:
+    """A library whose functions die of ``signal_name``, as one built for an instruction this CPU lacks does."""
+    text = PLANTED
+    for loop in ("for (int64_t j", "for (int64_t b"):
+        text = text.replace(loop, f"raise({signal_name});\n    {loop}")
+    return "#include <signal.h>\n" + text
+
+
+def compiled(tmp_path, text: str, name: str):
+    source = tmp_path / f"{name}.c"
+    source.write_text(text)
+    out = tmp_path / f"{name}.so"
+    subprocess.run([kernel.compiler(), "-O1", "-shared", "-fPIC", str(source), "-o", str(out)], check=True)
+    return out
+
+
+def reload(monkeypatch):
+    """Forget the library this process loaded, so that the next call builds or loads one again."""
+    monkeypatch.setattr(kernel, "_state", {})
+
+
+def follows_the_torch_path(monkeypatch) -> bool:
+    drafts, lq, lp, _, _, uniforms = case(64, 3, 300, 1.0, seed=8)
+    ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    with monkeypatch.context() as m:
+        torch_only(m)
+        theirs = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
+    return (ours[1] == theirs[1]).double().mean() >= 0.99 and len(ours[1].unique()) > 1
+
+
+HOSTILE = ["owned by another user", "writable by others", "writable by the group"]
+
+
+QUICK = (("-O1",),)  # flags that build fast, for the tests that build the library again and again
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_library_planted_in_a_folder_another_user_controls_is_never_loaded(monkeypatch, tmp_path, hostile):
+    """Another user pre-creates the temp-folder cache (here: a folder of another owner, or one others can write) and
+    plants a library under the name this build will look for; the reader's home cache cannot be written. The
+    planted library must not be loaded, before or after the reader's own build (the swap-after-build variant), and
+    ``how_built()`` says why the folder was refused."""
+    if hostile == "owned by another user" and os.getuid() != 0:
+        pytest.skip("giving a folder to another owner needs root")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a fresh private folder is made
+    monkeypatch.setattr(kernel, "FLAGS", QUICK)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path / "own"])
+    name = kernel.build(QUICK)[0].name  # the name this build looks for: anyone can compute it
+    folder, blocked = tmp_path / "specnotes-0", tmp_path / "home-cache"
+    folder.mkdir()
+    blocked.write_text("")  # a file where the home cache should be: it cannot be created
+    if hostile == "owned by another user":
+        os.chown(folder, 12345, 12345)
+    else:
+        folder.chmod(0o777 if hostile == "writable by others" else 0o770)
+    planted = compiled(tmp_path, PLANTED, "planted")
+    shutil.copy(planted, folder / name)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [blocked / "specnotes", folder])
+    for attempt in ("planted before", "swapped after the build"):
+        reload(monkeypatch)
+        assert kernel.available(), kernel.how_built()
+        assert Path(kernel.library()._name).parent != folder, attempt
+        assert follows_the_torch_path(monkeypatch), attempt
+        assert str(folder) in kernel.how_built() and ("uid 12345" in kernel.how_built() or "written by" in
+                                                      kernel.how_built())
+        for path in folder.iterdir():  # the planter swaps whatever the reader's build left there
+            shutil.copy(planted, path)
+
+
+def test_cache_folders_are_created_private(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path / "cache" / "specnotes"])
+    path, how = kernel.build(QUICK)
+    assert path is not None, how
+    assert (tmp_path / "cache" / "specnotes").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_cached_library_others_can_write_is_built_again(monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, _ = kernel.build(QUICK)
+    path.chmod(0o666)
+    again, how = kernel.build(QUICK)
+    assert again == path and not path.stat().st_mode & 0o022, how
+
+
+CHILD = """
+import sys
+from pathlib import Path
+import torch
+from specnotes import kernel
+from specnotes.fused import sample_from_logits
+library, good = Path(sys.argv[1]), Path(sys.argv[1]).read_bytes()
+g = torch.Generator().manual_seed(0)
+lq, lp = torch.randn(8, 2, 300, generator=g), torch.randn(8, 3, 300, generator=g)
+for damage in sys.argv[2:]:
+    library.unlink()  # a new file: the one loaded in the round before stays mapped in this process
+    library.write_bytes(Path(damage).read_bytes())
+    kernel._state.clear()
+    print(Path(damage).name, kernel.available(), flush=True)
+    sample_from_logits(lq.argmax(-1), lq, lp, 1.0, generator=g)
+    print(Path(damage).name, "sampled; rebuilt:", library.read_bytes() == good, flush=True)
+"""
+
+
+def test_a_corrupt_cache_entry_is_built_again_without_killing_the_process(monkeypatch, tmp_path):
+    """A truncated library (SIGBUS when it is mapped), a garbage file, and a library that dies of SIGILL (one built
+    for an instruction this CPU lacks, copied under this CPU's name), each in turn in the cache of a fresh process:
+    each is noticed before it is loaded and built again, and the process lives and samples with the kernel."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    library, how = kernel.build(kernel.FLAGS)  # the cache entry the child loads
+    assert library is not None and library.is_relative_to(tmp_path / "home"), how
+    good = library.read_bytes()
+    damages = {"truncated": good[: len(good) // 2], "garbage": b"not a library" * 100,
+               "SIGILL": compiled(tmp_path, crashing("SIGILL"), "sigill").read_bytes()}
+    for name, data in damages.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(library), *(str(tmp_path / name) for name in damages)],
+                          env=os.environ | {"TMPDIR": str(tmp_path / "tmp")}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"exit status {done.returncode}\n{done.stdout}{done.stderr}"
+    assert done.stdout.splitlines() == [line for name in damages for line in (f"{name} True",
+                                                                              f"{name} sampled; rebuilt: True")]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGILL", "SIGBUS"])
+def test_a_new_library_that_crashes_is_probed_in_a_child_not_loaded(monkeypatch, tmp_path, signal_name):
+    source = tmp_path / "accept.c"
+    source.write_text(crashing(signal_name))
+    monkeypatch.setattr(kernel, "SOURCE", source)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path / "cache"])
+    path, why = kernel.build(QUICK)
+    assert path is None and signal_name in why
+    assert not list((tmp_path / "cache").glob("accept-*.so"))  # nothing that crashes is cached
+
+
+def test_on_macos_the_key_holds_the_cpus_features(monkeypatch, tmp_path):
+    """-march=native depends on the CPU's features, which macOS reports through sysctl (faked here): two CPUs with
+    the same name and different features get different keys."""
+    fake = tmp_path / "sysctl"
+    fake.write_text('#!/bin/sh\necho "machdep.cpu.brand_string: Apple M2"\necho "hw.optional.arm.FEAT_BF16: $FEAT"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    monkeypatch.setenv("FEAT", "1")
+    with_bf16 = kernel.cpu_key()
+    monkeypatch.setenv("FEAT", "0")
+    assert "FEAT_BF16: 1" in with_bf16 and kernel.cpu_key() != with_bf16
+
+
 # ---------------------------------------------------------------------------------------------- wrong kernels
-# Each a one-line change to csrc/accept.c, built for this CPU and for AVX2 and run through the checks above: each must
-# fail one of them. "The vector ..." changes the loops built for AVX-512 or AVX2, "a NaN ..." the AVX-512 exp; the rest
-# change code built anywhere.
+# Each a one-line change to csrc/accept.c (one is two lines), built for this CPU and for AVX2 and run through the checks
+# above: each must fail one of them. "The vector ..." changes the loops built for AVX-512 or AVX2, "a NaN ..." the
+# AVX-512 exp; the rest change code built anywhere. The last four were missed before the checks of a masked draft at
+# u = 0, of a sum in (0, 1), of a residual with no weight, of two threads run after run, and the chi-square above the
+# vector width were added.
 
 C_MUTANTS = {
     "the vector residual not clamped at 0": (
-        "return vmax(vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q))), vset(0.0f));",
-        "return vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q)));"),
+        "return vmax(vsub(w, kind == 1 ? x : vexp(vfms(vsub(x, mq), scale, cq))), vset(0.0f));",
+        "return vsub(w, kind == 1 ? x : vexp(vfms(vsub(x, mq), scale, cq)));"),
     "a NaN logit clamped away": ("static inline vec vexp_clamp(vec y) { return _mm512_max_ps(vset(-104.0f), y); }",
                                  "static inline vec vexp_clamp(vec y) { return _mm512_max_ps(y, vset(-104.0f)); }"),
     "the scalar weight not clamped at 0": ("return w > 0.0f ? w : 0.0f;\n}", "return w;\n}"),
     "accept where u q(x) < p(x) fails": ("if (!(u[b * k + n] * qx < px)) break;", "if (u[b * k + n] * qx < px) break;"),
-    "no shifted redo of a sum out of range": ("if (s >= 1.0f && s < 1e38f) return logf(s);", "return logf(s);"),
+    "no shifted redo of a sum out of range": ("if (s >= 1.0 && s < 1e38) return (norm){0.0f, (float)log(s)};",
+                                              "return (norm){0.0f, (float)log(s)};"),
     "bonus token from the last draft position": ("p = target + (b * (k + 1) + k) * V;",
                                                  "p = target + (b * (k + 1) + k - 1) * V;"),
     "the weight before the block not taken off": ("rest = (goal - before) * inside / sums[j];",
                                                   "rest = goal * inside / sums[j];"),
-    "q(x) not normalized": ("qx = q_probs ? q[x] : expf(q[x] * inv_t - lq);",
+    "q(x) not normalized": ("qx = q_probs ? q[x] : expf((q[x] - nq.m) * inv_t - nq.c);",
                             "qx = q_probs ? q[x] : expf(q[x] * inv_t);"),
+    "accept where u q(x) = p(x)": ("if (!(u[b * k + n] * qx < px)) break;", "if (!(u[b * k + n] * qx <= px)) break;"),
+    "the threads share one block-sums buffer": (
+        ("float *sums = malloc(nb * sizeof(float));",
+         "static float *sums;\n#pragma omp single\n        sums = malloc(nb * sizeof(float));"),
+        ("        free(sums);\n", "#pragma omp barrier\n#pragma omp single\n        free(sums);\n")),
+    "an unshifted sum trusted below 1": ("if (s >= 1.0 && s < 1e38) return (norm){0.0f, (float)log(s)};",
+                                         "if (s > 0.0 && s < 1e38) return (norm){0.0f, (float)log(s)};"),
+    "no fallback to p when the residual has no weight": ("if (token[b] >= 0 || !q) break;", "break;"),
 }
 
 
 def checks_pass() -> bool:
-    """The checks of this file on the library in use: agreement, far logits, masks, and the chains."""
+    """The checks of this file on the library in use, the cheap ones first: agreement, a masked draft at u = 0, a NaN
+    row, far logits, a sum in (0, 1), a residual with no weight, two threads, and the chains."""
     for B, k, V, T in [(300, 3, 17, 1.0), (200, 4, 129, 0.8), (64, 4, 32000, 1.0)]:
         drafts, lq, lp, q, p, uniforms = case(B, k, V, T, seed=B + V + k)
         ref, ours = speculative_sample(drafts, q, p, uniforms=uniforms), sample_from_logits(drafts, lq, lp, T,
                                                                                            uniforms=uniforms)
         if (ours[1] == ref[1]).double().mean() < 0.99 or (ours[0] == ref[0]).all(1).double().mean() < 0.98:
             return False
+    if masked_tokens_emitted(sample_from_logits):
+        return False
     drafts, lq, lp, _, _, uniforms = case(16, 2, 300, 1.0, seed=4)
     lp[5, 0, 7] = float("nan")
     if kernel.accept_step(drafts, lq, False, lp, *uniforms, 1.0)[0][5] != -1:  # a NaN row handed back
@@ -302,7 +651,26 @@ def checks_pass() -> bool:
     ours = sample_from_logits(drafts, lq, lp, 1.0, uniforms=uniforms)
     if (ours[1] == ref[1]).double().mean() < 0.98 or (ours[0] == ref[0]).all(1).double().mean() < 0.97:
         return False
-    return min(pvalues(sample_from_logits, 0.6)) > SIGNIFICANCE
+    if not (near_the_flush_agrees(sample_from_logits) and empty_residual_draws_from_p() and two_threads_agree()):
+        return False
+    return min(pvalues(sample_from_logits, 0.6)) > SIGNIFICANCE and all(
+        min(wide_pvalues(sampler)) > SIGNIFICANCE for sampler in SAMPLERS)
+
+
+def built_mutant(monkeypatch, tmp_path, name, build):
+    """Load the library built from csrc/accept.c changed as ``C_MUTANTS[name]`` says, with the flags of ``build``."""
+    changes = C_MUTANTS[name]
+    source = kernel.SOURCE.read_text()
+    for old, new in (changes,) if isinstance(changes[0], str) else changes:
+        assert source.count(old) == 1, f"the mutant {name!r} no longer matches csrc/accept.c"
+        source = source.replace(old, new)
+    mutant = tmp_path / "accept.c"
+    mutant.write_text(source)
+    monkeypatch.setattr(kernel, "SOURCE", mutant)
+    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
+    path, how = kernel.build(kernel.FLAGS if BUILDS[build] is None else (BUILDS[build],))
+    assert path is not None, how
+    monkeypatch.setitem(kernel._state, "lib", kernel.load(path))
 
 
 @pytest.mark.parametrize("build", ["native", "avx2"])
@@ -314,16 +682,7 @@ def test_the_checks_catch_a_wrong_kernel(monkeypatch, tmp_path, name, build):
         pytest.skip("an AVX-512 line: not built")
     if build == "avx2" and platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("AVX2 is x86")
-    old, new = C_MUTANTS[name]
-    source = kernel.SOURCE.read_text()
-    assert source.count(old) == 1, f"the mutant {name!r} no longer matches csrc/accept.c"
-    mutant = tmp_path / "accept.c"
-    mutant.write_text(source.replace(old, new))
-    monkeypatch.setattr(kernel, "SOURCE", mutant)
-    monkeypatch.setattr(kernel, "cache_dirs", lambda: [tmp_path])
-    path, how = kernel.build(kernel.FLAGS if BUILDS[build] is None else (BUILDS[build],))
-    assert path is not None, how
-    monkeypatch.setitem(kernel._state, "lib", kernel.load(path))
+    built_mutant(monkeypatch, tmp_path, name, build)
     assert not checks_pass()
 
 

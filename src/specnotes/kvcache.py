@@ -449,6 +449,13 @@ def _check_common(prompts, model, max_new_tokens, temperature, cache, extra_posi
     if not isinstance(cache, PrefixCache):
         raise validate.BadArgumentType(f"cache must be a specnotes.kvcache.PrefixCache, got {cache!r}")
     cache.check_models(model, draft)
+    longest, bs = max(len(p) for p in prompts) + max_new_tokens + extra_positions, cache.block_size
+    if longest > cache.target.num_blocks * bs:  # a sequence's blocks must fit the pool, whatever else it holds
+        raise validate.BadArgument(
+            f"num_blocks must be an integer >= {-(-longest // bs)} for sequences of up to {longest} tokens (the "
+            f"longest prompt, max_new_tokens = {max_new_tokens}"
+            f"{f' and {extra_positions} positions a speculative step may write' if extra_positions else ''}) in "
+            f"blocks of {bs}; this PrefixCache has {cache.target.num_blocks}")
     return prompts
 
 

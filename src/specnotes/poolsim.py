@@ -172,7 +172,7 @@ def simulate(rate: float, step_time: Callable[[int, int], float], policy: Callab
                 req.admitted = env.now
             B = len(running)
             k = validate.integer(f"policy({B})", policy(B), low=0)
-            seconds = validate.number(f"step_time({B}, {k}) (seconds)", step_time(B, k), low=0)
+            seconds = step_seconds(step_time, B, k)
             result.steps.append((env.now, seconds, B, k))
             yield env.timeout(seconds)
             for req, n in zip(running, tokens_per_step(rng, alpha, k, B), strict=True):
@@ -188,6 +188,12 @@ def simulate(rate: float, step_time: Callable[[int, int], float], policy: Callab
     env.process(decode_pool())
     env.run(until=all_done)
     return result
+
+
+def step_seconds(step_time, B: int, k: int) -> float:
+    """``step_time(B, k)``, checked: a decode step takes a positive, finite number of seconds (at 0 the pool would
+    finish any load at once, and the simulation would never advance its clock)."""
+    return validate.number(f"step_time({B}, {k}) (seconds)", step_time(B, k), low=0, low_open=True)
 
 
 def check_callables(step_time, policy):
@@ -209,7 +215,7 @@ def steady_batch(rate: float, step_time: Callable[[int, int], float], policy: Ca
 
     def excess(b: int) -> float:  # arrivals' demand for running slots minus b
         k = policy(b)
-        return rate * output_tokens * step_time(b, k) / cost.expected_tokens(alpha, k) - b
+        return rate * output_tokens * step_seconds(step_time, b, k) / cost.expected_tokens(alpha, k) - b
 
     previous = excess(1)
     if previous <= 0:  # under one request running on average: B is the fraction of time the pool is busy
@@ -229,7 +235,7 @@ def steady_tpot(rate: float, step_time: Callable[[int, int], float], policy: Cal
     B = steady_batch(rate, step_time, policy, alpha, output_tokens, max_batch)
     if B is None:
         return None
-    tpot = lambda b: step_time(b, policy(b)) / cost.expected_tokens(alpha, policy(b))
+    tpot = lambda b: step_seconds(step_time, b, policy(b)) / cost.expected_tokens(alpha, policy(b))
     b = max(1, math.floor(B))
     return tpot(b) + (tpot(b + 1) - tpot(b)) * min(max(B - b, 0.0), 1.0)
 
@@ -256,7 +262,7 @@ def max_rate(step_time: Callable[[int, int], float], policy: Callable[[int], int
     """The most requests per second the pool can finish with at most ``max_batch`` running:
     max over B of B · E[N](α, k(B)) / (N_out · T_step(B, k(B)))."""
     max_batch = validate.integer("max_batch", max_batch, low=1)
-    return max(b * cost.expected_tokens(alpha, policy(b)) / (output_tokens * step_time(b, policy(b)))
+    return max(b * cost.expected_tokens(alpha, policy(b)) / (output_tokens * step_seconds(step_time, b, policy(b)))
                for b in range(1, max_batch + 1))
 
 
@@ -292,6 +298,8 @@ def sweep(rates, step_time: Callable[[int, int], float], policies, alpha: float,
 def solve(f: Callable[[float], float], target: float, lo: float, hi: float, iters: int = 12) -> float:
     """The x in [lo, hi] where the increasing function f reaches ``target`` (bisection). Fitting one
     parameter of the simulator to one published number, in the open."""
+    lo = validate.number("lo", lo)
+    hi = validate.number("hi", hi, low=lo, low_open=True)
     f_lo, f_hi = f(lo), f(hi)
     if not f_lo <= target <= f_hi:
         raise validate.BadArgument(f"target {target:g} is outside f([{lo:g}, {hi:g}]) = [{f_lo:g}, {f_hi:g}]")

@@ -12,8 +12,13 @@
    NaN. The loops over a row are written once for W floats at a time (vexp, sum_exp, sums_of), on AVX-512 (W = 16)
    or AVX2 with FMA (W = 8); elsewhere the compiler vectorizes exp_fast in plain loops. A row's sum is taken
    unshifted, exp(l / T): where it lies in [1, 1e38) no term overflowed and a term that flushed to 0 was below
-   1e-38 of the sum; otherwise the row is summed again shifted by its maximum. Whether the exponentials or the
-   reads bound the pass over a row depends on the CPU and the thread count (bench_sampler.json says which). */
+   1e-38 of the sum; otherwise the row is summed again with its largest logit subtracted before the scaling (type
+   norm). A sum adds CHUNK tokens in float and the chunks in double, so its error does not grow with V. Whether the
+   exponentials or the reads bound the pass over a row depends on the CPU and the thread count (bench_sampler.json
+   says which). The residual's second pass over the two rows a sequence stopped on is not avoided by keeping the
+   first pass's exponentials: tried on a Zen 4 core, that was faster where most sequences stop at once (0.86x at
+   B = 64, independent drafts) and slower where they accept (1.00-1.07x at the shipped pair's acceptance, 1.44-1.52x
+   with every draft accepted: each row's exponentials written out, and rarely read). */
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -22,6 +27,7 @@
 #define LO (-87.33654f)
 #define HI 88.0f
 #define BLOCK 128 /* tokens per block of the two-level inverse CDF, as specnotes.sampling.BLOCK */
+#define CHUNK 512 /* tokens a row's sum adds in float before a running sum in double takes them */
 #define MAGIC 12583039.0f /* 1.5 * 2^23 + 127: t = y log2(e) + MAGIC holds n + 127 in its low mantissa bits */
 
 static inline float exp_fast(float y) {
@@ -37,13 +43,20 @@ static inline float exp_fast(float y) {
     p = p * r + 0.1666652113199234f;
     p = p * r + 0.4999999403953552f;
     p = p * (r * r) + r + 1.0f;
-    int32_t bits;
+    uint32_t bits; /* unsigned: the shift moves n + 127 into the exponent field, past the sign bit */
     memcpy(&bits, &t, 4);
     bits <<= 23;
     float scale;
     memcpy(&scale, &bits, 4);
     return y < LO ? 0.0f : p * scale;
 }
+
+/* How a row is normalized: p(i) = exp((l(i) - m) / T - c). m = 0 where the row's unshifted sum lies in [1, 1e38);
+   otherwise m is the row's largest logit, subtracted before the scaling, so that (l - m) / T is exact to rounding
+   even where l / T itself is far from 0 (near 1e6 at T = 1e-4 with logits near 100, where a float's step is 0.06). */
+typedef struct {
+    float m, c;
+} norm;
 
 /* The loops over a row, W floats at a time, where the CPU has AVX-512 (W = 16; 2^n applied by vscalefps, which
    gives 0 or a denormal far below -87 and +inf past 88.7, so the one clamp, at -104, only keeps -inf from making
@@ -113,23 +126,33 @@ static inline vec vexp(vec y) {
     return vexp_scale(p, n, t, y);
 }
 
-/* The sum of exp(x / T - shift) over a row: two accumulators, the last few tokens one at a time. */
-static float sum_exp(const float *x, int64_t V, float inv_t, float shift) {
-    vec s0 = vset(0.0f), s1 = vset(0.0f), scale = vset(inv_t), by = vset(shift);
+/* The sum of exp((x - m) / T) over a row: CHUNK tokens at a time in float (two accumulators of W lanes), the chunks
+   in double, so that the error does not grow with V; the last few tokens one at a time. */
+static inline __attribute__((always_inline)) double sum_exp(const float *x, int64_t V, float inv_t, float m) {
+    vec scale = vset(inv_t), by = vset(m);
+    double s = 0.0;
     int64_t i = 0;
-    for (; i + 2 * W <= V; i += 2 * W) {
-        s0 = vadd(s0, vexp(vfms(vload(x + i), scale, by)));
-        s1 = vadd(s1, vexp(vfms(vload(x + i + W), scale, by)));
+    while (i + 2 * W <= V) {
+        vec s0 = vset(0.0f), s1 = vset(0.0f);
+        for (int64_t end = i + CHUNK < V ? i + CHUNK : V; i + 2 * W <= end; i += 2 * W) {
+            s0 = vadd(s0, vexp(vmul(vsub(vload(x + i), by), scale)));
+            s1 = vadd(s1, vexp(vmul(vsub(vload(x + i + W), by), scale)));
+        }
+        s += vsum(vadd(s0, s1));
     }
-    float s = vsum(vadd(s0, s1));
-    for (; i < V; i++) s += exp_fast(x[i] * inv_t - shift);
+    for (; i < V; i++) s += exp_fast((x[i] - m) * inv_t);
     return s;
 }
 #else
-static float sum_exp(const float *x, int64_t V, float inv_t, float shift) {
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < V; i++) s += exp_fast(x[i] * inv_t - shift);
+static inline __attribute__((always_inline)) double sum_exp(const float *x, int64_t V, float inv_t, float m) {
+    double s = 0.0;
+    for (int64_t lo = 0; lo < V; lo += CHUNK) {
+        int64_t hi = lo + CHUNK < V ? lo + CHUNK : V;
+        float c = 0.0f;
+#pragma omp simd reduction(+ : c)
+        for (int64_t i = lo; i < hi; i++) c += exp_fast((x[i] - m) * inv_t);
+        s += c;
+    }
     return s;
 }
 #endif
@@ -141,24 +164,28 @@ static float max_of(const float *x, int64_t V) {
     return m;
 }
 
-static float lse(const float *x, int64_t V, float inv_t) {
-    float s = sum_exp(x, V, inv_t, 0.0f);
-    if (s >= 1.0f && s < 1e38f) return logf(s);
-    float m = max_of(x, V) * inv_t;
-    return m + logf(sum_exp(x, V, inv_t, m)); /* not finite for a row with a NaN, +inf, or no finite logit */
+static norm lse(const float *x, int64_t V, float inv_t) {
+    double s = sum_exp(x, V, inv_t, 0.0f);
+    if (s >= 1.0 && s < 1e38) return (norm){0.0f, (float)log(s)};
+    float m = max_of(x, V);
+    return (norm){m, (float)log(sum_exp(x, V, inv_t, m))}; /* not finite for a NaN, +inf, or no finite logit */
 }
+
+static inline int normalized(norm n) { return isfinite(n.m) && isfinite(n.c); }
 
 /* out[j] = log sum exp(x[j] / T) of each row of x [rows, V]. */
 void log_normalizers(const float *x, int64_t rows, int64_t V, float inv_t, int threads, float *out) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t j = 0; j < rows; j++) out[j] = lse(x + j * V, V, inv_t);
+    for (int64_t j = 0; j < rows; j++) {
+        norm n = lse(x + j * V, V, inv_t);
+        out[j] = (float)((double)n.m * inv_t + n.c);
+    }
 }
 
 /* The weight of token i of the row a sequence stopped on: max(0, p - q), or p where there is no q. */
-static inline float weight(const float *p, float lse_p, const float *q, float lse_q, int q_probs, float inv_t,
-                           int64_t i) {
-    float w = exp_fast(p[i] * inv_t - lse_p);
-    if (q) w -= q_probs ? q[i] : exp_fast(q[i] * inv_t - lse_q);
+static inline float weight(const float *p, norm np, const float *q, norm nq, int q_probs, float inv_t, int64_t i) {
+    float w = exp_fast((p[i] - np.m) * inv_t - np.c);
+    if (q) w -= q_probs ? q[i] : exp_fast((q[i] - nq.m) * inv_t - nq.c);
     return w > 0.0f ? w : 0.0f;
 }
 
@@ -166,51 +193,51 @@ static inline float weight(const float *p, float lse_p, const float *q, float ls
 #ifdef VECTOR
 /* The weights of tokens [i, i + W); kind 0: p, 1: max(0, p - q) with q given, 2: with q from logits. */
 static inline __attribute__((always_inline)) vec weights_at(const float *p, const float *q, int64_t i, int kind,
-                                                            vec scale, vec by_p, vec by_q) {
-    vec w = vexp(vfms(vload(p + i), scale, by_p));
+                                                            vec scale, vec mp, vec cp, vec mq, vec cq) {
+    vec w = vexp(vfms(vsub(vload(p + i), mp), scale, cp));
     if (kind == 0) return w;
     vec x = vload(q + i);
-    return vmax(vsub(w, kind == 1 ? x : vexp(vfms(x, scale, by_q))), vset(0.0f));
+    return vmax(vsub(w, kind == 1 ? x : vexp(vfms(vsub(x, mq), scale, cq))), vset(0.0f));
 }
 
-static inline __attribute__((always_inline)) void sums_of(const float *p, float lp, const float *q, float lq,
-                                                          int kind, int64_t V, float inv_t, float *sums) {
-    vec scale = vset(inv_t), by_p = vset(lp), by_q = vset(lq);
+static inline __attribute__((always_inline)) void sums_of(const float *p, norm np, const float *q, norm nq, int kind,
+                                                          int64_t V, float inv_t, float *sums) {
+    vec scale = vset(inv_t), mp = vset(np.m), cp = vset(np.c), mq = vset(nq.m), cq = vset(nq.c);
     for (int64_t lo = 0, c = 0; lo < V; lo += BLOCK, c++) {
         int64_t hi = lo + BLOCK < V ? lo + BLOCK : V, i = lo;
         vec s0 = vset(0.0f), s1 = vset(0.0f);
         for (; i + 2 * W <= hi; i += 2 * W) {
-            s0 = vadd(s0, weights_at(p, q, i, kind, scale, by_p, by_q));
-            s1 = vadd(s1, weights_at(p, q, i + W, kind, scale, by_p, by_q));
+            s0 = vadd(s0, weights_at(p, q, i, kind, scale, mp, cp, mq, cq));
+            s1 = vadd(s1, weights_at(p, q, i + W, kind, scale, mp, cp, mq, cq));
         }
         float s = vsum(vadd(s0, s1));
-        for (; i < hi; i++) s += weight(p, lp, q, lq, kind == 1, inv_t, i);
+        for (; i < hi; i++) s += weight(p, np, q, nq, kind == 1, inv_t, i);
         sums[c] = s;
     }
 }
 
-static void block_sums(const float *p, float lp, const float *q, float lq, int q_probs, int64_t V, float inv_t,
+static void block_sums(const float *p, norm np, const float *q, norm nq, int q_probs, int64_t V, float inv_t,
                        float *sums) {
-    if (!q) sums_of(p, lp, q, lq, 0, V, inv_t, sums);
-    else if (q_probs) sums_of(p, lp, q, lq, 1, V, inv_t, sums);
-    else sums_of(p, lp, q, lq, 2, V, inv_t, sums);
+    if (!q) sums_of(p, np, q, nq, 0, V, inv_t, sums);
+    else if (q_probs) sums_of(p, np, q, nq, 1, V, inv_t, sums);
+    else sums_of(p, np, q, nq, 2, V, inv_t, sums);
 }
 #else
 /* one loop per kind of q, so that each is vectorized */
-static void block_sums(const float *p, float lp, const float *q, float lq, int q_probs, int64_t V, float inv_t,
+static void block_sums(const float *p, norm np, const float *q, norm nq, int q_probs, int64_t V, float inv_t,
                        float *sums) {
     for (int64_t lo = 0, c = 0; lo < V; lo += BLOCK, c++) {
         int64_t hi = lo + BLOCK < V ? lo + BLOCK : V;
         float s = 0.0f;
         if (!q) {
 #pragma omp simd reduction(+ : s)
-            for (int64_t i = lo; i < hi; i++) s += weight(p, lp, 0, 0.0f, 0, inv_t, i);
+            for (int64_t i = lo; i < hi; i++) s += weight(p, np, 0, nq, 0, inv_t, i);
         } else if (q_probs) {
 #pragma omp simd reduction(+ : s)
-            for (int64_t i = lo; i < hi; i++) s += weight(p, lp, q, 0.0f, 1, inv_t, i);
+            for (int64_t i = lo; i < hi; i++) s += weight(p, np, q, nq, 1, inv_t, i);
         } else {
 #pragma omp simd reduction(+ : s)
-            for (int64_t i = lo; i < hi; i++) s += weight(p, lp, q, lq, 0, inv_t, i);
+            for (int64_t i = lo; i < hi; i++) s += weight(p, np, q, nq, 0, inv_t, i);
         }
         sums[c] = s;
     }
@@ -222,7 +249,7 @@ static void block_sums(const float *p, float lp, const float *q, float lq, int q
    block sums, then the token inside it. Inside, the weights are summed in order, not as the vector loop summed
    them, so the rest is scaled to that sum; a block that rounding left with no weight is searched as a whole row.
    -1 if the row has no weight at all. */
-static int64_t draw(const float *p, float lp, const float *q, float lq, int q_probs, float inv_t, int64_t V,
+static int64_t draw(const float *p, norm np, const float *q, norm nq, int q_probs, float inv_t, int64_t V,
                     const float *sums, float v) {
     int64_t nb = (V + BLOCK - 1) / BLOCK, j = -1, lo = 0, hi = V;
     double total = 0.0, before = 0.0;
@@ -239,18 +266,18 @@ static int64_t draw(const float *p, float lp, const float *q, float lq, int q_pr
     double inside = 0.0, rest;
     lo = j * BLOCK;
     hi = lo + BLOCK < V ? lo + BLOCK : V;
-    for (int64_t i = lo; i < hi; i++) inside += weight(p, lp, q, lq, q_probs, inv_t, i);
+    for (int64_t i = lo; i < hi; i++) inside += weight(p, np, q, nq, q_probs, inv_t, i);
     if (inside > 0.0) {
         rest = (goal - before) * inside / sums[j];
     } else {
         lo = 0, hi = V, inside = 0.0;
-        for (int64_t i = 0; i < V; i++) inside += weight(p, lp, q, lq, q_probs, inv_t, i);
+        for (int64_t i = 0; i < V; i++) inside += weight(p, np, q, nq, q_probs, inv_t, i);
         rest = v * inside;
     }
     int64_t last = -1;
     double seen = 0.0;
     for (int64_t i = lo; i < hi; i++) {
-        float w = weight(p, lp, q, lq, q_probs, inv_t, i);
+        float w = weight(p, np, q, nq, q_probs, inv_t, i);
         if (w > 0.0f) {
             last = i;
             seen += w;
@@ -264,9 +291,9 @@ static int64_t draw(const float *p, float lp, const float *q, float lq, int q_pr
    drafted tokens [B, k], uniforms u [B, k] for the tests and v [B] for the last token: the drafts accepted,
    accepted[b], and the last token, token[b], drawn from max(0, p - q) at the first rejection (from p itself where
    that has no weight left: p = q up to rounding), or from the bonus row's p after k acceptances. accepted[b] is
-   -1 where a row it read has no finite normalizer (a NaN or +inf logit, or no finite one), or where memory for
-   the block sums ran out: the caller then takes another path. The sequences are shared among the threads one at
-   a time, as each finishes (they stop at different positions). */
+   -1 where a drafted token lies outside [0, V), where a row it read has no finite normalizer (a NaN or +inf logit,
+   or no finite one), or where memory for the block sums ran out: the caller then takes another path. The
+   sequences are shared among the threads one at a time, as each finishes (they stop at different positions). */
 void accept_step(const float *target, const float *draft, int q_probs, const int64_t *tokens, const float *u,
                  const float *v, int64_t B, int64_t k, int64_t V, float inv_t, int threads,
                  int64_t *accepted, int64_t *token) {
@@ -276,40 +303,43 @@ void accept_step(const float *target, const float *draft, int q_probs, const int
         float *sums = malloc(nb * sizeof(float));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < B; b++) {
-            if (!sums) {
+            int outside = 0;
+            for (int64_t n = 0; n < k; n++) outside |= tokens[b * k + n] < 0 || tokens[b * k + n] >= V;
+            if (!sums || outside) {
                 accepted[b] = -1;
                 continue;
             }
             const float *p = 0, *q = 0;
-            float lp = 0.0f, lq = 0.0f;
+            norm np = {0.0f, 0.0f}, nq = {0.0f, 0.0f};
             int64_t n = 0;
             for (; n < k; n++) {
                 p = target + (b * (k + 1) + n) * V;
                 q = draft + (b * k + n) * V;
                 int64_t x = tokens[b * k + n];
-                lp = lse(p, V, inv_t);
-                lq = q_probs ? 0.0f : lse(q, V, inv_t);
-                if (!isfinite(lp) || !isfinite(lq)) break;
-                float px = expf(p[x] * inv_t - lp), qx = q_probs ? q[x] : expf(q[x] * inv_t - lq);
+                np = lse(p, V, inv_t);
+                if (!q_probs) nq = lse(q, V, inv_t);
+                if (!normalized(np) || !normalized(nq)) break;
+                float px = expf((p[x] - np.m) * inv_t - np.c);
+                float qx = q_probs ? q[x] : expf((q[x] - nq.m) * inv_t - nq.c);
                 if (!(u[b * k + n] * qx < px)) break;
             }
             int summed = 0;
             if (n == k) { /* the bonus row: its weights exp(l / T) need no normalizer where their sum lies in
-                             [1, 1e38) (as in lse); elsewhere they are shifted by it */
+                             [1, 1e38) (as in lse); elsewhere they are normalized by it */
                 p = target + (b * (k + 1) + k) * V;
                 q = 0;
-                lp = lq = 0.0f;
-                block_sums(p, lp, q, lq, q_probs, V, inv_t, sums);
-                float total = 0.0f;
+                np = nq = (norm){0.0f, 0.0f};
+                block_sums(p, np, q, nq, q_probs, V, inv_t, sums);
+                double total = 0.0;
                 for (int64_t c = 0; c < nb; c++) total += sums[c];
-                summed = total >= 1.0f && total < 1e38f;
-                if (!summed) lp = lse(p, V, inv_t);
+                summed = total >= 1.0 && total < 1e38;
+                if (!summed) np = lse(p, V, inv_t);
             }
-            accepted[b] = isfinite(lp) && isfinite(lq) ? n : -1;
+            accepted[b] = normalized(np) && normalized(nq) ? n : -1;
             if (accepted[b] < 0) continue;
             for (int64_t t = 0; t < 2; t++) { /* the residual; then p itself if the residual has no weight */
-                if (!summed || t > 0) block_sums(p, lp, q, lq, q_probs, V, inv_t, sums);
-                token[b] = draw(p, lp, q, lq, q_probs, inv_t, V, sums, v[b]);
+                if (!summed || t > 0) block_sums(p, np, q, nq, q_probs, V, inv_t, sums);
+                token[b] = draw(p, np, q, nq, q_probs, inv_t, V, sums, v[b]);
                 if (token[b] >= 0 || !q) break;
                 q = 0;
             }
