@@ -1067,7 +1067,7 @@ DEEPSEEK_V3 = MoEShape(61, 7168, 128, 128, 18432, 129280, name="DeepSeek-V3", n_
                        expert_d_ff=2048, shared_experts=1, dense_layers=3, kv_lora_rank=512, qk_rope_head_dim=64,
                        q_lora_rank=1536, qk_nope_head_dim=128, v_head_dim=128)
 # Llama 4's MoE layers also run one shared expert of the experts' width (transformers' Llama4TextMoe).
-LLAMA_4_SCOUT = MoEShape(48, 5120, 40, 8, 16384, 202048, name="Llama-4-Scout", head_dim=128, n_experts=16,
+LLAMA_4_SCOUT = MoEShape(48, 5120, 40, 8, 16384, 202048, name="Llama-4-Scout", n_experts=16,
                          experts_per_token=1, expert_d_ff=8192, shared_experts=1)
 QWEN2_57B_A14B = MoEShape(28, 3584, 28, 4, 18944, 151936, name="Qwen2-57B-A14B", n_experts=64, experts_per_token=8,
                           expert_d_ff=2560, shared_experts=1, shared_d_ff=20480)
