@@ -416,3 +416,18 @@ def test_describe_ratio_trend_boundaries(last, fell):
 def test_published_moe_series_holds_only_moe_targets():
     for _, series in moe.published_moe_series():
         assert series.setup["target"] in MOE_PRESETS
+
+
+def test_a_published_moe_series_gets_the_idealized_curve():
+    from specnotes import published
+
+    setup = {"target": "Qwen3-30B-A3B", "drafter": "eagle3-head", "accelerator": "H100-SXM", "tp": 1, "k": 3,
+             "alpha": 0.7, "context": [0, 2048], "tree": False}
+    s = published.Series("x", "Fig. 1", "S vs B", {"url": "https://example.org"}, "read", None, setup, {}, (),
+                         ("batch", "speedup"), ({"batch": 1, "speedup": 1.2}, {"batch": 16, "speedup": 1.5}))
+    batches, measured, model, how = moe.published_curve(s)
+    head = cost.eagle3_head(QWEN3_30B_A3B)
+    assert model == pytest.approx([cost.batch_speedup(QWEN3_30B_A3B, head, H100, b, 3, 0.7, 1024) for b in (1, 16)])
+    assert (batches, measured) == ([1, 16], [1.2, 1.5]) and "α = 0.70" in how
+    treeish = replace(s, setup={**setup, "k": None})
+    assert moe.published_curve(treeish)[2] is None

@@ -239,6 +239,55 @@ def published_moe_series() -> list[tuple[str, object]]:
     return found
 
 
+def _series_draft(setup: dict, target: ModelShape):
+    kind = setup.get("drafter")
+    if kind == "mtp":
+        return cost.mtp_head(target)
+    if kind == "eagle3-head":
+        return cost.eagle3_head(target)
+    if kind == "eagle-head":
+        return cost.eagle_head(target)
+    if kind == "ngram":
+        return cost.NGRAM
+    if kind == "draft-model" and setup.get("draft") in cost.PRESETS:
+        return cost.PRESETS[setup["draft"]]
+    raise validate.BadArgument(f"no drafter of the cost model for {kind!r} (draft {setup.get('draft')!r})")
+
+
+def _middle(value) -> int | None:
+    if isinstance(value, list):
+        return round((value[0] + value[1]) / 2)
+    return value if isinstance(value, int) else None
+
+
+def published_curve(series) -> tuple[list[int], list[float], list[float] | None, str]:
+    """(batches, measured S, the idealized model's S at those batches or None, what the model assumed or why
+    it has nothing) for a published MoE series (``published_moe_series``): the preset target, the drafter its
+    setup names, its GPU and tp, α or tokens per iteration at its k (a chain), the middle of its context
+    range (0 if it gives none). No engine calibration: Chapter 6 fits those."""
+    setup = series.setup
+    batches, measured = [int(b) for b in series.column("batch")], [float(s) for s in series.column("speedup")]
+    try:
+        target = cost.MOE_PRESETS[setup["target"]]
+        draft = _series_draft(setup, target)
+        k = setup.get("k")
+        if not isinstance(k, int) or setup.get("tree"):
+            raise validate.BadArgument("not a chain with a published k")
+        if isinstance(setup.get("alpha"), float):
+            alpha = setup["alpha"]
+        elif isinstance(setup.get("tokens_per_iteration"), int | float):
+            alpha = cost.implied_alpha(float(setup["tokens_per_iteration"]), k)
+        else:
+            raise validate.BadArgument("neither α nor tokens per iteration is published")
+        context = _middle(setup.get("context")) or 0
+        tp = setup.get("tp") if isinstance(setup.get("tp"), int) else 1
+        model = [cost.batch_speedup(target, draft, setup["accelerator"], b, k, alpha, context, tp=tp)
+                 for b in batches]
+    except (validate.BadArgument, KeyError) as err:
+        return batches, measured, None, f"no model curve: {err}"
+    return batches, measured, model, f"idealized model: α = {alpha:.2f}, k = {k}, L = {context}, tp = {tp}"
+
+
 # ---------------------------------------------------------------------------------------------- sentences
 
 
