@@ -431,3 +431,18 @@ def test_a_published_moe_series_gets_the_idealized_curve():
     assert (batches, measured) == ([1, 16], [1.2, 1.5]) and "α = 0.70" in how
     treeish = replace(s, setup={**setup, "k": None})
     assert moe.published_curve(treeish)[2] is None
+
+
+@pytest.mark.parametrize("peak,story", [(1.049, "fell from"), (1.051, "then fell")])
+def test_describe_rise_boundaries(peak, story):
+    assert story in moe.describe_rise([1, 2, 4], [1.0, peak, 0.9])
+    assert "the last batch measured" in moe.describe_rise([1, 2], [1.0, 1.2])
+
+
+def test_describe_alpha_boundaries():
+    # 1000 drafts each: pooled 0.5, standard error sqrt(0.25 · 2/1000) = 0.02236; 2 of them = 0.0447
+    assert "no difference" in moe.describe_alpha(522, 1000, 478, 1000)  # 0.044 apart
+    assert "higher" in moe.describe_alpha(523, 1000, 477, 1000)  # 0.046 apart
+    assert "lower" in moe.describe_alpha(477, 1000, 523, 1000)
+    with pytest.raises(BadArgument):
+        moe.describe_alpha(5, 4, 1, 2)

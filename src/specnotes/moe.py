@@ -357,3 +357,36 @@ def describe_ratio_trend(batches: Sequence[int], measured: Sequence[float], mode
         return f"As the model predicts, the ratio fell: {head}."
     return (f"Unlike the model, the ratio did not fall by more than {close:.0%}: {head}; on this device the "
             "passes' fixed costs or the matmuls' efficiency at few rows, not the experts' bytes, set their times.")
+
+
+def describe_rise(batches: Sequence[int], speedups: Sequence[float], *, rise: float = RISE) -> str:
+    """The sentence on a measured S(B): whether it rose more than ``rise`` above its first value before it fell,
+    fell from the first batch, or rose to the last batch measured."""
+    batches = validate.integers("batches", batches, low=1)
+    if len(batches) != len(speedups) or not batches:
+        raise validate.BadArgument("batches and speedups need the same length, at least 1")
+    i = max(range(len(speedups)), key=speedups.__getitem__)
+    first, peak, last = speedups[0], speedups[i], speedups[-1]
+    if peak <= first * (1 + rise) or i == 0:
+        return f"S fell from {first:.2f} at B = {batches[0]} to {last:.2f} at B = {batches[-1]}, never rising above it."
+    if i == len(speedups) - 1:
+        return (f"S rose from {first:.2f} at B = {batches[0]} to {peak:.2f} at B = {batches[i]}, the last batch "
+                "measured.")
+    return (f"S rose from {first:.2f} at B = {batches[0]} to {peak:.2f} at B = {batches[i]}, then fell to {last:.2f} "
+            f"at B = {batches[-1]}.")
+
+
+def describe_alpha(moe_accepted: int, moe_checked: int, dense_accepted: int, dense_checked: int, *,
+                   z: float = 2.0) -> str:
+    """The sentence comparing the acceptance rate of the MoE target with the dense target's, same draft and
+    prompts: different only if the two rates are more than ``z`` standard errors apart (two-proportion test)."""
+    for name, value in (("moe_checked", moe_checked), ("dense_checked", dense_checked)):
+        validate.integer(name, value, low=1)
+    a = validate.integer("moe_accepted", moe_accepted, low=0, high=moe_checked) / moe_checked
+    b = validate.integer("dense_accepted", dense_accepted, low=0, high=dense_checked) / dense_checked
+    pooled = (moe_accepted + dense_accepted) / (moe_checked + dense_checked)
+    se = math.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / moe_checked + 1 / dense_checked))
+    head = f"The shipped draft's acceptance rate was α = {a:.2f} against the MoE target, {b:.2f} against the dense one"
+    if abs(a - b) <= z * se:
+        return f"{head}: within {z:g} standard errors ({se:.3f}), no difference these runs can show."
+    return f"{head}: {'higher' if a > b else 'lower'}, by more than {z:g} standard errors ({se:.3f})."
