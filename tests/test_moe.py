@@ -411,6 +411,8 @@ def test_describe_ratio_trend_boundaries(last, fell):
     assert sentence.startswith("As the model predicts") == fell
     flat = moe.describe_ratio_trend([1, 8], [1.0, 0.5], [1.0, 1.2])
     assert "no fall to compare" in flat
+    slow = moe.describe_ratio_trend([1, 8], [1.0, 1.0], [3.0, 1.1], verify_excess=4.25)
+    assert "4.2× their modelled time" in slow and "did not fall" in slow
 
 
 def test_published_moe_series_holds_only_moe_targets():

@@ -339,10 +339,11 @@ def describe_curve(curves: Curves, *, rise: float = RISE) -> str:
 
 
 def describe_ratio_trend(batches: Sequence[int], measured: Sequence[float], modelled: Sequence[float], *,
-                         close: float = 0.10) -> str:
+                         close: float = 0.10, verify_excess: float | None = None) -> str:
     """The sentence on the measured verify/decode time ratio of the MoE stack against B: it should be highest
     at small B (a verify pass reads more experts) and fall as decode alone touches most of them. Compares
-    the first batch with the batch where the model's ratio is lowest."""
+    the first batch with the batch where the model's ratio is lowest. ``verify_excess``: the verify passes'
+    median measured time over their modelled time, quoted when the ratio did not fall."""
     batches = validate.integers("batches", batches, low=1)
     if not len(batches) == len(measured) == len(modelled) or len(batches) < 2:
         raise validate.BadArgument("batches, measured and modelled need the same length, at least 2")
@@ -355,8 +356,10 @@ def describe_ratio_trend(batches: Sequence[int], measured: Sequence[float], mode
             f"{batches[j]} (the model: {modelled[0]:.2f} and {modelled[j]:.2f})")
     if fell:
         return f"As the model predicts, the ratio fell: {head}."
-    return (f"Unlike the model, the ratio did not fall by more than {close:.0%}: {head}; on this device the "
-            "passes' fixed costs or the matmuls' efficiency at few rows, not the experts' bytes, set their times.")
+    why = ("" if verify_excess is None else
+           f" The verify passes took {verify_excess:.1f}× their modelled time (median), so here something other "
+           "than the experts' bytes, such as the matmuls' efficiency at a few rows per expert, set their times.")
+    return f"Unlike the model, the ratio did not fall by more than {close:.0%}: {head}.{why}"
 
 
 def describe_rise(batches: Sequence[int], speedups: Sequence[float], *, rise: float = RISE) -> str:

@@ -7,8 +7,8 @@ expert over its own rows, in one call, skipping experts no token chose) run the 
 down-projection; the outputs are weighted and added back per token. No Python loop over experts: the
 weights of an expert nobody routed to are never read, which is what the cost model charges
 (``cost.MoEShape``: bytes of the E[D](T) distinct experts touched). Where the grouped matmul is missing
-(older GPUs, older torch), the touched experts' weights are gathered and one batched matmul runs over
-them (``moe_path``), which reads them twice more; the record says which path ran.
+(older GPUs, older torch, CPUs), the touched experts' weights are gathered into a buffer made once and one
+batched matmul runs over them (``moe_path``), which reads them twice more; the record says which path ran.
 
 The timing half reuses ``specnotes.stack``: ``stack.speedup_sweep`` with this module's pass timer, and
 ``stack.StackModel`` for the cost model on this device's measured roofs (its floors measured on tiny stacks
@@ -70,6 +70,10 @@ def build_moe_stack(shape: MoEShape, device="cpu", dtype=torch.bfloat16, seed: i
         "w_gate_up": weight(n, 2 * f, d),
         "w_down": weight(n, d, f),
     } for _ in range(shape.n_layers)]
+    if not _grouped_mm_works(str(device), dtype):  # the gathered path: room for the touched experts, made once
+        for layer in layers:
+            layer["buf_gate_up"], layer["buf_down"] = torch.empty_like(layer["w_gate_up"]), torch.empty_like(
+                layer["w_down"])
     return MoEStack(shape, layers, device, dtype)
 
 
@@ -101,12 +105,16 @@ def route(x: torch.Tensor, router: torch.Tensor, per_token: int) -> tuple[torch.
     return chosen, torch.softmax(scores.float(), dim=-1).to(x.dtype)
 
 
-def _grouped(rows: torch.Tensor, w: torch.Tensor, counts: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    """rows sorted by expert (``counts[e]`` rows for expert e) times each row's expert's weight [N, out, in]."""
+def _grouped(rows: torch.Tensor, w: torch.Tensor, counts: torch.Tensor, offsets: torch.Tensor,
+             buffer: torch.Tensor | None = None) -> torch.Tensor:
+    """rows sorted by expert (``counts[e]`` rows for expert e) times each row's expert's weight [N, out, in].
+    ``buffer``: room for the gathered weights (like ``w``), reused across passes so that the fallback allocates
+    nothing (autograd needs a fresh gather: give none when training)."""
     if _grouped_mm_works(str(rows.device), rows.dtype):
         return torch._grouped_mm(rows, w.transpose(1, 2), offs=offsets)
     # fallback: the touched experts' weights gathered, rows padded to the busiest expert, one batched matmul
     touched = counts.nonzero().flatten()
+    gathered = w[touched] if buffer is None else torch.index_select(w, 0, touched, out=buffer[:len(touched)])
     c = int(counts.max())
     starts = offsets - counts
     slot = torch.arange(rows.shape[0], device=rows.device) - starts.repeat_interleave(counts)
@@ -115,7 +123,7 @@ def _grouped(rows: torch.Tensor, w: torch.Tensor, counts: torch.Tensor, offsets:
     where[touched] = torch.arange(len(touched), device=rows.device)
     padded = rows.new_zeros(len(touched), c, rows.shape[1])
     padded[where[group], slot] = rows
-    out = torch.bmm(padded, w[touched].transpose(1, 2))
+    out = torch.bmm(padded, gathered.transpose(1, 2))
     return out[where[group], slot]
 
 
@@ -128,8 +136,8 @@ def experts(x: torch.Tensor, layer: dict, per_token: int) -> tuple[torch.Tensor,
     token = order // per_token
     counts = torch.bincount(flat, minlength=n)
     offsets = counts.cumsum(0).to(torch.int32)
-    gate, up = _grouped(x[token], layer["w_gate_up"], counts, offsets).chunk(2, dim=-1)
-    down = _grouped(F.silu(gate) * up, layer["w_down"], counts, offsets)
+    gate, up = _grouped(x[token], layer["w_gate_up"], counts, offsets, layer.get("buf_gate_up")).chunk(2, dim=-1)
+    down = _grouped(F.silu(gate) * up, layer["w_down"], counts, offsets, layer.get("buf_down"))
     out = torch.zeros_like(x).index_add_(0, token, down * weights.flatten()[order, None])
     return out, chosen
 
@@ -228,8 +236,8 @@ def moe_sizes(device: torch.device | str | None = None) -> stack.StackSizes:
             # the experts a pass touches set its bytes; a small draft. The sweep doubles B until S < 1 - NOISE.
             target=moe_stack_shape(1, 1024, 8, 2, 32, 2, 512, name="1 MoE layer, d=1024, 32 experts, 2 per token"),
             draft=stack.stack_shape(1, 256, 4, 1, 512, name="1 layer, d=256"),
-            context=128, k=3, warmup=2, repeats=5, budget_s=0.5, min_last=16, limit=256, sweep_budget_s=25.0,
-            min_s=0.15)
+            context=128, k=3, warmup=2, repeats=7, budget_s=0.8, min_last=16, limit=256, sweep_budget_s=40.0,
+            min_s=0.3)
     share = stack.MEMORY_SHARE["cuda" if dev.type == "cuda" else "other"]
     return replace(sizes, limit=min(sizes.limit, stack.sweep_limit(sizes, share * memory_bytes(dev))))
 
