@@ -291,7 +291,7 @@ def test_registry_lists_id_chapter_summary_and_takes_one_entry():
 
 @pytest.mark.parametrize("chapter", ["01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size",
                                      "05_context_length", "06_published_record", "07_cheaper_drafters",
-                                     "08_serving", "09_kv_reuse"])
+                                     "08_serving", "09_kv_reuse", "10_sparse_targets"])
 def test_every_problem_has_a_check_cell_in_its_chapter(chapter):
     cells = json.loads((ROOT / "notebooks" / f"{chapter}.ipynb").read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")

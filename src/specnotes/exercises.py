@@ -997,11 +997,10 @@ for _problem in [
     _P("ch10.p4", "10_sparse_targets", "which MoE keeps speculation paying to larger batches, with the same active "
        "experts per token?", lambda: "a" if widest_paying(256) > widest_paying(32) else "b",
        choices={
-           "a": "a sparser one (more experts, the same m): decode saturates the experts later, and the verify pass "
-                "turns compute-bound only once B(k+1)·m/N tokens per expert pass the ridge",
-           "b": "a denser one (fewer experts): a verify pass then touches few new experts",
+           "a": "a sparser one, with more experts and the same m",
+           "b": "a denser one, with fewer experts",
            "c": "neither: only the active parameters matter",
-           "d": "one with more shared experts: they make the verify pass free"},
+           "d": "one with more shared experts"},
        mistakes=(_M(constant("b"), "with few experts, decode already touches them all at small B and the verify pass "
                     "reaches the compute roof sooner: the paying range ends earlier"),
                  _M(constant("c"), "the active parameters set the FLOPs; the total experts set how many bytes a pass "
