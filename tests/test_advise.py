@@ -421,8 +421,10 @@ def test_shapes_from_hugging_face_config_and_text(tmp_path):
                     "--calibration", "none"])
     assert r["rows"][0]["speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7)
     (tmp_path / "moe.json").write_text(json.dumps({**config, "num_local_experts": 8}))
-    with pytest.raises(ValueError, match="mixture-of-experts"):
+    with pytest.raises(ValueError, match="how many experts does a token use"):
         advise.shape_from_config(tmp_path / "moe.json")
+    (tmp_path / "moe.json").write_text(json.dumps({**config, "num_local_experts": 8, "num_experts_per_tok": 2}))
+    assert advise.shape_from_config(tmp_path / "moe.json").active_params < advise.shape_from_config(path).params * 2
     # a head size of its own (Qwen3-32B: 64 heads of 128 on a 5120-wide stream) is kept, not refused
     qwen = {"num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 64, "num_key_value_heads": 8,
             "head_dim": 128, "intermediate_size": 25600, "vocab_size": 151936, "tie_word_embeddings": False,
@@ -507,7 +509,9 @@ def test_bad_input_names_the_flag_and_exits_2(argv, says, capsys):
      "--mean-accepted needs the k it was measured at"),
     (["--target", "GPT-5", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"],
      "--target must be one of 'Llama-3-8B', 'Llama-3-70B', 'Llama-3.2-1B', 'Llama-3.1-8B', 'Llama-3.1-70B', "
-     "'Qwen3-8B', 'Qwen3-32B', 'Qwen3-0.6B', 'Qwen3-1.7B' or the path of a Hugging Face config.json"),
+     "'Qwen3-8B', 'Qwen3-32B', 'Qwen3-0.6B', 'Qwen3-1.7B', 'Mixtral-8x7B', 'Qwen3-30B-A3B', 'Qwen3-235B-A22B', "
+     "'gpt-oss-20b', 'gpt-oss-120b', 'DeepSeek-V3', 'Llama-4-Scout', 'Qwen2-57B-A14B' or the path of a Hugging "
+     "Face config.json"),
     (["--target", "Qwen3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"],
      "--draft: its vocabulary (128256) must be the target's (151936)"),
     (["--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"], "--target is required"),

@@ -12,7 +12,9 @@ quote a speedup" checklist filled in. The same report is a page of the book (``b
 draws S(B); the CLI and the page call the same three.
 
 Models: ``--target``/``--draft`` take a preset (``cost.PRESETS``: Llama-3(.1)-8B/70B, Llama-3.2-1B,
-Qwen3-8B/32B/0.6B/1.7B) or the path of a Hugging Face ``config.json`` (read offline);
+Qwen3-8B/32B/0.6B/1.7B, and the mixtures of experts ``cost.MOE_PRESETS``: Mixtral-8x7B, Qwen3-30B-A3B,
+Qwen3-235B-A22B, gpt-oss-20b/120b, DeepSeek-V3, Llama-4-Scout, Qwen2-57B-A14B) or the path of a Hugging
+Face ``config.json`` (read offline; ``moe.shape_from_config`` reads its MoE and MLA fields);
 ``--target-shape``/``--draft-shape`` take ``n_layers,d_model,n_heads,n_kv_heads,d_ff,vocab``. The drafter
 kind (``--drafter``) maps to a drafter of the cost model:
 
@@ -24,6 +26,8 @@ kind (``--drafter``) maps to a drafter of the cost model:
 - ``eagle3``: an EAGLE-3 head, ``cost.eagle3_head``: an fc from the three fused target features, one decoder
   layer whose QKV reads [embedding; feature], and its own LM head over ``--draft-vocab`` tokens (32,000 for
   the published heads).
+- ``mtp``: the target's multi-token-prediction module, ``cost.mtp_head``: one more layer of the target's own
+  kind (MoE and MLA for DeepSeek-V3), an fc from 2·d_model, the target's LM head; one pass at k = 1.
 
 A head's first draft pass runs over the k + 1 tokens the verify pass scored, as vLLM and SGLang run it.
 ``--tree W1,W2,...`` drafts a tree instead of a chain: level i runs Wi tokens per sequence (the first
@@ -117,11 +121,11 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specnotes import cost, hardware, validate
+from specnotes import cost, hardware, moe, validate
 from specnotes.cost import ModelShape
 
 SCHEMA = "specnotes.advise/2"
-DRAFTERS = ("model", "early-exit", "ngram", "eagle", "eagle3")
+DRAFTERS = ("model", "early-exit", "ngram", "eagle", "eagle3", "mtp")
 K_MAX = 16  # "best" searches k = 1..K_MAX (cost.best_k's default)
 K_DEFAULT = 4  # a chain's k when --k is not given (the report says so)
 NO_MEMORY_LIMIT = 1 << 16
@@ -178,24 +182,11 @@ def shape_from_text(text: str, name: str = "") -> ModelShape:
 
 
 def shape_from_config(path) -> ModelShape:
-    """A Hugging Face ``config.json`` (read offline) → a ModelShape. ``num_key_value_heads`` defaults to
-    the number of attention heads, ``tie_word_embeddings`` to false (Llama's default)."""
+    """A Hugging Face ``config.json`` (read offline) → a ModelShape, or a ``cost.MoEShape`` for a mixture of
+    experts: ``moe.shape_from_config`` reads the fields. Its name: the config's ``_name_or_path``, else the
+    folder's."""
     config = json.loads(Path(path).read_text())
-    keys = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "n_heads": "num_attention_heads",
-            "d_ff": "intermediate_size", "vocab": "vocab_size"}
-    missing = [key for key in keys.values() if key not in config]
-    if missing:
-        raise validate.BadArgument(f"{path} lacks {', '.join(missing)}: not a decoder config.json the model knows")
-    if any(key in config for key in ("num_local_experts", "num_experts", "n_routed_experts")):
-        raise validate.BadArgument(f"{path} is a mixture-of-experts model: the cost model has dense MLPs only")
-    values = {name: config[key] for name, key in keys.items()}
-    values["n_kv_heads"] = config.get("num_key_value_heads") or values["n_heads"]
-    head_dim = config.get("head_dim")
-    if head_dim and head_dim * values["n_heads"] != values["d_model"]:
-        values["head_dim"] = head_dim  # Qwen3-32B: 64 heads of 128 on a 5120-wide stream
-    name = config.get("_name_or_path") or Path(path).resolve().parent.name
-    return ModelShape(**values, name=str(name).rsplit("/", 1)[-1],
-                      tied_embeddings=bool(config.get("tie_word_embeddings", False)))
+    return moe.shape_from_config(config, name=str(config.get("_name_or_path") or Path(path).resolve().parent.name))
 
 
 def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
@@ -326,6 +317,9 @@ def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer,
         return cost.NGRAM, "n-gram / prompt lookup (no weights)"
     if kind == "eagle":
         head = cost.eagle_head(target)
+        return head, head.name
+    if kind == "mtp":
+        head = cost.mtp_head(target)
         return head, head.name
     vocab = validate.integer("draft_vocab", 32000 if draft_vocab is None else draft_vocab, low=1, high=target.vocab)
     head = cost.eagle3_head(target, vocab, name=f"EAGLE-3 head ({target.name}, {vocab:,}-token draft vocabulary)")
@@ -854,7 +848,9 @@ def describe(dep: Deployment) -> dict:
                "ngram": "cost.NGRAM: no weights, its overhead only",
                "eagle": "cost.eagle_head: fc from 2·d_model, one layer of the target's width, the target's LM head",
                "eagle3": "cost.eagle3_head: fc from 3 fused features, one layer (QKV over 2·d_model), a reduced "
-                         "draft LM head"}[dep.drafter] + ("" if not dep.tree else
+                         "draft LM head",
+               "mtp": "cost.mtp_head: one more layer of the target's own kind, fc from 2·d_model, the target's LM "
+                      "head"}[dep.drafter] + ("" if not dep.tree else
                                                           f"; a tree of widths {list(dep.tree)}")
     g = dep.accel
     return {

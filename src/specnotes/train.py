@@ -1,10 +1,13 @@
-"""Train the shipped target and draft models: ``python -m specnotes.train --which target|draft|all``.
+"""Train the shipped models: ``python -m specnotes.train --which target|draft|all|moe``.
 
 Reproducible (fixed seeds, fixed step counts, deterministic batches) and sized for a 2-core CPU:
 the whole run takes under 20 minutes. It uses one thread by default: on a shared 2-core machine,
 intra-op threads wait on each other and two threads ran 5-10x slower than one. Weights are saved as fp16 state dicts in
 ``specnotes/data/`` next to ``models.json`` (config, training settings, wall time, held-out loss).
 The target is trained with a joint loss on its early-exit head, so self-speculation has a drafter.
+``--which moe`` trains Chapter 10's byte-level mixture-of-experts target (``specnotes.moe_model``) on the same
+text, with a load-balancing loss; it is not part of ``all`` and saves to ``moe_target.pt`` and
+``moe_models.json``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from specnotes.model import (
     eval_loss,
     load_text,
 )
+from specnotes.moe_model import MOE_TARGET_CONFIG, MoEConfig, MoETransformer
 from specnotes.validate import cli, integer
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -46,11 +50,13 @@ class TrainConfig:
     weight_decay: float = 0.1
     exit_weight: float = 0.3  # weight of the early-exit head's loss in the joint loss
     seed: int = 1234
+    aux_weight: float = 0.0  # weight of a MoE model's load-balancing loss (moe_model.balance_loss)
 
 
 TRAIN = {
     "target": (TARGET_CONFIG, TrainConfig(steps=900, seed=1234)),
     "draft": (DRAFT_CONFIG, TrainConfig(steps=900, seed=4321)),  # same tokens as the target
+    "moe": (MOE_TARGET_CONFIG, TrainConfig(steps=600, seed=2468, aux_weight=0.01)),
 }
 
 
@@ -70,6 +76,8 @@ def random_batch(ids: torch.Tensor, tc: TrainConfig, generator: torch.Generator)
 
 
 def loss_fn(model: Transformer, x, y, tc: TrainConfig) -> torch.Tensor:
+    if isinstance(model, MoETransformer):
+        return F.cross_entropy(model(x).flatten(0, 1), y.flatten()) + tc.aux_weight * model.aux_loss()
     if model.config.exit_layer is None:
         return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
     logits, exit_logits = model.forward_with_exit(x)
@@ -89,7 +97,7 @@ def train(
 ) -> tuple[Transformer, dict]:
     """Train one model; held-out loss on ``eval_text`` (default: the shipped held-out split)."""
     torch.manual_seed(tc.seed)
-    model = Transformer(config)
+    model = MoETransformer(config) if isinstance(config, MoEConfig) else Transformer(config)
     ids = encode(load_text("train"))
     generator = torch.Generator().manual_seed(tc.seed)
     opt = make_optimizer(model, tc)
@@ -131,7 +139,15 @@ def unigram_entropy_nats() -> float:
     return float(-logp[encode(load_text("eval"))].mean())
 
 
+def save_moe(model: MoETransformer, record: dict, data_dir: Path = DATA_DIR):
+    """The MoE target: fp16 weights in ``moe_target.pt``, its record in ``moe_models.json``."""
+    torch.save({k: v.half() for k, v in model.state_dict().items()}, data_dir / "moe_target.pt")
+    (data_dir / "moe_models.json").write_text(json.dumps({"moe_target": record}, indent=2) + "\n")
+
+
 def save(which: str, model: Transformer, record: dict, data_dir: Path = DATA_DIR):
+    if which == "moe":
+        return save_moe(model, record, data_dir)
     state = {k: v.half() for k, v in model.state_dict().items()}
     torch.save(state, data_dir / f"{which}.pt")
     card_path = data_dir / "models.json"
@@ -147,7 +163,7 @@ def save(which: str, model: Transformer, record: dict, data_dir: Path = DATA_DIR
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m specnotes.train", description=__doc__.splitlines()[0])
-    parser.add_argument("--which", choices=["target", "draft", "all"], default="all")
+    parser.add_argument("--which", choices=["target", "draft", "all", "moe"], default="all")
     parser.add_argument("--threads", type=cli(integer, low=1), default=1,
                         help="1 is fastest on a shared 2-core machine")
     parser.add_argument("--steps", type=cli(integer, low=1), default=None, help="override the step count (smoke runs)")
@@ -158,7 +174,8 @@ def main(argv=None):
         config, tc = TRAIN[which]
         if args.steps is not None:
             tc = TrainConfig(**{**tc.__dict__, "steps": args.steps})
-        print(f"== {which}: {Transformer(config).num_params:,} parameters, {tc}", flush=True)
+        count = (MoETransformer(config) if isinstance(config, MoEConfig) else Transformer(config)).num_params
+        print(f"== {which}: {count:,} parameters, {tc}", flush=True)
         model, record = train(config, tc)
         print(json.dumps(record, indent=2), flush=True)
         if not args.no_save:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import html
 import itertools
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from specnotes import calibrate, cost, hardware, validate
 from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, LLAMA_3_70B
@@ -310,3 +312,92 @@ def ipywidgets_explorer(initial: dict | None = None):
     box.controls, box.redraw = controls, redraw
     redraw()
     return box
+
+
+# ---------------------------------------------------------------------------------------------- experts (Chapter 10)
+# The experts explorer: Qwen3-30B-A3B's layers, attention and vocabulary with N experts of its width (768), m per
+# token, drafted by Qwen3-0.6B, beside the dense model of the same active size (``moe.dense_twin``: the same
+# layers with one MLP of width m·768). N = m is that dense model (every expert runs for every token).
+EXPERT_BASE = cost.QWEN3_30B_A3B
+EXPERT_DRAFT = cost.QWEN3_0_6B
+GRID_EXPERTS = (8, 16, 32, 64, 128, 256)
+GRID_PER_TOKEN = (1, 2, 4, 8)
+GRID_EXPERT_K = (1, 2, 3, 4)
+EXPERT_ACCELERATORS = ("H100-SXM", "H200", "A100-80GB")
+EXPERT_CONTEXT = 1024
+EXPERT_BATCHES = tuple(2**i for i in range(13))  # 1 .. 4096
+
+
+def experts_shape(n_experts: int, per_token: int, base: cost.MoEShape = EXPERT_BASE) -> cost.MoEShape:
+    """``base`` with ``n_experts`` experts of its width, ``per_token`` of them per token."""
+    return replace(base, n_experts=n_experts, experts_per_token=per_token,
+                   name=f"{base.name} layers, {n_experts} experts, {per_token} per token")
+
+
+def experts_grid(accelerators=EXPERT_ACCELERATORS, experts=GRID_EXPERTS, per_token=GRID_PER_TOKEN, ks=GRID_EXPERT_K,
+                 alphas_pct=GRID_ALPHA_PCT[1:], context: int = EXPERT_CONTEXT, batches=EXPERT_BATCHES) -> list[dict]:
+    """One row per (accelerator, N, m ≤ N, k, α): {acc, n, m, ln = log2 N, lm = log2 m (what the sliders move),
+    k, a, S: the MoE target's S(B), D: its dense twin's, mb: the largest batch the MoE target and draft fit in
+    (``cost.max_batch``)}, idealized model, bf16, at ``context`` tokens, S rounded to 2 decimals. N and m are
+    powers of 2."""
+    from specnotes import moe  # the dense twin
+
+    batches = validate.integers("batches", batches, low=1)
+    for name, values in (("experts", experts), ("per_token", per_token)):
+        if any(v < 1 or v & (v - 1) for v in validate.integers(name, values, low=1)):
+            raise validate.BadArgument(f"{name} must be powers of 2 (the sliders move their log2); got {values}")
+    rows = []
+    for acc, n, m, k in itertools.product(accelerators, experts, per_token, ks):
+        if m > n:
+            continue
+        accel = hardware.accelerator(acc)
+        target = experts_shape(n, m)
+        twin = moe.dense_twin(target)
+        mb = cost.max_batch(target, EXPERT_DRAFT, accel, context, k=k)
+        sparse = _grid_rows(target, EXPERT_DRAFT, accel, k, alphas_pct, context, batches, {})
+        dense = _grid_rows(twin, EXPERT_DRAFT, accel, k, alphas_pct, context, batches, {})
+        for s, d in zip(sparse, dense, strict=True):
+            rows.append({"acc": acc, "n": n, "m": m, "ln": round(math.log2(n)), "lm": round(math.log2(m)), "k": k,
+                         "a": s["a"], "S": s["S"], "D": d["S"], "mb": mb})
+    return rows
+
+
+def altair_experts_explorer(rows: list[dict], batches=EXPERT_BATCHES, initial: dict | None = None):
+    """Vega-Lite chart of S(B) for the MoE target (N experts, m per token) and its dense twin; sliders for N, m,
+    k and α and a menu for the GPU filter ``rows`` (``experts_grid``) in the browser, no kernel needed. The MoE
+    curve is drawn where it fits in memory."""
+    import altair as alt
+
+    init = {"acc": "H100-SXM", "ln": 7, "lm": 3, "k": 3, "a": 70, **(initial or {})}
+    options = {key: sorted({r[key] for r in rows}) for key in init}
+    params = {
+        "acc": alt.param(name="gpu", value=init["acc"], bind=alt.binding_select(options=options["acc"], name="GPU ")),
+        "ln": _param(alt, "log2_experts", init["ln"], options["ln"], "experts per layer: N = 2^"),
+        "lm": _param(alt, "log2_per_token", init["lm"], options["lm"], "experts per token: m = 2^"),
+        "k": _param(alt, "k", init["k"], options["k"], "k, draft tokens "),
+        "a": _param(alt, "alpha", init["a"], options["a"], "α, acceptance rate (%) "),
+    }
+    x_scale = alt.Scale(type="log", base=2, domain=[min(batches), max(batches)])
+    chosen = alt.Chart().transform_filter(" && ".join(f"datum.{key} == {p.name}" for key, p in params.items()))
+    points = chosen.transform_flatten(["S", "D"]).transform_window(i="row_number()").transform_lookup(
+        lookup="i", from_=alt.LookupData(alt.Data(values=[{"i": i + 1, "B": b} for i, b in enumerate(batches)]),
+                                         key="i", fields=["B"]),
+    ).transform_calculate(fits="datum.mb == null || datum.B <= datum.mb")
+    x = alt.X("B:Q", scale=x_scale, title="batch size B (sequences)")
+    series = alt.Color("series:N", title=None, scale=alt.Scale(
+        domain=["MoE target (N experts, m per token)", "dense twin (same active size)"],
+        range=["firebrick", "steelblue"]))
+    sparse = points.transform_filter("datum.fits").transform_calculate(
+        series="'MoE target (N experts, m per token)'").mark_line(point=True).encode(
+        x=x, y=alt.Y("S:Q", title="speedup S(B), model", scale=alt.Scale(zero=True)), color=series,
+        tooltip=[alt.Tooltip("B:Q"), alt.Tooltip("S:Q", format=".2f", title="S, MoE")])
+    dense = points.transform_calculate(series="'dense twin (same active size)'").mark_line(
+        point=True, strokeDash=[5, 3]).encode(x=x, y="D:Q", color=series,
+                                              tooltip=[alt.Tooltip("B:Q"), alt.Tooltip("D:Q", format=".2f",
+                                                                                          title="S, dense twin")])
+    no_gain = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(strokeDash=[4, 4], color="gray").encode(y="y:Q")
+    return alt.layer(sparse, dense, no_gain, data=alt.Data(values=rows)).add_params(*params.values()).properties(
+        width=480, height=300, title=alt.Title(
+            f"{EXPERT_BASE.name}'s layers, N experts, m per token: S(B)",
+            subtitle=f"{EXPERT_DRAFT.name} draft, L = {EXPERT_CONTEXT}, idealized model; the MoE curve stops where it "
+                     "no longer fits")).configure_legend(orient="bottom")
