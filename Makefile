@@ -11,7 +11,7 @@ BOOK_STAMP := $(BOOK_VENV)/.installed
 CHAPTERS  := $(sort $(wildcard notebooks/*.ipynb))
 NOTEBOOKS := $(CHAPTERS) $(sort $(wildcard book/*.ipynb))
 # The chapters whose cells measure this device: checked again with bf16 math (SPECNOTES_DTYPE).
-MEASURED  := $(wildcard notebooks/01_*.ipynb notebooks/02_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb)
+MEASURED  := $(wildcard notebooks/01_*.ipynb notebooks/02_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb notebooks/10_*.ipynb)
 # llama.cpp's llama-server (make engine): the llama-cpp-python sdist version pinned in specnotes.engine.
 ENGINE_VERSION := $(shell sed -n 's/^LLAMA_CPP_PYTHON = "\([^"]*\)".*/\1/p' src/specnotes/engine.py)
 # The chapter make test runs in a fresh torch-only environment, as in Colab (make colab: all of them).
