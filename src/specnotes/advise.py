@@ -4,7 +4,7 @@
         --engine-version 0.10.1 --batch 1-256 --context 1024 --mean-accepted 2.3 --k 3
 
 prints a one-page report from the book's cost model (``specnotes.cost``): S at the given batch(es) with a
-prediction interval, the batch ranges where speculation pays, is uncertain, or does not pay, the best k
+band from its cross-validated error, the batch ranges where speculation pays, is uncertain, or loses, the best k
 per batch (``cost.best_k``), the memory limit (``cost.max_batch``), which roof each pass's kernels sit
 under, what the calibration extrapolates past, a recommendation in plain words, and the book's "how to
 quote a speedup" checklist filled in. The same report is a page of the book (``book/advisor.ipynb``):
@@ -47,21 +47,23 @@ NAME for one stored calibration of the GPU; ``list`` lists them (``--json``: as 
 everything the request extrapolates past: batches, context, GPU, engine, drafter, target, tp and weight
 dtype the calibration was not fitted on. ``--overhead-ms``, ``--draft-overhead-ms``,
 ``--layer-overhead-us`` and ``--overlap`` set or override knobs (then the model has no cross-validated
-interval).
+band).
 
-The interval: the cross-validated error of the model in use, in the regime the advisor runs in: leaving one
-source out, the held-out points of the published record that were predicted from their published acceptance
-alone (not anchored to a measured S), as the advisor predicts from ``--alpha`` / ``--mean-accepted``. The
-measured S lay within predicted × [low, high] for the central 95% of them (quantiles of log(measured /
-predicted), so a model that predicts too high gets an interval below 1; with fewer than
-``calibrate.min_points()`` such points the errors of every held-out point). How often such an interval,
-built without a source, covered that source's points is stored beside it (``calibrate.interval_record``) and
-quoted in the report. "pays" / "does not pay" where the whole interval lies above / below S = 1, "uncertain"
-where it straddles 1; "(extrapolated)" where the request lies past what the calibration was fitted on.
+The band: the cross-validated error of the model in use, as a function of the batch
+(``calibrate.Band``, Chapter 6): leaving one source out, the held-out points of the published record that
+were predicted from their published acceptance alone (as the advisor predicts from ``--alpha`` /
+``--mean-accepted``); at each B, the central 90% of the errors log(predicted / measured) of the 20 such points
+nearest in log B. The report's S is the central estimate they support (the model's S times the median
+error's factor, always inside the band); the model's own S is beside it. How often the band, built without a
+source, covered that source's points is stored per batch bucket (``calibrate.band_table``) and quoted.
+"pays" where the whole band lies above S = 1, "loses" where it lies below, "uncertain: measure it" where it
+straddles 1 (``calibrate.verdict_of``), with the commands that measure it; "*" where the request lies past
+what the calibration was fitted on or past the batches the band was built from.
 
-``--json`` prints the report as JSON (schema ``specnotes.advise/2``; every quantity with a unit says it)::
+``--json`` prints the report as JSON (schema ``specnotes.advise/3``; every quantity with a unit says it)::
 
-    {"schema": "specnotes.advise/2",
+    {"schema": "specnotes.advise/3",
+     "argv": the command line's inputs (no --json, --plot) | null,
      "deployment": {"target": {"name", "params", "shape": [6 ints], "weight_bytes", "kv_bytes", "compute"},
                     "draft": {"kind": "model"|"early-exit"|"ngram"|"eagle"|"eagle3", "name", "maps_to",
                               "params"},
@@ -74,26 +76,31 @@ where it straddles 1; "(extrapolated)" where the request lies past what the cali
                     fitted to | null, "calibration_note": which model the report uses, and why,
                     "engine_knobs": {"overlap", "overhead_ms", "draft_overhead_ms", "layer_overhead_us",
                                      "allreduce_latency_us"},
-                    "interval": [low, high] factors | null, "interval_about": {"regime", "points",
-                    "covered", "of", "share", "nominal"} (how it was built and its held-out coverage) | null,
+                    "band": {"variant", "regime", "nominal", "points", "errors", "sources", "batches": [lo, hi],
+                             "held_out": [{"bucket", "points", "covered", "coverage", "decisive", ...}]} | null,
                     "extrapolations": [str, ...],
-                    "fitted_batch_max": the largest batch the calibration was fitted on | null},
+                    "fitted_batch_max": the largest batch the calibration was fitted on | null,
+                    "provenance": a note on where the calibration's data come from ("" if none)},
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
      "weights_per_gpu_GB": float,      # target + draft weights on each GPU (> memory: nothing fits)
-     "rows": [{"batch", "fits", "k", "speedup", "interval": [lo, hi] | null, "verdict", "extrapolated",
-               "best_k", "best_speedup",
+     "rows": [{"batch", "fits", "k", "speedup" (the central estimate), "model_speedup" (the model's own),
+               "band": [lo, hi] | null, "verdict": "pays"|"uncertain"|"loses" | null, "extrapolated",
+               "best_k" (0: leave it off), "best_speedup",
                "idealized_speedup", "c", "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
                "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads"|"lm head": "memory"|"compute"}}}],
-     "paying_batches": [[first, last], ...],   # S > 1 (for "best": the union over k = 1..16)
-     "verdict_batches": {"pays": [[first, last], ...], "uncertain": [...], "does not pay": [...]} | null,
+     "paying_batches": [[first, last], ...],   # the model's S > 1 (for "best": the union over k = 1..16)
+     "verdict_batches": {"pays": [[first, last], ...], "uncertain": [...], "loses": [...]} | null,
      "verdict_extrapolated": bool,     # the request lies past the calibration's fit: the verdicts extrapolate
      "best_k_paying_batches": [[first, last], ...],  # the same for "best" k (the union over k = 1..16)
      "idealized_paying_batches": [[first, last], ...],  # the same without the calibration
-     "crossover_batch": int | null,    # first B past the last paying range; null: pays up to the limit
-     "curve": [[B, S], ...],           # S(B) up to the memory limit, for the plot
+     "crossover_batch": int | null,    # first B past the model's last paying range; null: pays up to the limit
+     "curve": [[B, S, low, centre, high], ...],  # the model's S(B) up to the memory limit and the band's factors
      "warnings": [str, ...],           # a calibration applied past its fit; no batch asked for fits
-     "recommendation": str, "checklist": [[item, value], ...], "quote": str}
+     "verdict_line": str, "band_line": str,  # the report's first words: the verdicts, then S and its band
+     "recommendation": str,
+     "measure": {"batches": [B, ...], "commands": [str, ...]},  # where the band is uncertain: how to measure it
+     "checklist": [[item, value], ...], "quote": str}
 
 ``--calibration list --json`` prints ``{"schema": "specnotes.advise/2/calibrations", "calibrations":
 [{"gpu", "name", "engine", "version", "fitted_to", "knobs"}, ...]}``.
@@ -108,11 +115,13 @@ values (exit status 2). Imports no torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import math
 import os
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -120,7 +129,7 @@ from pathlib import Path
 from specnotes import cost, hardware, validate
 from specnotes.cost import ModelShape
 
-SCHEMA = "specnotes.advise/2"
+SCHEMA = "specnotes.advise/3"
 DRAFTERS = ("model", "early-exit", "ngram", "eagle", "eagle3")
 K_MAX = 16  # "best" searches k = 1..K_MAX (cost.best_k's default)
 K_DEFAULT = 4  # a chain's k when --k is not given (the report says so)
@@ -132,7 +141,7 @@ ENGINES = ("vllm", "sglang", "magicdec")  # engines of the published record (any
 @dataclass(frozen=True)
 class Deployment:
     """Everything the report depends on, checked. ``model``: keyword arguments of the time functions
-    (seconds); ``interval``: (low, high) factors on S from the model's cross-validated error, or None."""
+    (seconds); ``band``: the model's cross-validated error as a function of B (``calibrate.Band``), or None."""
 
     target: ModelShape
     draft: cost.Draft
@@ -159,10 +168,11 @@ class Deployment:
     tokens: float | None = None  # a tree's mean tokens per iteration
     engine: str | None = None
     engine_version: str | None = None
-    interval: tuple[float, float] | None = None
+    band: object | None = None  # calibrate.Band: the held-out errors the band at each B comes from
     extrapolations: tuple[str, ...] = ()
     fitted_batch: int | None = None  # the largest batch the calibration in use was fitted on
-    interval_about: dict | None = None  # how the interval was built and how often it covered held-out points
+    band_about: dict | None = None  # how the band was built and how often it covered held-out points
+    provenance: str = ""  # a note on where the calibration's data come from
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -262,7 +272,7 @@ def alpha_value(alpha, mean_accepted, k: int | None, k_given: bool = True) -> tu
         raise validate.BadArgument(f"mean_accepted must be in [1, {measured_k + 1}] (tokens per iteration with "
                                    f"the bonus token, at k = {measured_k}); got {mean:g}")
     alpha = cost.implied_alpha(mean, measured_k)
-    return alpha, f"from a mean accepted length of {mean:g} tokens at k = {measured_k} (inverse of E[N])"
+    return alpha, f"from a mean accepted length of {mean:g} tokens at k = {measured_k}, by the inverse of E[N]"
 
 
 def tree_value(text, verified=None) -> tuple[tuple[int, ...], int]:
@@ -403,7 +413,7 @@ def extrapolations(fitted: dict, req: Request, gpus: list[str]) -> list[str]:
 class Resolved:
     """A calibration resolved for a request: its name (None: the idealized model), the time functions'
     keyword arguments, what it was fitted to, the sentence saying which and why, warnings, what the request
-    extrapolates past, and the interval factors of its cross-validated error."""
+    extrapolates past, and the band of its cross-validated error (``calibrate.Band``: a function of B)."""
 
     name: str | None
     knobs: dict
@@ -411,9 +421,10 @@ class Resolved:
     note: str
     warnings: tuple[str, ...]
     extrapolations: tuple[str, ...]
-    interval: tuple[float, float] | None
+    band: object | None  # calibrate.Band
     fitted_batch: int | None = None
-    interval_about: dict | None = None
+    band_about: dict | None = None
+    provenance: str = ""  # where the calibration's data come from, when the record doubts it (a note)
 
 
 def _gpus_of(stored: dict, engine: str | None) -> list[str]:
@@ -428,12 +439,10 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
     stored name of the GPU (``lookup(gpu, name)``: ``cost.calibration`` by default; a test passes its own)."""
     name = "auto" if name is None else name
     stored = _calibrate().stored()
-    intervals = stored["cross_validation"]["intervals"]
-    chosen = tuple(intervals[stored["model"]["variant"]])
-    about = interval_about(stored, stored["model"]["variant"])
+    chosen, about = stored_band(stored, stored["model"]["variant"])
     if name == "none":
         return Resolved(None, {}, None, "`--calibration none`: the idealized roofline (no engine costs)", (), (),
-                        tuple(intervals["idealized"]), None, interval_about(stored, "idealized"))
+                        *stored_band(stored, "idealized")[:1], None, stored_band(stored, "idealized")[1])
     if gpu_name is None and name not in ("auto", "pooled"):
         raise validate.BadArgument(f"calibration {name!r}: a calibration belongs to a GPU of the table, and this one "
                                    "is given by --bandwidth/--peak; use --gpu, or --calibration auto, pooled or none")
@@ -467,13 +476,9 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
         engine = [] if exact else [f"the engine: {how}"]
         label = found or (f"{family} (fitted on other GPUs)" if family else "pooled")
         doubt = gpu_doubt_text(record["fitted_to"])
-        if exact and not gone:
-            note = f"auto: {how}; this setup is inside what it was fitted on" + (
-                f", if the GPU of its source is this one ({doubt})" if doubt else "")
-        else:
-            note = f"auto: {how}" + (f" ({doubt})" if doubt else "")
+        note = f"auto: {how}" + ("; this setup is inside what it was fitted on" if exact and not gone else "")
         return Resolved(label, dict(knobs), how, note, (), tuple(engine + gone), chosen,
-                        record["fitted_to"]["batch"][1], about)
+                        record["fitted_to"]["batch"][1], about, _doubt_note(doubt))
     names = [n for n in here if "alias_of" not in here[n]] + [n for n in here if "alias_of" in here[n]]
     if name not in here:
         where = "; ".join(f"{a}: {', '.join(n)}" for a, n in
@@ -489,19 +494,26 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
     warnings = ((f"`--calibration {name}` ({label}) applied past what it was fitted on: {'; '.join(engine + gone)}",)
                 if engine + gone else ())
     doubt = gpu_doubt_text(record["fitted_to"])
-    return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}"
-                    + (f" ({doubt})" if doubt else ""), warnings, tuple(engine + gone), chosen,
-                    record["fitted_to"]["batch"][1], about)
+    return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}", warnings,
+                    tuple(engine + gone), chosen, record["fitted_to"]["batch"][1], about, _doubt_note(doubt))
 
 
-def interval_about(stored: dict, variant: str) -> dict | None:
-    """How a stored interval was built (regime, points) and how often it covered held-out points, or None."""
-    rec = stored["cross_validation"].get("interval_held_out", {}).get(variant)
+def stored_band(stored: dict, variant: str, kind: str = "batch") -> tuple:
+    """(``calibrate.Band``, how it was built and how it did held out) of a stored variant: ``kind`` "batch" (the
+    band as a function of B, from the acceptance-only held-out errors) or "anchor" (of an anchored prediction,
+    as a function of log2(B / measured B)); (None, None) where none is stored."""
+    rec = stored["cross_validation"].get("bands", {}).get(variant)
     if rec is None:
-        return None
-    cover = rec["held_out"]
-    return {"regime": rec["regime"], "points": rec["points"], "covered": cover["covered"], "of": cover["points"],
-            "share": cover["share"], "nominal": rec["nominal"]}
+        return None, None
+    band = _calibrate().Band.from_json(rec[kind])
+    held = rec["held_out" if kind == "batch" else "anchor_held_out"]
+    return band, {"variant": variant, "regime": rec["regime"] if kind == "batch" else "anchored",
+                  "nominal": band.nominal, "points": band.points, "errors": len(band.errors),
+                  "sources": len(set(band.sources)), "held_out": held}
+
+
+def _doubt_note(doubt: str) -> str:
+    return f"The calibration's data hold points whose GPU the record doubts: {doubt}" if doubt else ""
 
 
 def gpu_doubt_text(fitted: dict) -> str:
@@ -596,19 +608,19 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
                      engine_version, drafter_kind, target_shape_, draft_shape_, tp, lo_hi, context, widths is not None)
     res = resolve_calibration(req.gpu, calibration, req, calibration_lookup)
     model = dict(res.knobs)
-    interval = res.interval
+    band = res.band
     for value, key, scale in ((overhead, "overhead", 1e-3), (draft_overhead, "draft_overhead", 1e-3),
                               (layer_overhead, "layer_overhead", 1e-6)):
         if value is not None:
             model[key] = validate.number(key, value, low=0) * scale
-            interval = None
+            band = None
     if overlap is not None:
         model["overlap"] = validate.choice("overlap", overlap, OVERLAPS)
-        interval = None
+        band = None
     return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
                       alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
-                      res.warnings, k_from, widths, tokens, engine, engine_version, interval, res.extrapolations,
-                      res.fitted_batch, res.interval_about if interval else None)
+                      res.warnings, k_from, widths, tokens, engine, engine_version, band, res.extrapolations,
+                      res.fitted_batch, res.band_about if band else None, res.provenance)
 
 
 def _is_float(text) -> bool:
@@ -645,9 +657,18 @@ def speedup(dep: Deployment, batch: int, k: int) -> float:
 
 
 def best_k(dep: Deployment, batch: int) -> int:
+    """The model's best k at ``batch`` (``cost.best_k``: 0 where no k gives S > 1); a tree: its own."""
     if dep.tree:
         return dep.k
     return cost.best_k(dep.target, dep.draft, dep.accel, batch, dep.alpha, dep.context, k_max=K_MAX, **_model(dep))
+
+
+def k_on(dep: Deployment, batch: int) -> int:
+    """The k a row's S, band and verdict are for: the k in use, or with "best" the best k of 1..K_MAX (what
+    speculating would give, even where the model says to leave it off)."""
+    if dep.k:
+        return dep.k
+    return max(range(1, K_MAX + 1), key=lambda k: speedup(dep, batch, k))
 
 
 def memory_limit(dep: Deployment) -> int | None:
@@ -683,18 +704,31 @@ def paying(dep: Deployment, limit: int, threshold: float = 1.0) -> list[tuple[in
                                                              **_model(dep)))
 
 
+def factors(dep: Deployment, batch: int) -> tuple[float, float, float]:
+    """(low, centre, high) multipliers on the model's S at ``batch`` from the deployment's band (1, 1, 1
+    without one)."""
+    return (1.0, 1.0, 1.0) if dep.band is None else _band_factors(dep.band, batch)
+
+
+@functools.lru_cache(maxsize=4096)
+def _band_factors(band, batch: int) -> tuple[float, float, float]:
+    return band.factors(math.log2(batch))
+
+
+def best_speedup(dep: Deployment, batch: int) -> float:
+    """The model's S at ``batch`` with the k in use, or the best speculating k's (``k_on``) where k is "best"."""
+    return speedup(dep, batch, k_on(dep, batch))
+
+
 def verdict_batches(dep: Deployment, limit: int) -> dict | None:
-    """Where the prediction interval lies above 1 ("pays"), straddles it ("uncertain") or lies below it
-    ("does not pay"), as batch ranges up to ``limit``; None without an interval."""
-    if dep.interval is None or limit < 1:
+    """Where the band lies above 1 ("pays"), straddles it ("uncertain") or lies below it ("loses"), as batch
+    ranges up to ``limit`` (``calibrate.verdict_of`` at every batch); None without a band."""
+    if dep.band is None or limit < 1:
         return None
-    low, high = dep.interval
-    sure = paying(dep, limit, 1 / low)
-    maybe = paying(dep, limit, 1 / high)
-    uncertain = _subtract(maybe, sure)
-    never = _subtract([(1, limit)], maybe)
-    return {"pays": [list(r) for r in sure], "uncertain": [list(r) for r in uncertain],
-            "does not pay": [list(r) for r in never]}
+    sure = cost.batch_ranges(lambda b: best_speedup(dep, b) * factors(dep, b)[0] > 1, limit)
+    maybe = cost.batch_ranges(lambda b: best_speedup(dep, b) * factors(dep, b)[2] >= 1, limit)
+    return {"pays": [list(r) for r in sure], "uncertain": [list(r) for r in _subtract(maybe, sure)],
+            "loses": [list(r) for r in _subtract([(1, limit)], maybe)]}
 
 
 def _subtract(ranges, cut) -> list[tuple[int, int]]:
@@ -713,17 +747,22 @@ def _subtract(ranges, cut) -> list[tuple[int, int]]:
     return out
 
 
+def band_batches(dep: Deployment) -> tuple[int, int] | None:
+    """The batches the band's held-out errors came from (past them, the band is their nearest's)."""
+    if dep.band is None:
+        return None
+    lo, hi = dep.band.span()
+    return round(2**lo), round(2**hi)
+
+
 def extrapolated(dep: Deployment, batch: int) -> bool:
     """Whether the verdict at ``batch`` extrapolates: the request lies past the calibration's fit (GPU, engine,
-    drafter, target, context, tp, weights), or this batch lies past the largest batch it was fitted on."""
+    drafter, target, context, tp, weights), or this batch lies past the largest batch it was fitted on or
+    past the batches the band was built from."""
     past_batch = [x for x in dep.extrapolations if x.startswith("batches above")]
-    return len(dep.extrapolations) > len(past_batch) or bool(dep.fitted_batch and batch > dep.fitted_batch)
-
-
-def verdict(s: float, interval: tuple[float, float] | None) -> str | None:
-    if interval is None:
-        return None
-    return "pays" if s * interval[0] > 1 else "does not pay" if s * interval[1] < 1 else "uncertain"
+    span = band_batches(dep)
+    return (len(dep.extrapolations) > len(past_batch) or bool(dep.fitted_batch and batch > dep.fitted_batch)
+            or bool(span and not span[0] <= batch <= span[1]))
 
 
 def kernel_roofs(kernels, accel: hardware.Accelerator, math_dtype: str) -> dict[str, str]:
@@ -751,13 +790,14 @@ def roofs(dep: Deployment, batch: int, k: int) -> dict[str, dict[str, str]]:
 
 
 def row(dep: Deployment, batch: int, limit: int | None) -> dict:
-    """One batch: S with the k in use (with "best", the best k, 0 = off and S = 1), its interval and verdict,
-    the best k and its S, times, c, throughput, and the roofs (c and the roofs at k = 1 when k = 0: what
-    drafting would cost). A tree: its k is the tree tokens verified."""
+    """One batch: S with the k in use (with "best", the best speculating k, ``k_on``): the central estimate
+    (``speedup``: the model's S times the band's centre factor), the model's own (``model_speedup``), the band
+    and its verdict; the model's best k (0: leave it off) and its S (central), times, c, throughput (the
+    model's), and the roofs. A tree: its k is the tree tokens verified."""
     model = _model(dep)
     best = best_k(dep, batch)
-    k = dep.k or best
-    drafted = max(k, 1)
+    k = dep.k or k_on(dep, batch)
+    drafted = k
     plain = cost.pass_time(dep.target, dep.accel, batch, 1, dep.context, **_accepted(cost.pass_time, model))
     draft_ctx = dep.context if dep.draft_context is None else dep.draft_context
     draft_model = {**_accepted(cost.draft_time, model), "overhead": model.get("draft_overhead",
@@ -773,10 +813,12 @@ def row(dep: Deployment, batch: int, limit: int | None) -> dict:
         iteration = cost.iteration_time(dep.target, dep.draft, dep.accel, batch, k, dep.context, **model)
         levels, tokens = drafted, cost.expected_tokens(dep.alpha, k)
     s = speedup(dep, batch, k)
-    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s,
-            "interval": [s * dep.interval[0], s * dep.interval[1]] if dep.interval else None,
-            "verdict": verdict(s, dep.interval), "extrapolated": extrapolated(dep, batch),
-            "best_k": best, "best_speedup": speedup(dep, batch, best),
+    low, centre, high = factors(dep, batch)
+    band = [s * low, s * high] if dep.band else None
+    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s * centre,
+            "model_speedup": s, "band": band,
+            "verdict": _calibrate().verdict_of(*band) if band else None, "extrapolated": extrapolated(dep, batch),
+            "best_k": best, "best_speedup": speedup(dep, batch, best) * centre if best else 1.0,
             "c": drafting / (levels * plain), "plain_ms": 1e3 * plain, "iteration_ms": 1e3 * iteration,
             "plain_tokens_per_s": batch / plain, "spec_tokens_per_s": batch * tokens / iteration,
             "roofs": roofs(dep, batch, drafted)}
@@ -799,7 +841,7 @@ def _progress(items, progress, desc):
     return tqdm(items, desc=desc, file=sys.stderr, leave=False, disable=None if progress is None else not progress)
 
 
-def advise(dep: Deployment, progress: bool | None = False) -> dict:
+def advise(dep: Deployment, progress: bool | None = False, argv: list[str] | None = None) -> dict:
     """The report as a JSON-ready dict (schema in the module docstring). ``progress``: a tqdm bar on
     stderr (None: only where stderr is a terminal). With a calibration, the idealized model (no engine
     costs, per-kernel overlap) is evaluated beside it: ``idealized_speedup`` per row, ``idealized_paying_batches``."""
@@ -814,27 +856,46 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
     edges = [r[0] for r in ranges] + [r[1] for r in ranges] + [crossover, fits]
     rows = [row(dep, b, fits) for b in _progress(report_batches(lo, hi, edges), progress, "batches")]
     for r in rows:
-        r["idealized_speedup"] = speedup(ideal, r["batch"], r["k"]) if dep.calibration else r["speedup"]
+        r["idealized_speedup"] = speedup(ideal, r["batch"], r["k"]) if dep.calibration else r["model_speedup"]
     top = min(hi, limit) if lo < hi else min(limit, max(4 * hi, 1024))
     curve_lo = lo if lo < hi else 1
-    curve = [[b, speedup(dep, b, dep.k or best_k(dep, b))]
+    curve = [[b, best_speedup(dep, b), *factors(dep, b)]
              for b in _progress(curve_batches(curve_lo, top) if top >= curve_lo else [], progress, "S(B) curve")]
     warnings = list(dep.warnings)
     if fits and lo > fits:  # (fits = 0: the recommendation says why nothing fits)
         asked = f"B = {lo}" if lo == hi else f"B = {lo}–{hi}"
         warnings.append(f"none of the batches asked for ({asked}) fit in memory: at most B = {fits} sequences fit "
                         f"(weights + both KV caches at L = {dep.context}); the rows below are past the limit")
-    report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit,
+    report = {"schema": SCHEMA, "argv": shlex.join(_inputs(argv)) if argv else None, "deployment": describe(dep),
+              "max_batch": fits, "limit": limit,
               "weights_per_gpu_GB": weights_per_gpu(dep) / 1e9, "rows": rows,
               "paying_batches": [list(r) for r in ranges], "verdict_batches": verdict_batches(dep, limit),
               "verdict_extrapolated": bool(dep.extrapolations),
               "best_k_paying_batches": [list(r) for r in any_k],
               "idealized_paying_batches": [list(r) for r in ideal_ranges], "crossover_batch": crossover,
               "curve": curve, "warnings": warnings}
+    report["verdict_line"] = verdict_line(report)
+    report["band_line"] = band_line(report)
     report["recommendation"] = recommendation(report)
+    report["measure"] = {"batches": measure_batches(report), "commands": measure_commands(report)}
     report["checklist"] = checklist(report)
     report["quote"] = quote(report)
     return report
+
+
+def _inputs(argv: list[str]) -> list[str]:
+    """A command line without the flags that only choose the output (--json, --plot FILE)."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a == "--json":
+            skip = False
+            continue
+        if a == "--plot":
+            skip = True
+            continue
+        if not a.startswith("--plot="):
+            out.append(a)
+    return out
 
 
 def engine_knobs(model: dict) -> dict:
@@ -843,6 +904,13 @@ def engine_knobs(model: dict) -> dict:
             "draft_overhead_ms": 1e3 * model.get("draft_overhead", model.get("overhead", 0.0)),
             "layer_overhead_us": 1e6 * model.get("layer_overhead", 0.0),
             "allreduce_latency_us": 1e6 * model.get("allreduce_latency", 0.0)}
+
+
+def band_json(dep: Deployment) -> dict | None:
+    """The band as the JSON says it: how it was built, the batches its errors came from, how it did held out."""
+    if dep.band is None:
+        return None
+    return {**{k: v for k, v in dep.band_about.items()}, "batches": list(band_batches(dep))}
 
 
 def describe(dep: Deployment) -> dict:
@@ -872,9 +940,9 @@ def describe(dep: Deployment) -> dict:
         "engine": dep.engine, "engine_version": dep.engine_version,
         "calibration": dep.calibration, "calibration_about": dep.calibration_about,
         "calibration_note": dep.calibration_note, "engine_knobs": engine_knobs(dep.model),
-        "interval": list(dep.interval) if dep.interval else None, "interval_about": dep.interval_about,
+        "band": band_json(dep),
         "extrapolations": list(dep.extrapolations),
-        "fitted_batch_max": dep.fitted_batch,
+        "fitted_batch_max": dep.fitted_batch, "provenance": dep.provenance,
     }
 
 
@@ -884,6 +952,7 @@ def describe(dep: Deployment) -> dict:
 
 
 def where_it_pays(report: dict) -> str:
+    """Where the model's own S (no band) is above 1, over every batch that fits."""
     ranges, limit, crossover = report["paying_batches"], report["limit"], report["crossover_batch"]
     searched = f"1–{limit}" + ("" if report["max_batch"] is not None else ", no memory limit")
     if report["max_batch"] == 0:
@@ -892,7 +961,7 @@ def where_it_pays(report: dict) -> str:
         return f"S ≤ 1 at every batch ({searched})"
     if len(ranges) == 1 and ranges[0] == [1, limit]:
         return f"S > 1 at every batch that fits ({searched})"
-    return f"S > 1 for B in {_ranges_text(ranges)} (of {searched})" + (
+    return f"S > 1 for B = {_ranges_text(ranges)} (of {searched})" + (
         f"; crossover B* = {crossover}" if crossover is not None else "")
 
 
@@ -907,35 +976,110 @@ def _k_text(report) -> str:
     return "the best k at each batch" if dep["k"] == "best" else f"k = {dep['k']}"
 
 
-def _interval_text(dep: dict) -> str:
-    """The interval, what it was built from, and how often it covered held-out points (as measured)."""
-    low, high = dep["interval"]
-    about = dep.get("interval_about")
-    if about is None:
-        return f"measured S within ×{low:.2f}–×{high:.2f} of this model's prediction"
-    built = (f"the {about['points']} held-out published points predicted from their acceptance alone (as here)"
-             if about["regime"] == "acceptance only" else f"all {about['points']} held-out published points")
-    return (f"for the central {about['nominal']:.0%} of {built}, the measured S lay within ×{low:.2f}–×{high:.2f} of "
-            f"this model's prediction; built without their own source, such an interval covered {about['covered']} "
-            f"of {about['of']} ({about['share']:.0%})")
+def _clip(ranges, lo: int, hi: int) -> list[list[int]]:
+    """The parts of ``ranges`` inside [lo, hi]."""
+    return [[max(a, lo), min(b, hi)] for a, b in ranges if b >= lo and a <= hi]
 
 
-def _sure_text(report: dict) -> str:
-    """What the interval says: where speculation pays even at the low end, where it is uncertain."""
+
+
+def verdict_line(report: dict) -> str:
+    """The report's first words: where the band says speculation pays, is uncertain or loses, over the batches
+    asked for (``calibrate.verdict_of`` at each batch); without a band, where the model alone says S > 1."""
+    dep, limit = report["deployment"], report["limit"]
+    lo, hi = dep["batch"]
+    hi = min(hi, limit) if report["max_batch"] else hi
     v = report["verdict_batches"]
+    if report["max_batch"] == 0:
+        return "Does not fit in memory."
+    if lo > hi:
+        return f"None of the batches asked for fits in memory: at most B = {report['max_batch']}."
     if v is None:
+        ranges = _clip(report["paying_batches"], lo, hi)
+        said = f"S > 1 for B = {_ranges_text(ranges)}" if ranges else f"S ≤ 1 for every B from {lo} to {hi}"
+        return f"No verdict: the engine knobs were set by hand, so the model is not cross-validated. It says {said}."
+    parts = [f"{name} for B = {_ranges_text(_clip(v[name], lo, hi))}" + (": measure it" if name == "uncertain" else "")
+             for name in ("pays", "uncertain", "loses") if _clip(v[name], lo, hi)]
+    line = "; ".join(parts)
+    return line[0].upper() + line[1:] + "."
+
+
+def band_line(report: dict) -> str:
+    """S and its band at the ends of the batches asked for: "At B = 1: S = 1.62× (band 1.45–1.71×). ..."."""
+    dep = report["deployment"]
+    lo, hi = dep["batch"]
+    mine = [r for r in report["rows"] if lo <= r["batch"] <= hi and r["fits"]]
+    ends = [r for i, r in enumerate(mine) if i in (0, len(mine) - 1)]
+    said = []
+    for r in ends:
+        s = r["speedup"]
+        k = f", k = {r['k']}" if dep["k"] == "best" else ""
+        band = f" (band {r['band'][0]:.2f}–{r['band'][1]:.2f}×{k})" if r["band"] else (f" ({k[2:]})" if k else "")
+        said.append(f"at B = {r['batch']}: S = {s:.2f}×{band}" + ("*" if r["extrapolated"] else ""))
+    if not said:
         return ""
-    parts = [f"{name} for B in {_ranges_text(v[name])}" for name in ("pays", "uncertain", "does not pay") if v[name]]
-    extra = (" (extrapolated: the request lies past what the calibration was fitted on, see below)"
-             if report["verdict_extrapolated"] else "")
-    return f" Within the model's error ({_interval_text(report['deployment'])}): " + "; ".join(parts) + extra + "."
+    text = "; ".join(said)
+    return text[0].upper() + text[1:] + "."
+
+
+def measure_batches(report: dict) -> list[int]:
+    """Where to measure: the ends and the middle (in log B) of the first uncertain range among the batches asked
+    for (else of the first uncertain range at all), at most three batches."""
+    v = report["verdict_batches"]
+    if not v or not v["uncertain"]:
+        return []
+    lo, hi = report["deployment"]["batch"]
+    ranges = _clip(v["uncertain"], lo, hi) or v["uncertain"]
+    a, b = ranges[0]
+    return sorted({a, round(math.sqrt(a * b)), b})
+
+
+def measure_commands(report: dict) -> list[str]:
+    """The commands that measure S(B) on the reader's engine at ``measure_batches`` and anchor the advisor on
+    them (``bench serve`` off and on, ``bench serve-speedup``, then ``advise --from-record``)."""
+    batches = measure_batches(report)
+    if not batches:
+        return []
+    c = ",".join(map(str, batches))
+    serve = f"python -m specnotes.bench serve --url http://HOST:PORT/v1 --model NAME --concurrency {c}"
+    return [f"{serve} --label off --out off.json", f"{serve} --label on --out on.json",
+            "python -m specnotes.bench serve-speedup --off off.json --on on.json --out s.json",
+            f"python -m specnotes.advise {report['argv'] or '...'} --from-record s.json"]
+
+
+def shell_lines(command: str, width: int = 100) -> list[str]:
+    """A shell command broken at spaces with backslashes so that no line is wider than ``width``."""
+    lines, line = [], ""
+    for word in command.split(" "):
+        if line and len(line) + 1 + len(word) > width - 2:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [line]
+
+
+def band_text(dep: dict) -> str:
+    """How the band was built and how it did on sources it was not built from, in two short sentences."""
+    about = dep["band"]
+    if about is None:
+        return "none: the engine knobs were set by hand, so nothing cross-validates them"
+    regime = ("points predicted from their published acceptance alone, as here" if about["regime"] ==
+              "acceptance only" else f"{about['regime']} points")
+    lo, hi = about["batches"]
+    cover = "; ".join(f"{r['coverage']:.0%} of {r['points']} at {r['bucket']}" for r in about["held_out"]
+                      if r["bucket"] not in ("B > 1", "all") and r.get("points"))
+    return (f"the central {about['nominal']:.0%} of the {about['points']} held-out errors nearest in B, of "
+            f"{about['errors']} from {about['sources']} sources ({regime}; B = {lo}–{hi}). Built without each "
+            f"source, such a band covered {cover}")
 
 
 def recommendation(report: dict) -> str:
-    """The advice in plain words, chosen by the numbers."""
+    """What to do, in short sentences chosen by the numbers: from the band's verdicts where there is a band
+    (``verdict_batches``), else from the model's S alone; then the best k, extrapolation and the idealized
+    model."""
     dep, ranges, limit, fits = report["deployment"], report["paying_batches"], report["limit"], report["max_batch"]
     rows = [r for r in report["rows"] if r["fits"]]
-    where = f"at every batch that fits (1–{limit})" if fits is not None else f"at every batch up to {limit}"
     gpu_ = dep["gpu"]
     if fits == 0 and report["weights_per_gpu_GB"] > gpu_["memory_GB"]:
         return (f"It does not fit: the weights alone ({report['weights_per_gpu_GB']:.3g} GB per GPU) exceed the "
@@ -946,51 +1090,41 @@ def recommendation(report: dict) -> str:
                 f"{gpu_['memory_GB']:.3g} GB per GPU with tp = {dep['tp']}), but not one sequence's KV caches at "
                 f"L = {dep['context_tokens']} beside them. Use a shorter context (`--context`), more GPUs (`--tp`), "
                 "or a smaller cache (a draft KV window, `--draft-context`; a smaller `--dtype`).")
-    if not ranges:
-        best = max(rows, key=lambda r: r["best_speedup"], default=None)
-        extra = (f" (the best in your range: {best['best_speedup']:.2f}× at B = {best['batch']} with k = "
-                 f"{best['best_k']})" if best and not dep["tree"] else "")
-        if report["best_k_paying_batches"] and not dep["tree"]:
-            return (f"Leave {_k_text(report)} off: it does not pay at any batch from 1 to {limit}. Another k does: "
-                    f"with the best k at each batch (`--k best`) speculation pays for B in "
-                    f"{_ranges_text(report['best_k_paying_batches'])}{extra}.") + _sure_text(report)
-        return (f"Leave it off: with {_k_text(report)} speculation does not pay at any batch from 1 to {limit}"
-                f"{extra}. Raise α (a better-matched draft), or use a cheaper drafter.") + _sure_text(report)
-    first, last = ranges[0][0], ranges[-1][1]
-    if len(ranges) == 1 and first == 1 and last >= limit:
-        advice = f"Turn it on {where}: with {_k_text(report)} it pays throughout."
-    elif len(ranges) == 1 and first == 1:
-        advice = f"Turn it on below B = {last + 1}, off above (with {_k_text(report)})."
-    elif len(ranges) == 1 and last >= limit:
-        advice = f"Turn it on above B = {first - 1}, off below (with {_k_text(report)}): it pays only at large batch."
+    v = report["verdict_batches"]
+    said = []
+    if v is not None:
+        on, off = v["pays"], v["loses"]
+        if on:
+            said.append(f"Turn it on for B = {_ranges_text(on)}, where the whole band is above 1.")
+        if off:
+            said.append(f"Leave it off for B = {_ranges_text(off)}, where the whole band is below 1.")
+        if v["uncertain"]:
+            said.append(f"For B = {_ranges_text(v['uncertain'])} the band straddles 1: measure S there "
+                        "(commands below) and anchor the advisor on it.")
+    elif ranges:
+        said.append(f"The model alone says S > 1 for B = {_ranges_text(ranges)} (of 1–{limit}).")
     else:
-        advice = f"Turn it on for B in {_ranges_text(ranges)}, off elsewhere (with {_k_text(report)})."
-    fitted = dep["fitted_batch_max"]
-    if fitted and last > fitted:
-        advice += (f" Past B = {fitted} this is an extrapolation: the calibration was fitted on batches up to "
-                   f"{fitted}.")
-    lo, hi = dep["batch"]
-    mine = [r for r in rows if lo <= r["batch"] <= hi]
-    if mine:
-        a, b = mine[0], mine[-1]
-        span = (f"S = {a['speedup']:.2f}× at B = {a['batch']}" if a is b
-                else f"S runs from {a['speedup']:.2f}× at B = {a['batch']} to {b['speedup']:.2f}× at B = {b['batch']}")
-        advice += f" In your range {span}."
+        said.append(f"The model alone says S ≤ 1 at every batch from 1 to {limit}.")
+    if not ranges and report["best_k_paying_batches"] and not dep["tree"]:
+        said.append(f"Another k does better: with the best k at each batch (`--k best`) the model has S > 1 for "
+                    f"B = {_ranges_text(report['best_k_paying_batches'])}.")
+    elif not ranges and not dep["tree"] and dep["k"] != "best":
+        said.append("Raise α (a better-matched draft), or use a cheaper drafter.")
     bests = sorted({r["best_k"] for r in rows})
-    if dep["k"] != "best" and not dep["tree"] and len(bests) > 1:
+    if dep["k"] != "best" and not dep["tree"] and len(bests) > 1 and rows:
         last_k = f"{rows[-1]['best_k']}" + (" (off)" if rows[-1]["best_k"] == 0 else "")
-        advice += (f" The best k moves from {rows[0]['best_k']} (B = {rows[0]['batch']}) to {last_k} "
-                   f"(B = {rows[-1]['batch']}): choose k by the batch (`--k best`).")
-    advice += _sure_text(report)
+        said.append(f"The best k moves from {rows[0]['best_k']} at B = {rows[0]['batch']} to {last_k} at "
+                    f"B = {rows[-1]['batch']}: choose k by the batch (`--k best`).")
+    fitted = dep["fitted_batch_max"]
+    if fitted and limit > fitted and (ranges or v):
+        said.append(f"Past B = {fitted} this extrapolates: the calibration was fitted on batches up to {fitted}.")
     if _idealized(dep):
-        advice += (" Idealized model (no engine costs): engines run fewer tokens per second than it says, and "
-                   "S itself can sit above or below it.")
+        said.append("This is the idealized model (no engine costs): engines run slower than it says.")
     elif dep["calibration"]:
         ideal = report["idealized_paying_batches"]
-        advice += f" Calibrated ({dep['calibration']}, below); the idealized roofline " + (
-            "agrees on where it pays." if ideal == ranges else
-            f"would have S > 1 for B in {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 at every batch.")
-    return advice
+        said.append("The idealized roofline " + ("agrees on where S > 1." if ideal == ranges else
+                    f"would have S > 1 for B = {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 everywhere."))
+    return " ".join(said)
 
 
 def _idealized(dep: dict) -> bool:
@@ -1025,12 +1159,12 @@ def checklist(report: dict) -> list[list[str]]:
         ["temperature", "not modelled: it enters through α (measure α at the temperature you serve)"],
         ["what was timed", "nothing: a modelled TPOT ratio at a fixed batch (= its throughput ratio); no prefill"],
         ["baseline", "the same deployment decoding without speculation (modelled)"],
-        ["engine (overheads, CUDA graphs)", (f"{dep['calibration_note']}: " if dep["calibration"] else "")
+        ["engine (overheads, CUDA graphs)", (f"{dep['calibration']}: " if dep["calibration"] else "")
          + f"{knobs['layer_overhead_us']:.3g} µs per layer of every pass, {knobs['overhead_ms']:.3g} ms per target "
            f"pass, {knobs['draft_overhead_ms']:.3g} ms per draft pass, overlap {knobs['overlap']!r}"
          + (" (idealized roofline)" if _idealized(dep) else "")],
-        ["error", (_interval_text(dep) + " (leave one source out, Chapter 6)") if dep["interval"] else
-         "not cross-validated: engine knobs given by hand"],
+        ["error", "the band (**Band** above: held-out errors, leaving one source out, Chapter 6)" if dep["band"]
+         else "not cross-validated: engine knobs set by hand"],
     ]
 
 
@@ -1040,13 +1174,11 @@ def quote(report: dict) -> str:
     model = "the calibrated" if dep["calibration"] else "the idealized" if _idealized(dep) else "the"
     drafting = (f"a tree {dep['tree']} at {dep['expected_tokens']:.2f} tokens per iteration" if dep["tree"]
                 else f"k = {r['k']} tokens at α = {dep['alpha']:.2f}")
-    error = (f" (between {r['interval'][0]:.2f}× and {r['interval'][1]:.2f}× within the model's cross-validated "
-             "error)" if r["interval"] else "")
+    band = f" (band {r['band'][0]:.2f}–{r['band'][1]:.2f}×)" if r["band"] else ""
     return (f"With {dep['draft']['name']} drafting {drafting}, "
             f"{dep['target']['name']} on {dep['tp']} × {dep['gpu']['name']} in {dep['math_dtype']} "
             f"at B = {r['batch']}, L = {dep['context_tokens']} is predicted by {model} roofline model to generate "
-            f"{r['speedup']:.2f}× as many tokens per second as the same deployment without speculation{error} "
-            "(temperature not modelled).")
+            f"{r['speedup']:.2f}×{band} as many tokens per second as without speculation (temperature not modelled).")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -1064,78 +1196,131 @@ def _roof_text(roofs: dict) -> str:
     return "/".join("M" if v == "memory" else "C" for v in roofs.values()) or "—"
 
 
-def render(report: dict) -> str:
-    """The report as Markdown that reads as plain text: the CLI prints it, the book's page displays it."""
-    dep, rows = report["deployment"], report["rows"]
-    t, d, g = dep["target"], dep["draft"], dep["gpu"]
-    best, calibrated = dep["k"] == "best", bool(dep["calibration"])
-    columns = [("B", lambda r: r["batch"])]
-    if best:
-        columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S", lambda r: f"{r['best_speedup']:.2f}")]
+def key_table(report: dict) -> str:
+    """The batches, key columns first (fits a 100-column terminal and a phone): B, the verdict, S (the central
+    estimate) and its band, and the model's own S."""
+    dep = report["deployment"]
+    best = dep["k"] == "best"
+    s_name = "S (best k)" if best else "S (tree)" if dep["tree"] else f"S (k = {dep['k']})"
+    columns = [("B", lambda r: f"{r['batch']}" + ("" if r["fits"] else " (no fit)"))]
+    if dep["band"]:
+        columns += [("verdict", lambda r: r["verdict"] + ("*" if r["extrapolated"] else "")),
+                    (s_name, lambda r: f"{r['speedup']:.2f}"),
+                    ("band", lambda r: f"{r['band'][0]:.2f}–{r['band'][1]:.2f}"),
+                    ("model", lambda r: f"{r['model_speedup']:.2f}")]
     else:
-        columns += [("S (tree)" if dep["tree"] else f"S (k = {dep['k']})", lambda r: f"{r['speedup']:.2f}")]
-    if dep["interval"]:
-        columns += [("interval", lambda r: f"{r['interval'][0]:.2f}–{r['interval'][1]:.2f}"),
-                    ("verdict", lambda r: r["verdict"] + (" (extrapolated)" if r["extrapolated"] else ""))]
-    if calibrated:
-        columns += [("S idealized", lambda r: f"{r['idealized_speedup']:.2f}")]
-    if not best and not dep["tree"]:
+        columns += [(s_name + " model", lambda r: f"{r['speedup']:.2f}")]
+    if best:
+        columns.insert(2 if dep["band"] else 1, ("k", lambda r: f"{r['k']}"))
+    return _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in report["rows"]])
+
+
+def detail_table(report: dict) -> str:
+    """The model's terms per batch: the best k and its S, the idealized S, tokens per second off and on, the
+    roofs of the decode, verify and draft passes."""
+    dep = report["deployment"]
+    columns = [("B", lambda r: r["batch"])]
+    if not dep["tree"]:
         columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S (best k)", lambda r: f"{r['best_speedup']:.2f}")]
+    if dep["calibration"]:
+        columns += [("S idealized", lambda r: f"{r['idealized_speedup']:.2f}")]
     columns += [("tokens/s off → on", lambda r: f"{r['plain_tokens_per_s']:,.0f} → {r['spec_tokens_per_s']:,.0f}"),
-                ("roofs: decode · verify · draft", lambda r: " · ".join(_roof_text(r["roofs"][name])
-                                                                       for name in ("decode", "verify", "draft"))),
-                ("fits", lambda r: "yes" if r["fits"] else "no")]
-    table = _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in rows])
+                ("roofs d · v · dr", lambda r: " · ".join(_roof_text(r["roofs"][name])
+                                                          for name in ("decode", "verify", "draft")))]
+    return _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in report["rows"]])
+
+
+def memory_text(report: dict) -> str:
+    dep, g = report["deployment"], report["deployment"]["gpu"]
     fits = report["max_batch"]
     weights = f"{report['weights_per_gpu_GB']:.3g} GB"
-    memory = ("the GPU has no memory size: batches are not limited" if fits is None
-              else f"the weights alone ({weights} per GPU) exceed its {g['memory_GB']:.3g} GB"
-              if report["weights_per_gpu_GB"] > g["memory_GB"]
-              else f"the weights fit ({weights} of {g['memory_GB']:.3g} GB per GPU), but not one sequence's KV "
-                   f"caches at L = {dep['context_tokens']} beside them" if fits == 0
-              else f"at most B = {fits} sequences fit (weights + both KV caches at L = {dep['context_tokens']}, "
-                   f"{g['memory_GB']:.3g} GB per GPU, tp = {dep['tp']})")
-    pays = where_it_pays(report)
+    if fits is None:
+        return "the GPU has no memory size: batches are not limited"
+    if report["weights_per_gpu_GB"] > g["memory_GB"]:
+        return f"the weights alone ({weights} per GPU) exceed its {g['memory_GB']:.3g} GB"
+    if fits == 0:
+        return (f"the weights fit ({weights} of {g['memory_GB']:.3g} GB per GPU), but not one sequence's KV caches "
+                f"at L = {dep['context_tokens']} beside them")
+    return (f"at most B = {fits} sequences fit (weights + both KV caches at L = {dep['context_tokens']}, "
+            f"{g['memory_GB']:.3g} GB per GPU, tp = {dep['tp']})")
+
+
+def render(report: dict) -> str:
+    """The report as Markdown that reads as plain text (the CLI wraps it at 100 columns, ``wrap``): the verdict
+    and the band first, then what to do, where to measure, the table of batches, the deployment, the model's
+    terms per batch, the quoting checklist, and notes on where the numbers come from."""
+    dep = report["deployment"]
+    t, d, g = dep["target"], dep["draft"], dep["gpu"]
     acceptance = (f"**tokens per iteration** = {dep['expected_tokens']:.2f} ({dep['alpha_from']}); **tree**: "
                   f"{dep['tree']}, {dep['verified']} verified" if dep["tree"] else
                   f"**α** = {dep['alpha']:.3f} ({dep['alpha_from']}); **k**: {dep['k']}"
                   + ("" if dep["k_from"] == "given" else f" ({dep['k_from']})"))
+    commands = report["measure"]["commands"]
     lines = [
         f"**Does speculation pay? {t['name']} with {d['name']} on {g['name']}**",
+        "",
+        f"**{report['verdict_line']}** {report['band_line']}".rstrip(),
         "",
         f"**Recommendation.** {report['recommendation']}",
         "",
         *[f"**Warning.** {w}\n" for w in report["warnings"]],
-        f"- **Target**: {t['name']}, {t['params'] / 1e9:.2f} B matmul parameters; **draft**: {d['name']} "
-        f"({d['kind']}: {d['maps_to']})",
+        *(["**Measure it** at B = " + ", ".join(map(str, report["measure"]["batches"])) + ": your engine's address "
+           "and model name for HOST:PORT and NAME, off, then on, then S(B), then the advisor anchored on it.", "",
+           "```bash", *[x for c in commands for x in shell_lines(c)], "```", ""] if commands else []),
+        key_table(report),
+        "",
+        ("S: the central estimate, the model's S times the median error of the nearest held-out points; band: "
+         "where the measured S lay for 90% of them; model: the model's S alone. * extrapolated past the fit."
+         if dep["band"] else "No band: the engine knobs were set by hand."),
+        "",
+        f"- **Target**: {t['name']}, {t['params'] / 1e9:.2f} B matmul parameters; **draft**: {d['name']}, "
+        f"priced as {d['maps_to']}",
         f"- **GPU**: {g['name']} × {dep['tp']}, {dep['math_dtype']}, ridge {g['ridge_FLOP_per_byte']:.0f} FLOP/byte; "
         f"**L** = {dep['context_tokens']}; {acceptance}",
         f"- **Model**: {dep['calibration_note']}.",
+        f"- **Band**: {band_text(dep)}.",
         *([f"- **Extrapolates past its fit**: {'; '.join(dep['extrapolations'])}."] if dep["extrapolations"] else []),
-        f"- **Where it pays**: {pays}.",
-        f"- **Memory**: {memory}.",
+        f"- **The model alone**: {where_it_pays(report)}.",
+        f"- **Memory**: {memory_text(report)}.",
         "",
-        table,
+        "**The model's terms per batch.** Roofs: matmul/attention kernels of the decode, verify and draft passes "
+        "(draft: its first pass; — = no weights), M = memory-bound, C = compute-bound. Tokens/s: the whole batch."
+        + (" S idealized: without the engine's costs." if dep["calibration"] else ""),
         "",
-        "Roofs: matmul/attention kernels of each pass, M = memory-bound, C = compute-bound (draft: its first "
-        "pass; — = no weights). Tokens/s: the whole batch, speculation off → on"
-        + ("; interval: the model's cross-validated error (the **error** row below), uncertain where it straddles "
-           "1, (extrapolated) past the calibration's fit" if dep["interval"] else "")
-        + ("; S idealized: the same k without the engine's costs." if calibrated else "."),
+        detail_table(report),
         "",
         "**How to quote this speedup**",
         "",
-        _table(["item", "value"], report["checklist"]),
+        *[f"- **{item}**: {value}" for item, value in report["checklist"]],
         "",
         f"> {report['quote']}",
     ]
+    if dep.get("provenance"):
+        lines += ["", f"**Note.** {dep['provenance']}."]
     return "\n".join(lines)
 
 
+def wrap(markdown: str, width: int = 100) -> str:
+    """``render``'s Markdown for a terminal: paragraphs, list items and quotes wrapped at ``width`` columns
+    (tables and code left as they are)."""
+    import textwrap
+
+    out, code = [], False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            code = not code
+        if code or line.startswith("```") or line.startswith("|") or len(line) <= width:
+            out.append(line)
+            continue
+        first, rest = ("- ", "  ") if line.startswith("- ") else ("> ", "> ") if line.startswith("> ") else ("", "")
+        body = line[len(first):]
+        out += textwrap.wrap(body, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+    return "\n".join(out)
 
 
 def plot(report: dict, ax=None, title: str | None = None):
-    """S(B) up to the memory limit, the paying range shaded, batches that do not fit greyed out."""
+    """S(B) up to the memory limit: the central estimate with its band, the model's own S, where the band
+    says it pays shaded, batches that do not fit greyed out."""
     import matplotlib.pyplot as plt
 
     from specnotes import plots
@@ -1146,27 +1331,33 @@ def plot(report: dict, ax=None, title: str | None = None):
     curve = report["curve"]
     acceptance = (f"{dep['expected_tokens']:.2f} tokens/iteration" if dep["tree"] else f"α={dep['alpha']:.2f}")
     label = f"{dep['target']['name']} + {dep['draft']['name']}, {_k_text(report)}, {acceptance}"
-    batches = [b for b, _ in curve] or [1]
-    ax = plots.speedup_vs_batch(ax, [(label, batches, [s for _, s in curve] or [float("nan")], "model")],
-                                bstar=None if report["crossover_batch"] in (None, 1) else report["crossover_batch"],
+    batches = [c[0] for c in curve] or [1]
+    model = [c[1] for c in curve] or [float("nan")]
+    banded = dep["band"] is not None and bool(curve)
+    lines = [(f"{label}: central estimate" if banded else label, batches,
+              [c[1] * c[3] for c in curve] if banded else model, "model")]
+    if banded:
+        lines.append(("before the band's correction", batches, model, "model"))
+    ax = plots.speedup_vs_batch(ax, lines, bstar=None if report["crossover_batch"] in (None, 1)
+                                else report["crossover_batch"],
                                 title=title or f"{dep['gpu']['name']} × {dep['tp']}, {dep['math_dtype']}, "
                                                f"L = {dep['context_tokens']}")
-    if dep["interval"] and curve:
-        low, high = dep["interval"]
-        about = dep.get("interval_about")
-        covered = f" (covered {about['share']:.0%} of held-out points)" if about else ""
-        ax.fill_between(batches, [s * low for _, s in curve], [s * high for _, s in curve], color="C0", alpha=0.12,
-                        linewidth=0, label=f"the model's cross-validated error{covered}")
+    if banded:
+        ax.get_lines()[1].set_linestyle("--")
+        ax.fill_between(batches, [c[1] * c[2] for c in curve], [c[1] * c[4] for c in curve], color="C0",
+                        alpha=0.15, linewidth=0, label=f"band: {dep['band']['nominal']:.0%} of held-out errors")
     lo, hi = dep["batch"]
     right = hi if lo < hi else max(batches[-1], hi)
-    plots.shade_batches(ax, [(a, min(b, right)) for a, b in report["paying_batches"] if a <= right],
-                        "speculation pays (S > 1)")
+    v = report["verdict_batches"]
+    pays = v["pays"] if v else report["paying_batches"]
+    plots.shade_batches(ax, [(a, min(b, right)) for a, b in pays if a <= right],
+                        "pays (band above 1)" if v else "the model's S > 1")
     fits = report["max_batch"]
     if fits is not None and fits < right:
         plots.shade_batches(ax, [(max(fits, 1), right)], "does not fit in memory", color="0.6")
     if lo == hi:
         ax.axvline(lo, color="0.2", linewidth=1, label=f"your batch B = {lo}")
-        ax.legend(loc="best")
+    ax.legend(loc="best")
     return ax
 
 
@@ -1363,7 +1554,7 @@ def run(argv: list[str], calibration_lookup=None, progress: bool | None = False)
     with the flag's name."""
     args = parser(_RaisingParser).parse_args(argv)
     try:
-        return advise(from_args(args, calibration_lookup), progress)
+        return advise(from_args(args, calibration_lookup), progress, argv)
     except validate.BadArgument as err:
         raise type(err)(flag_message(str(err))) from None
 
@@ -1417,7 +1608,7 @@ def main(argv=None) -> int:
         p.error(f"--target is required: one of {', '.join(cost.PRESETS)}, a config.json path, or --target-shape")
     try:
         plot_file = plot_path(args.plot) if args.plot else None
-        report = advise(from_args(args), progress=None)
+        report = advise(from_args(args), progress=None, argv=argv if argv is not None else sys.argv[1:])
     except validate.BadArgument as err:
         p.error(flag_message(str(err)))
     if plot_file:  # drawn before the report is printed: a failure prints nothing but the error
@@ -1429,7 +1620,7 @@ def main(argv=None) -> int:
         except (OSError, RuntimeError, ValueError) as err:
             p.error(f"--plot: could not write {str(plot_file)!r}: {err}")
         print(f"plot: {plot_file}", file=sys.stderr)
-    print(json.dumps(report, indent=2) if args.json else render(report))
+    print(json.dumps(report, indent=2) if args.json else wrap(render(report)))
     return 0
 
 

@@ -1354,6 +1354,12 @@ def _rounded_rows(rows: list[dict]) -> list[dict]:
     return [{k: (round(x, 4) if isinstance(x, float) else x) for k, x in r.items()} for r in rows]
 
 
+def _compact_lists(text: str) -> str:
+    """Indented JSON with every list of plain values (numbers, strings) on one line."""
+    return re.sub(r"\[\n\s*((?:[^\[\]{}\n]+,\n\s*)*[^\[\]{}\n]+)\n\s*\]",
+                  lambda m: "[" + " ".join(x.strip() for x in m.group(1).split("\n")) + "]", text)
+
+
 def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
     """Fit the chosen variant (``CHOSEN``) to the whole record and write data/calibrations.json (or ``path``):
     one calibration per (engine, version, GPU) in the record, the families' and the pooled knobs for engines
@@ -1391,8 +1397,7 @@ def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
             doc[accel][alias] = {"alias_of": name, "why": "the name the chapters first used for this calibration"}
     path = path or resources.files("specnotes").joinpath("data", "calibrations.json")
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
+        fh.write(_compact_lists(json.dumps(doc, indent=1)) + "\n")
     cost._stored.cache_clear()
     return doc
 
