@@ -5,6 +5,7 @@ import math
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -674,7 +675,7 @@ def test_json_schema_keys_are_the_documented_ones(done_when_json):
         assert f'"{key}"' in advise.__doc__, key
     assert set(r["rows"][0]) == {"batch", "fits", "k", "speedup", "model_speedup", "band", "verdict", "extrapolated",
                                  "best_k", "best_speedup", "idealized_speedup", "c", "plain_ms", "iteration_ms",
-                                 "plain_tokens_per_s", "spec_tokens_per_s", "roofs"}
+                                 "plain_tokens_per_s", "spec_tokens_per_s", "roofs", "measured", "measured_role"}
     assert r["argv"] == " ".join(DONE_WHEN)  # --json is an output flag, not an input
     for key in r["deployment"]:
         assert f'"{key}"' in advise.__doc__, key  # every key is in the documented schema
@@ -869,3 +870,117 @@ def test_a_calibration_whose_gpu_is_in_doubt_says_so():
                        "--context", "720", "--mean-accepted", "2.2548", "--k", "3", "--engine", "vllm",
                        "--engine-version", "0.10.1"])
     assert "uncertain" not in h100["deployment"]["calibration_note"] and not h100["deployment"]["provenance"]
+
+
+# ---------------------------------------------------------------------------------------------- anchored (issue 34)
+
+EAGLE = ["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "720", "--k", "3",
+         "--engine", "vllm", "--engine-version", "0.10.1", "--batch", "1-256"]
+SHIPPED = str(Path(advise.__file__).parent / "data" / "reference" / "llama-server"
+              / "shipped-intel-r-xeon-r-processor-2-80ghz.json")
+
+
+def test_measured_anchors_the_level_and_the_band_reaches_from_the_nearest_batch():
+    r = advise.run(EAGLE + ["--alpha", "0.62", "--measured", "1:1.71,16:1.68"])
+    anchor = r["deployment"]["anchor"]
+    head = cost.eagle3_head(cost.LLAMA_3_1_8B)
+    knobs = cost.calibration(H100, "vllm-0.10.1")
+    model = [cost.batch_speedup(cost.LLAMA_3_1_8B, head, H100, b, 3, 0.62, 720, **knobs) for b in (1, 16)]
+    level = math.exp((math.log(1.71 / model[0]) + math.log(1.68 / model[1])) / 2)
+    assert anchor["level"] == pytest.approx(level) and anchor["model_at_measured"] == pytest.approx(model)
+    assert anchor["measured"] == [[1, 1.71], [16, 1.68]] and anchor["source"] == "--measured"
+    band = _stored_band(kind="anchor")
+    assert r["deployment"]["band"]["regime"] == "anchored"
+    for row in r["rows"]:
+        b = row["batch"]
+        reach = min((math.log2(b / m) for m in (1, 16)), key=abs)
+        low, centre, high = band.factors(reach)
+        assert row["speedup"] == pytest.approx(row["model_speedup"] * level * centre)
+        assert row["band"] == pytest.approx([row["model_speedup"] * level * low, row["model_speedup"] * level * high])
+        assert row["measured"] == {1: 1.71, 16: 1.68}.get(b) and row["measured_role"] == (
+            "anchor" if b in (1, 16) else None)
+    text = advise.render(r)
+    assert "- **Anchored on**: S = 1.71 at B = 1, S = 1.68 at B = 16 (--measured)." in text
+    assert f"your engine runs at ×{level:.2f} its level" in text and "1.71 (anchor)" in text
+    # without α, the level a measurement implies sets it (and the level is then 1)
+    implied = advise.run(EAGLE + ["--measured", "1:1.71,16:1.68"])
+    assert implied["deployment"]["alpha_from"].startswith("implied by the measured level, E[N] = ")
+    assert implied["deployment"]["anchor"]["level"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("extra,says", [
+    (["--measured", "1:1.7"], "--measured needs the k your engine ran at: give --k K"),
+    (["--measured", "1:1.7", "--k", "best"], "--measured needs the k your engine ran at"),
+    (["--measured", "1-1.7", "--k", "3"], "--measured must be B:S pairs such as 1:1.42,8:1.30"),
+    (["--measured", "1:fast", "--k", "3"], "--measured must be B:S pairs"),
+    (["--measured", "0:1.2", "--k", "3"], "--measured batch must be an integer in [1, 65536], got 0"),
+    (["--measured", "8:0", "--k", "3"], "--measured speedup at B = 8 must be a number > 0, got 0"),
+    (["--measured", "8:1.2,8:1.3", "--k", "3"], "--measured names a batch twice"),
+    (["--measured", "8:4.5", "--k", "3"], "measured S = 4.5 at B = 8 is above 4, the most tokens per step k = 3"),
+    (["--measured", "5000:1.1", "--k", "3"], "measured B = 5000 does not fit in memory here: at most B = 644"),
+])
+def test_a_measurement_the_model_cannot_take_is_refused(extra, says, capsys):
+    base = ["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "720", "--alpha", "0.6"]
+    with pytest.raises(SystemExit) as exit_:
+        advise.main(base + extra)
+    assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_from_record_takes_the_deployment_from_a_llama_server_record():
+    r = advise.run(["--from-record", SHIPPED, "--record-batches", "1,2", "--batch", "1-8"])
+    dep = r["deployment"]
+    record = json.loads(Path(SHIPPED).read_text())
+    assert (dep["target"]["name"], dep["draft"]["name"], dep["k"]) == ("specnotes-target", "specnotes-draft", 4)
+    roofs = record["notes"]["roofs"]
+    assert dep["gpu"]["bandwidth_GB_per_s"] == pytest.approx(roofs["bandwidth"] / 1e9)
+    assert dep["gpu"]["peak_TFLOP_per_s"] == pytest.approx(roofs["flops"] / 1e12) and dep["math_dtype"] == "fp32"
+    assert dep["alpha"] == record["notes"]["specnotes_acceptance"]["alpha"]
+    assert dep["context_tokens"] == 64 + 128 // 2  # prompt bytes + half the output, one token per byte
+    by = {}
+    for x in record["sections"]["engine_speedup"]:
+        by.setdefault(x["params"]["concurrency"], []).append(x["extra"]["speedup_engine_tpot"])
+    median = {b: float(np.median(v)) for b, v in by.items()}
+    assert dep["anchor"]["measured"] == [[1, pytest.approx(median[1])], [2, pytest.approx(median[2])]]
+    assert dep["anchor"]["held_back"] == [[4, pytest.approx(median[4])], [8, pytest.approx(median[8])]]
+    rows = {row["batch"]: row for row in r["rows"]}
+    assert rows[4]["measured_role"] == rows[8]["measured_role"] == "held back"
+    assert "0.68 (held back)" in advise.render(r) or f"{median[4]:.2f} (held back)" in advise.render(r)
+    every = advise.run(["--from-record", SHIPPED])
+    assert [b for b, _ in every["deployment"]["anchor"]["measured"]] == [1, 2, 4, 8]
+
+
+@pytest.mark.parametrize("extra,says", [
+    (["--k", "3"], "--k 3 disagrees with the record"),
+    (["--gpu", H100], "--gpu H100-SXM disagrees with the record"),
+    (["--target", "Llama-3.1-8B"], "--target 'Llama-3.1-8B' disagrees with the record"),
+    (["--record-batches", "1,3"], "--record-batches: the record"),
+])
+def test_a_record_that_disagrees_with_the_flags_is_refused(extra, says, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        advise.main(["--from-record", SHIPPED] + extra)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and says in err, err
+
+
+def test_a_serve_speedup_record_of_a_gpu_engine(tmp_path):
+    # what bench serve-speedup writes: no k, model or GPU beyond the served name and the runs' labels
+    rec = {"schema": "specnotes.results/1",
+           "provenance": {"engine_model": "meta-llama/Llama-3.1-8B-Instruct", "label": "S(B): on, k=3 over off"},
+           "sections": {"engine_speedup": [
+               {"name": "engine_speedup", "params": {"concurrency": b, "max_tokens": 256, "prompt_chars": 2000},
+                "extra": {"speedup": s, "speedup_q1": s - 0.02, "speedup_q3": s + 0.02}}
+               for b, s in ((1, 1.62), (16, 1.55), (64, 1.31))]},
+           "notes": {"on": {"label": "on, k=3"}}}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(rec))
+    base = ["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "720", "--alpha", "0.6"]
+    r = advise.run(base + ["--from-record", str(path), "--record-batches", "1,16"])
+    assert r["deployment"]["k"] == 3 and r["deployment"]["anchor"]["held_back"] == [[64, 1.31]]
+    with pytest.raises(validate.BadArgument, match="--target 'Qwen3-8B' disagrees with the record"):
+        advise.run(["--target", "Qwen3-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "720", "--alpha",
+                    "0.6", "--from-record", str(path)])
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "specnotes.results/1", "sections": {}}))
+    with pytest.raises(validate.BadArgument, match="is not an S\\(B\\) record"):
+        advise.run(base + ["--from-record", str(tmp_path / "other.json")])
+    with pytest.raises(validate.BadArgument, match="cannot read"):
+        advise.run(base + ["--from-record", str(tmp_path / "missing.json")])

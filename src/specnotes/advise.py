@@ -60,6 +60,17 @@ source, covered that source's points is stored per batch bucket (``calibrate.ban
 straddles 1 (``calibrate.verdict_of``), with the commands that measure it; "*" where the request lies past
 what the calibration was fitted on or past the batches the band was built from.
 
+Anchored on the reader's own measurement: ``--measured B:S[,B:S...]`` (S measured on the engine, TPOT off over
+on, at batch B; needs ``--k``) and ``--from-record FILE`` (a record of ``python -m specnotes.bench
+serve-speedup`` or ``python -m specnotes.engine measure``: its S per concurrency, the median over its pairs,
+and what it says of the deployment: k, target and draft, a CPU's measured roofs, the context, the acceptance
+specnotes measured; ``--record-batches`` anchors on some of its batches and shows the others held back). The
+model's S(B) is scaled by the measured level (the geometric mean of measured over modelled S; without α, the α
+that level implies), and its band is the anchored one (``calibrate.anchor_band``): the held-out errors of
+predicting one batch of a published series from another, as a function of log2(B / the nearest measured B). A
+record that disagrees with the flags (model, draft, k, GPU) is refused, naming both; a measured batch that does
+not fit in memory, or an S above k + 1, is refused.
+
 ``--json`` prints the report as JSON (schema ``specnotes.advise/3``; every quantity with a unit says it)::
 
     {"schema": "specnotes.advise/3",
@@ -78,6 +89,8 @@ what the calibration was fitted on or past the batches the band was built from.
                                      "allreduce_latency_us"},
                     "band": {"variant", "regime", "nominal", "points", "errors", "sources", "batches": [lo, hi],
                              "held_out": [{"bucket", "points", "covered", "coverage", "decisive", ...}]} | null,
+                    "anchor": {"source", "measured": [[B, S], ...], "held_back": [[B, S], ...], "level",
+                               "model_at_measured": [S, ...], "quartiles": {B: [q1, q3]}} | null,
                     "extrapolations": [str, ...],
                     "fitted_batch_max": the largest batch the calibration was fitted on | null,
                     "provenance": a note on where the calibration's data come from ("" if none)},
@@ -88,7 +101,8 @@ what the calibration was fitted on or past the batches the band was built from.
                "band": [lo, hi] | null, "verdict": "pays"|"uncertain"|"loses" | null, "extrapolated",
                "best_k" (0: leave it off), "best_speedup",
                "idealized_speedup", "c", "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
-               "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads"|"lm head": "memory"|"compute"}}}],
+               "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads"|"lm head": "memory"|"compute"}},
+               "measured": S measured here | null, "measured_role": "anchor"|"held back" | null}],
      "paying_batches": [[first, last], ...],   # the model's S > 1 (for "best": the union over k = 1..16)
      "verdict_batches": {"pays": [[first, last], ...], "uncertain": [...], "loses": [...]} | null,
      "verdict_extrapolated": bool,     # the request lies past the calibration's fit: the verdicts extrapolate
@@ -152,7 +166,7 @@ class Deployment:
     math_dtype: str
     batch: tuple[int, int]
     context: int
-    alpha: float
+    alpha: float | None
     alpha_from: str
     k: int | None  # None: the best k at each batch (a tree: the tree tokens verified)
     weight_bits: int | None = None
@@ -173,6 +187,7 @@ class Deployment:
     fitted_batch: int | None = None  # the largest batch the calibration in use was fitted on
     band_about: dict | None = None  # how the band was built and how often it covered held-out points
     provenance: str = ""  # a note on where the calibration's data come from
+    anchor: Anchor | None = None  # the reader's measurement the model's level is anchored on
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -547,19 +562,111 @@ def tp_check(tp: int, shapes: list[ModelShape]) -> int:
     return tp
 
 
+@dataclass(frozen=True)
+class Anchor:
+    """The reader's own measurement the model is anchored on: the (B, S) points used (``measured``), where
+    they came from (``source``: "--measured" or a record's path), the ``level`` (measured over modelled S,
+    the geometric mean over the points), the anchored band (``calibrate.Band`` over log2(B / measured B)) and
+    how it did held out, points of a record held back for comparison, and a record's per-batch quartiles."""
+
+    measured: tuple[tuple[int, float], ...]
+    source: str
+    level: float
+    band: object | None = None
+    about: dict | None = None
+    held_back: tuple[tuple[int, float], ...] = ()
+    quartiles: dict = field(default_factory=dict)
+    model_at: tuple[float, ...] = ()  # the model's S at each measured batch, before the level
+
+
+def measured_points(text) -> tuple[tuple[int, float], ...]:
+    """``"1:1.42,8:1.30"`` (or [(1, 1.42), (8, 1.30)]) → ((1, 1.42), (8, 1.3)): batches ≥ 1, each once, and
+    speedups > 0."""
+    if isinstance(text, str):
+        pairs = []
+        for part in [p.strip() for p in text.split(",") if p.strip()]:
+            b, sep, v = part.partition(":")
+            if not sep or not b.strip().isdigit() or not _is_float(v):
+                raise validate.BadArgument(f"measured must be B:S pairs such as 1:1.42,8:1.30 (a batch, a colon, the "
+                                           f"speedup measured there); got {part!r}")
+            pairs.append((int(b), float(v)))
+    else:
+        pairs = [(b, v) for b, v in text]
+    if not pairs:
+        raise validate.BadArgument("measured must hold at least one B:S pair, such as 8:1.30")
+    out = []
+    for b, v in pairs:
+        b = validate.integer("measured batch", b, low=1, high=NO_MEMORY_LIMIT)
+        v = validate.number(f"measured speedup at B = {b}", v, low=0, low_open=True)
+        out.append((b, v))
+    batches = [b for b, _ in out]
+    if len(set(batches)) != len(batches):
+        raise validate.BadArgument(f"measured names a batch twice ({', '.join(map(str, batches))}): one S per batch")
+    return tuple(sorted(out))
+
+
+def anchor_distance(batches, batch: int) -> float:
+    """log2(batch / the measured batch nearest to it in log B): how far an anchored prediction reaches
+    (negative: below the measurement)."""
+    d = [math.log2(batch / b) for b in batches]
+    return min(d, key=abs)
+
+
+def anchored(dep: Deployment, points, source: str, variant: str | None, held_back=(), quartiles=None) -> Deployment:
+    """The deployment anchored on measured (B, S) points: the level is exp(mean log(measured / model)) over
+    them; without a given α, the α whose E[N] best explains them (the level is then 1 unless that E[N] is
+    past [1, k + 1]). The band is the stored anchored band of ``variant`` (None: knobs by hand). A point
+    past the memory limit, or with S above what k drafts can give (k + 1 tokens per step), is refused."""
+    fits = memory_limit(dep)
+    most = (len(dep.tree) if dep.tree else dep.k) + 1
+    for b, v in points:
+        if fits is not None and b > fits:
+            raise validate.BadArgument(f"measured B = {b} does not fit in memory here: at most B = {fits} sequences "
+                                       f"(weights + both KV caches at L = {dep.context}); check --context, --gpu, "
+                                       "--tp and --memory")
+        if v > most:
+            raise validate.BadArgument(f"measured S = {v:g} at B = {b} is above {most}, the most tokens per step "
+                                       f"k = {most - 1} drafts can give: is it a speedup (TPOT off over on) at this "
+                                       "k?")
+    if dep.alpha is None:
+        ratios = [speedup(replace(dep, alpha=0.0), b, dep.k) for b, _ in points]  # E[N] = 1 at α = 0
+        tokens = math.exp(sum(math.log(v / r) for (_, v), r in zip(points, ratios, strict=True)) / len(points))
+        clamped = min(max(tokens, 1.0), float(most))
+        alpha = cost.implied_alpha(clamped, dep.k) if not dep.tree else 0.0
+        dep = replace(dep, alpha=alpha, alpha_from=f"implied by the measured level, E[N] = {clamped:.2f}: not "
+                                                   "measured" + ("" if clamped == tokens else
+                                                                 f"; the level needs E[N] = {tokens:.2f}"),
+                      tokens=clamped if dep.tree else dep.tokens)
+    model = [speedup(dep, b, dep.k) for b, _ in points]
+    level = math.exp(sum(math.log(v / m) for (_, v), m in zip(points, model, strict=True)) / len(points))
+    band, about = (None, None)
+    if variant is not None:
+        band, about = stored_band(_calibrate().stored(), variant, "anchor")
+    return replace(dep, anchor=Anchor(tuple(points), source, level, band, about, tuple(held_back),
+                                      dict(quartiles or {}), tuple(model)))
+
+
 def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, drafter_kind: str = "model",
                exit_layer=None, gpu_name=None, bandwidth=None, peak=None, memory=None, link=None,
                dtype: str = "bf16", weight_bits=None, tp=1, batch="1", context=0, draft_context=None,
                alpha=None, mean_accepted=None, k=None, calibration="auto", overhead=None, draft_overhead=None,
                overlap=None, calibration_lookup=None, engine=None, engine_version=None, layer_overhead=None,
-               tree=None, verified=None, draft_vocab=None) -> Deployment:
+               tree=None, verified=None, draft_vocab=None, measured=None, measured_from: str = "--measured",
+               held_back=(), quartiles=None, device_label: str | None = None,
+               alpha_note: str | None = None) -> Deployment:
     """Check every input once and build the Deployment. Errors name the argument (the CLI's flag with
     dashes for underscores): a ``validate.BadArgument``. ``overhead``, ``draft_overhead``: ms;
-    ``layer_overhead``: µs; ``k`` None: k = 4 for a chain (the report says it was not given)."""
+    ``layer_overhead``: µs; ``k`` None: k = 4 for a chain (the report says it was not given).
+
+    ``measured``: S measured on the reader's engine, "B:S[,B:S...]" or [(B, S), ...], from ``measured_from``
+    (a record's ``held_back`` points and per-batch ``quartiles`` travel along): the model's S(B) is anchored to
+    their level (``anchored``), and α, if not given, is the one that level implies."""
     target_shape_ = model_shape("target", target, target_shape)
     draft_shape_ = None if draft is None and draft_shape is None else model_shape("draft", draft, draft_shape)
     validate.choice("dtype", dtype, hardware.DTYPE_BYTES)
     accel = gpu(gpu_name, bandwidth, peak, memory, link, dtype)
+    if device_label:
+        accel = replace(accel, name=device_label)
     try:
         math_dtype = hardware.usable_dtype(accel, dtype)
     except ValueError:
@@ -601,7 +708,14 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
             raise validate.BadArgument("verified goes with --tree")
         k_given = k is not None
         k_ = K_DEFAULT if k is None else k_value(k)
-        alpha, alpha_from = alpha_value(alpha, mean_accepted, k_, k_given)
+        if measured is not None and (not k_given or k_ is None):
+            raise validate.BadArgument("measured needs the k your engine ran at: give --k K (not 'best'; a record "
+                                       "that says its k gives it)")
+        if measured is not None and alpha is None and mean_accepted is None:
+            alpha, alpha_from = None, "implied by the measured level"
+        else:
+            alpha, alpha_from = alpha_value(alpha, mean_accepted, k_, k_given)
+            alpha_from = alpha_note or alpha_from
         k_from = "given" if k_given else f"k = {K_DEFAULT}: the default (--k not given)"
     engine = None if engine is None else str(engine).strip().lower() or None
     req = request_of(accel, gpu_name if accel is hardware.ACCELERATORS.get(gpu_name) else None, engine,
@@ -617,10 +731,15 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     if overlap is not None:
         model["overlap"] = validate.choice("overlap", overlap, OVERLAPS)
         band = None
-    return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
-                      alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
-                      res.warnings, k_from, widths, tokens, engine, engine_version, band, res.extrapolations,
-                      res.fitted_batch, res.band_about if band else None, res.provenance)
+    dep = Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
+                     alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
+                     res.warnings, k_from, widths, tokens, engine, engine_version, band, res.extrapolations,
+                     res.fitted_batch, res.band_about if band else None, res.provenance)
+    if measured is None:
+        return dep
+    variant = res.band_about["variant"] if res.band_about else None
+    return anchored(dep, measured_points(measured), measured_from, variant if band else None, held_back,
+                    quartiles or {})
 
 
 def _is_float(text) -> bool:
@@ -704,15 +823,28 @@ def paying(dep: Deployment, limit: int, threshold: float = 1.0) -> list[tuple[in
                                                              **_model(dep)))
 
 
+def band_of(dep: Deployment):
+    """The band in use: the anchored one where the model is anchored on a measurement, else the batch band
+    (None: knobs set by hand)."""
+    return dep.anchor.band if dep.anchor else dep.band
+
+
 def factors(dep: Deployment, batch: int) -> tuple[float, float, float]:
-    """(low, centre, high) multipliers on the model's S at ``batch`` from the deployment's band (1, 1, 1
-    without one)."""
-    return (1.0, 1.0, 1.0) if dep.band is None else _band_factors(dep.band, batch)
+    """(low, centre, high) multipliers on the model's S at ``batch``: the batch band's at log2 B; anchored, the
+    level times the anchored band's at log2(B / the nearest measured B); (1, 1, 1), or the level, without a
+    band."""
+    if dep.anchor is None:
+        return (1.0, 1.0, 1.0) if dep.band is None else _band_factors(dep.band, math.log2(batch))
+    level = dep.anchor.level
+    if dep.anchor.band is None:
+        return level, level, level
+    x = anchor_distance([b for b, _ in dep.anchor.measured], batch)
+    return tuple(level * f for f in _band_factors(dep.anchor.band, x))
 
 
 @functools.lru_cache(maxsize=4096)
-def _band_factors(band, batch: int) -> tuple[float, float, float]:
-    return band.factors(math.log2(batch))
+def _band_factors(band, x: float) -> tuple[float, float, float]:
+    return band.factors(x)
 
 
 def best_speedup(dep: Deployment, batch: int) -> float:
@@ -723,7 +855,7 @@ def best_speedup(dep: Deployment, batch: int) -> float:
 def verdict_batches(dep: Deployment, limit: int) -> dict | None:
     """Where the band lies above 1 ("pays"), straddles it ("uncertain") or lies below it ("loses"), as batch
     ranges up to ``limit`` (``calibrate.verdict_of`` at every batch); None without a band."""
-    if dep.band is None or limit < 1:
+    if band_of(dep) is None or limit < 1:
         return None
     sure = cost.batch_ranges(lambda b: best_speedup(dep, b) * factors(dep, b)[0] > 1, limit)
     maybe = cost.batch_ranges(lambda b: best_speedup(dep, b) * factors(dep, b)[2] >= 1, limit)
@@ -748,11 +880,16 @@ def _subtract(ranges, cut) -> list[tuple[int, int]]:
 
 
 def band_batches(dep: Deployment) -> tuple[int, int] | None:
-    """The batches the band's held-out errors came from (past them, the band is their nearest's)."""
-    if dep.band is None:
+    """The batches the band's held-out errors came from (past them, the band is their nearest's); anchored,
+    the batches the anchored errors reach from the nearest measured batch."""
+    band = band_of(dep)
+    if band is None:
         return None
-    lo, hi = dep.band.span()
-    return round(2**lo), round(2**hi)
+    lo, hi = band.span()
+    if dep.anchor is None:
+        return round(2**lo), round(2**hi)
+    batches = [b for b, _ in dep.anchor.measured]
+    return max(1, math.floor(min(batches) * 2**lo)), math.ceil(max(batches) * 2**hi)
 
 
 def extrapolated(dep: Deployment, batch: int) -> bool:
@@ -814,14 +951,17 @@ def row(dep: Deployment, batch: int, limit: int | None) -> dict:
         levels, tokens = drafted, cost.expected_tokens(dep.alpha, k)
     s = speedup(dep, batch, k)
     low, centre, high = factors(dep, batch)
-    band = [s * low, s * high] if dep.band else None
+    band = [s * low, s * high] if band_of(dep) else None
+    measured = dict(dep.anchor.measured + dep.anchor.held_back) if dep.anchor else {}
     return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s * centre,
             "model_speedup": s, "band": band,
             "verdict": _calibrate().verdict_of(*band) if band else None, "extrapolated": extrapolated(dep, batch),
             "best_k": best, "best_speedup": speedup(dep, batch, best) * centre if best else 1.0,
             "c": drafting / (levels * plain), "plain_ms": 1e3 * plain, "iteration_ms": 1e3 * iteration,
             "plain_tokens_per_s": batch / plain, "spec_tokens_per_s": batch * tokens / iteration,
-            "roofs": roofs(dep, batch, drafted)}
+            "roofs": roofs(dep, batch, drafted), "measured": measured.get(batch),
+            "measured_role": None if batch not in measured else "anchor" if batch in dict(dep.anchor.measured)
+            else "held back"}
 
 
 def report_batches(lo: int, hi: int, edges=()) -> list[int]:
@@ -854,6 +994,8 @@ def advise(dep: Deployment, progress: bool | None = False, argv: list[str] | Non
     crossover = None if ranges and ranges[-1][1] >= limit else (ranges[-1][1] + 1 if ranges else 1)
     lo, hi = dep.batch
     edges = [r[0] for r in ranges] + [r[1] for r in ranges] + [crossover, fits]
+    if dep.anchor:
+        edges += [b for b, _ in dep.anchor.measured + dep.anchor.held_back]
     rows = [row(dep, b, fits) for b in _progress(report_batches(lo, hi, edges), progress, "batches")]
     for r in rows:
         r["idealized_speedup"] = speedup(ideal, r["batch"], r["k"]) if dep.calibration else r["model_speedup"]
@@ -861,7 +1003,7 @@ def advise(dep: Deployment, progress: bool | None = False, argv: list[str] | Non
     curve_lo = lo if lo < hi else 1
     curve = [[b, best_speedup(dep, b), *factors(dep, b)]
              for b in _progress(curve_batches(curve_lo, top) if top >= curve_lo else [], progress, "S(B) curve")]
-    warnings = list(dep.warnings)
+    warnings = list(dep.warnings) + anchor_warnings(dep)
     if fits and lo > fits:  # (fits = 0: the recommendation says why nothing fits)
         asked = f"B = {lo}" if lo == hi else f"B = {lo}–{hi}"
         warnings.append(f"none of the batches asked for ({asked}) fit in memory: at most B = {fits} sequences fit "
@@ -898,6 +1040,20 @@ def _inputs(argv: list[str]) -> list[str]:
     return out
 
 
+def anchor_warnings(dep: Deployment) -> list[str]:
+    """A level far outside what the published record's held-out errors span says the model's shape may not be
+    the engine's either."""
+    if dep.anchor is None or dep.band is None:
+        return []
+    lo, hi = math.exp(-max(dep.band.errors)), math.exp(-min(dep.band.errors))
+    level = dep.anchor.level
+    if lo / 1.5 <= level <= hi * 1.5:
+        return []
+    return [f"your engine runs at ×{level:.2f} the model's level, far outside what the published engines ran at "
+            f"(×{lo:.2f}–×{hi:.2f}): its costs are not the model's, so the shape of S(B) may not be either. Measure "
+            "at the batches you will run."]
+
+
 def engine_knobs(model: dict) -> dict:
     """The time functions' knobs with their units in their names: ms per pass, µs per layer and all-reduce."""
     return {"overlap": model.get("overlap", "kernel"), "overhead_ms": 1e3 * model.get("overhead", 0.0),
@@ -908,9 +1064,20 @@ def engine_knobs(model: dict) -> dict:
 
 def band_json(dep: Deployment) -> dict | None:
     """The band as the JSON says it: how it was built, the batches its errors came from, how it did held out."""
-    if dep.band is None:
+    if band_of(dep) is None:
         return None
-    return {**{k: v for k, v in dep.band_about.items()}, "batches": list(band_batches(dep))}
+    about = dep.anchor.about if dep.anchor else dep.band_about
+    return {**dict(about), "batches": list(band_batches(dep))}
+
+
+def anchor_json(dep: Deployment) -> dict | None:
+    """The measurement the model is anchored on, as the JSON says it."""
+    a = dep.anchor
+    if a is None:
+        return None
+    return {"source": a.source, "measured": [list(p) for p in a.measured], "held_back": [list(p) for p in a.held_back],
+            "level": a.level, "model_at_measured": list(a.model_at),
+            "quartiles": {str(b): list(q) for b, q in a.quartiles.items()}}
 
 
 def describe(dep: Deployment) -> dict:
@@ -940,7 +1107,7 @@ def describe(dep: Deployment) -> dict:
         "engine": dep.engine, "engine_version": dep.engine_version,
         "calibration": dep.calibration, "calibration_about": dep.calibration_about,
         "calibration_note": dep.calibration_note, "engine_knobs": engine_knobs(dep.model),
-        "band": band_json(dep),
+        "band": band_json(dep), "anchor": anchor_json(dep),
         "extrapolations": list(dep.extrapolations),
         "fitted_batch_max": dep.fitted_batch, "provenance": dep.provenance,
     }
@@ -1064,6 +1231,13 @@ def band_text(dep: dict) -> str:
     about = dep["band"]
     if about is None:
         return "none: the engine knobs were set by hand, so nothing cross-validates them"
+    if dep["anchor"] is not None:
+        cover = "; ".join(f"{r['coverage']:.0%} of {r['pairs']} reaching {r['distance']}" for r in about["held_out"]
+                          if r["pairs"] and not r["distance"].startswith("up to"))
+        return (f"anchored: the central {about['nominal']:.0%} of the {about['points']} held-out errors of "
+                f"predictions from another batch of the same series, nearest in log(B / measured B), of "
+                f"{about['errors']} from {about['sources']} sources. Built without each source, such a band "
+                f"covered {cover}")
     regime = ("points predicted from their published acceptance alone, as here" if about["regime"] ==
               "acceptance only" else f"{about['regime']} points")
     lo, hi = about["batches"]
@@ -1072,6 +1246,17 @@ def band_text(dep: dict) -> str:
     return (f"the central {about['nominal']:.0%} of the {about['points']} held-out errors nearest in B, of "
             f"{about['errors']} from {about['sources']} sources ({regime}; B = {lo}–{hi}). Built without each "
             f"source, such a band covered {cover}")
+
+
+def anchor_text(dep: dict) -> str:
+    """What the model is anchored on: the measured points, the level, and the model's S there before it."""
+    a = dep["anchor"]
+    said = ", ".join(f"S = {v:.2f} at B = {b}" for b, v in a["measured"])
+    model = ", ".join(f"{m:.2f}" for m in a["model_at_measured"])
+    held = ("; held back for comparison: " + ", ".join(f"{v:.2f} at B = {b}" for b, v in a["held_back"])
+            if a["held_back"] else "")
+    return (f"{said} ({a['source']}). The model says {model} there: your engine runs at ×{a['level']:.2f} its "
+            f"level, and every S below is scaled by that{held}")
 
 
 def recommendation(report: dict) -> str:
@@ -1105,10 +1290,10 @@ def recommendation(report: dict) -> str:
         said.append(f"The model alone says S > 1 for B = {_ranges_text(ranges)} (of 1–{limit}).")
     else:
         said.append(f"The model alone says S ≤ 1 at every batch from 1 to {limit}.")
-    if not ranges and report["best_k_paying_batches"] and not dep["tree"]:
+    if not ranges and report["best_k_paying_batches"] and not dep["tree"] and not dep["anchor"]:
         said.append(f"Another k does better: with the best k at each batch (`--k best`) the model has S > 1 for "
                     f"B = {_ranges_text(report['best_k_paying_batches'])}.")
-    elif not ranges and not dep["tree"] and dep["k"] != "best":
+    elif not ranges and not dep["tree"] and dep["k"] != "best" and not dep["anchor"]:
         said.append("Raise α (a better-matched draft), or use a cheaper drafter.")
     bests = sorted({r["best_k"] for r in rows})
     if dep["k"] != "best" and not dep["tree"] and len(bests) > 1 and rows:
@@ -1212,6 +1397,9 @@ def key_table(report: dict) -> str:
         columns += [(s_name + " model", lambda r: f"{r['speedup']:.2f}")]
     if best:
         columns.insert(2 if dep["band"] else 1, ("k", lambda r: f"{r['k']}"))
+    if dep["anchor"]:
+        columns.append(("measured", lambda r: "" if r["measured"] is None else
+                        f"{r['measured']:.2f}" + (" (anchor)" if r["measured_role"] == "anchor" else " (held back)")))
     return _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in report["rows"]])
 
 
@@ -1228,6 +1416,10 @@ def detail_table(report: dict) -> str:
                 ("roofs d · v · dr", lambda r: " · ".join(_roof_text(r["roofs"][name])
                                                           for name in ("decode", "verify", "draft")))]
     return _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in report["rows"]])
+
+
+def _params(n: float) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M"
 
 
 def memory_text(report: dict) -> str:
@@ -1253,7 +1445,7 @@ def render(report: dict) -> str:
     t, d, g = dep["target"], dep["draft"], dep["gpu"]
     acceptance = (f"**tokens per iteration** = {dep['expected_tokens']:.2f} ({dep['alpha_from']}); **tree**: "
                   f"{dep['tree']}, {dep['verified']} verified" if dep["tree"] else
-                  f"**α** = {dep['alpha']:.3f} ({dep['alpha_from']}); **k**: {dep['k']}"
+                  f"**α** = {dep['alpha']:.3f}, {dep['alpha_from']}; **k**: {dep['k']}"
                   + ("" if dep["k_from"] == "given" else f" ({dep['k_from']})"))
     commands = report["measure"]["commands"]
     lines = [
@@ -1269,16 +1461,19 @@ def render(report: dict) -> str:
            "```bash", *[x for c in commands for x in shell_lines(c)], "```", ""] if commands else []),
         key_table(report),
         "",
-        ("S: the central estimate, the model's S times the median error of the nearest held-out points; band: "
-         "where the measured S lay for 90% of them; model: the model's S alone. * extrapolated past the fit."
+        (("S: the model's S anchored on your measurement, times the median error of the nearest held-out anchored "
+          "predictions; band: where the measured S lay for " if dep["anchor"] else "S: the central estimate, the "
+          "model's S times the median error of the nearest held-out points; band: where the measured S lay for ")
+         + f"{dep['band']['nominal']:.0%} of them; model: the model's S alone. * extrapolated past the fit."
          if dep["band"] else "No band: the engine knobs were set by hand."),
         "",
-        f"- **Target**: {t['name']}, {t['params'] / 1e9:.2f} B matmul parameters; **draft**: {d['name']}, "
+        f"- **Target**: {t['name']}, {_params(t['params'])} matmul parameters; **draft**: {d['name']}, "
         f"priced as {d['maps_to']}",
         f"- **GPU**: {g['name']} × {dep['tp']}, {dep['math_dtype']}, ridge {g['ridge_FLOP_per_byte']:.0f} FLOP/byte; "
         f"**L** = {dep['context_tokens']}; {acceptance}",
         f"- **Model**: {dep['calibration_note']}.",
         f"- **Band**: {band_text(dep)}.",
+        *([f"- **Anchored on**: {anchor_text(dep)}."] if dep["anchor"] else []),
         *([f"- **Extrapolates past its fit**: {'; '.join(dep['extrapolations'])}."] if dep["extrapolations"] else []),
         f"- **The model alone**: {where_it_pays(report)}.",
         f"- **Memory**: {memory_text(report)}.",
@@ -1450,7 +1645,15 @@ FLAGS = {"target": "--target", "target_shape": "--target-shape", "draft": "--dra
          "overhead": "--overhead-ms", "draft_overhead": "--draft-overhead-ms", "overlap": "--overlap",
          "layer_overhead": "--layer-overhead-us", "layers": "--exit-layer", "mean_tokens": "--mean-accepted",
          "plot": "--plot", "engine": "--engine", "engine_version": "--engine-version", "tree": "--tree",
-         "verified": "--verified", "draft_vocab": "--draft-vocab"}
+         "verified": "--verified", "draft_vocab": "--draft-vocab", "measured": "--measured",
+         "from_record": "--from-record", "record_batches": "--record-batches"}
+
+
+def _batch_list(text) -> list[int]:
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"must be batches B[,B...] such as 1,2; got {text!r}")
+    return [int(p) for p in parts]
 
 
 def flag_message(message: str) -> str:
@@ -1512,11 +1715,19 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "the KV heads")
     w = p.add_argument_group("workload")
     w.add_argument("--batch", default="1", help="a batch size, or a range such as 1-512 (default 1)")
-    w.add_argument("--context", type=TOKENS, default=0, help="context length L, tokens (default 0)")
+    w.add_argument("--context", type=TOKENS, help="context length L, tokens (default 0)")
     w.add_argument("--draft-context", type=TOKENS, help="the draft's own KV length (a window), tokens")
     w.add_argument("--alpha", type=validate.cli(validate.probability), help="acceptance rate α in [0, 1]")
     w.add_argument("--mean-accepted", help="mean tokens per iteration (bonus included), measured at --k, or M@K")
     w.add_argument("--k", help=f"draft tokens per iteration, or 'best' (default {K_DEFAULT}, and the report says so)")
+    m = p.add_argument_group("your measurement (anchors the model's level on it)")
+    m.add_argument("--measured", metavar="B:S[,B:S...]",
+                   help="S measured on your engine at batch B (TPOT off over on), such as 1:1.42,8:1.30; needs --k")
+    m.add_argument("--from-record", metavar="FILE", help="a record of python -m specnotes.bench serve-speedup or "
+                                                          "python -m specnotes.engine measure: its S(B), k, models and "
+                                                          "device (a record that disagrees with the flags is refused)")
+    m.add_argument("--record-batches", type=_batch_list, metavar="B[,B...]",
+                   help="anchor on these of the record's batches only (the others are shown, held back)")
     c = p.add_argument_group("the engine")
     c.add_argument("--engine", help=f"the engine you serve with ({', '.join(ENGINES)} are in the published record; "
                                     "another gets the knobs pooled over them)")
@@ -1537,16 +1748,171 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+# ---------------------------------------------------------------------------------------------- records
+
+
+def _shipped_shapes() -> dict[str, ModelShape]:
+    """The book's shipped pair as llama-server serves them (float32 GGUF): "specnotes-target", "specnotes-draft"
+    (data/models.json's configurations; multi-head KV)."""
+    from importlib import resources
+
+    card = json.loads(resources.files("specnotes").joinpath("data", "models.json").read_text())
+    return {f"specnotes-{w}": _fp32_shape(card[w]["config"], f"specnotes-{w}") for w in ("target", "draft")}
+
+
+def _fp32_shape(c: dict, name: str) -> ModelShape:
+    return ModelShape(c["n_layers"], c["d_model"], c["n_heads"], c["n_heads"], c["d_ff"], c["vocab_size"],
+                      weight_bytes=4, kv_bytes=4, compute="fp32", name=name)
+
+
+def _model_name(name) -> str:
+    """A model's name as a record writes it, without folders, .gguf and a float-format suffix."""
+    stem = Path(str(name)).name
+    stem = re.sub(r"\.gguf$", "", stem, flags=re.I)
+    return re.sub(r"[-_.](f32|f16|bf16|q\d\w*)$", "", stem, flags=re.I)
+
+
+def _same_model(asked: str, recorded: str) -> bool:
+    """Whether a model asked for (a preset's or config's name) is the one a record names: the asked name, in
+    lower case without punctuation, inside the recorded one ("Llama-3.1-8B" is in
+    "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf")."""
+    flat = lambda x: re.sub(r"[^a-z0-9]", "", str(x).lower())
+    return flat(asked) in flat(recorded) or flat(recorded) in flat(asked)
+
+
+def read_record(path) -> dict:
+    """The measurement in a record that ``python -m specnotes.bench serve-speedup`` or ``python -m
+    specnotes.engine measure`` wrote (schema specnotes.results/1, section engine_speedup): S per concurrency
+    (the median over the record's pairs of the engine's own TPOT ratio where it timed itself, else the
+    client's), their quartiles, and what the record says of the deployment: k, the target and draft, the
+    device (a CPU's measured roofs), the context and the acceptance specnotes measured."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise validate.BadArgument(f"from_record: cannot read {str(path)!r} as JSON ({type(err).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "specnotes.results/1" or not isinstance(
+            doc.get("sections"), dict) or not doc["sections"].get("engine_speedup"):
+        raise validate.BadArgument(f"from_record: {str(path)!r} is not an S(B) record (schema specnotes.results/1 with "
+                                   "an engine_speedup section, as bench serve-speedup and engine measure write)")
+    by: dict[int, list] = {}
+    for r in doc["sections"]["engine_speedup"]:
+        extra = r.get("extra", {})
+        s = extra.get("speedup_engine_tpot", extra.get("speedup"))
+        if s is not None:
+            by.setdefault(int(r["params"]["concurrency"]), []).append(float(s))
+    if not by:
+        raise validate.BadArgument(f"from_record: {str(path)!r} holds no speedup")
+    prov, notes = doc.get("provenance", {}), doc.get("notes", {})
+    build = prov.get("engine_build") or {}
+    labels = " ".join(str(x) for x in (prov.get("label"), (notes.get("on") or {}).get("label")) if x)
+    k = notes.get("k", build.get("k"))
+    if k is None and re.search(r"\bk\s*=\s*(\d+)", labels):
+        k = int(re.search(r"\bk\s*=\s*(\d+)", labels).group(1))
+    roofs = notes.get("roofs")
+    params = doc["sections"]["engine_speedup"][0].get("params", {})
+    context = None
+    if "llama-server" in str(build.get("engine", "")) and "prompt_chars" in params and "max_tokens" in params:
+        context = int(params["prompt_chars"]) + int(params["max_tokens"]) // 2  # one token per byte, mid-decode
+    median = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:][:2]) / 2
+    quart = lambda xs: (sorted(xs)[len(xs) // 4], sorted(xs)[(3 * len(xs)) // 4]) if len(xs) > 1 else (xs[0], xs[0])
+    big = notes.get("big_config")
+    return {"path": str(path), "speedups": {b: median(v) for b, v in sorted(by.items())},
+            "quartiles": {b: quart(v) for b, v in sorted(by.items())}, "pairs": {b: len(v) for b, v in by.items()},
+            "k": int(k) if k is not None else None, "model": build.get("model") or prov.get("engine_model"),
+            "draft": build.get("draft"), "device": build.get("cpu") or prov.get("host") if roofs else None,
+            "roofs": roofs, "gpu": build.get("gpu") or prov.get("gpu"), "context": context,
+            "alpha": (notes.get("specnotes_acceptance") or {}).get("alpha"), "engine": build.get("engine"),
+            "big_config": big}
+
+
+def record_inputs(rec: dict, given: dict, use=None) -> dict:
+    """``deployment`` arguments from a record (``read_record``) merged with the ones given on the command line
+    (``given``: deployment's keyword arguments, None where not given): what the record says fills what is not
+    given, and a record that disagrees with what is given (the model, the draft, k, the GPU) is refused, saying
+    both. ``use``: the batches of the record to anchor on (default: all); the others are held back."""
+    out = dict(given)
+    where = rec["path"]
+    names = {**_shipped_shapes()}
+    if rec.get("big_config"):
+        c = rec["big_config"]
+        names[_model_name(rec["model"])] = _fp32_shape({**c, "vocab_size": c.get("vocab_size", 256)},
+                                                       _model_name(rec["model"]))
+    for which in ("target", "draft"):
+        recorded = rec["model"] if which == "target" else rec["draft"]
+        if recorded is None:
+            continue
+        asked = given.get(which)
+        shape_given = given.get(f"{which}_shape") is not None
+        if asked is None and not shape_given:
+            name = _model_name(recorded)
+            if name not in names:
+                raise validate.BadArgument(f"{which}: the record {where} ran {recorded!r}, which is no preset: give "
+                                           f"--{which} (a preset or a config.json) or --{which}-shape")
+            out[which] = names[name]
+        elif asked is not None and not _same_model(getattr(asked, "name", asked), _model_name(recorded)):
+            raise validate.BadArgument(f"{which} {getattr(asked, 'name', asked)!r} disagrees with the record {where}, "
+                                       f"which ran {recorded!r}: drop --{which} or pass a record of this model")
+    if rec["k"] is not None:
+        if given.get("k") is not None and str(given["k"]).strip() != str(rec["k"]):
+            raise validate.BadArgument(f"k {given['k']} disagrees with the record {where}, which ran k = {rec['k']}: "
+                                       "drop --k or pass a record measured at this k")
+        out["k"] = str(rec["k"])
+    if rec["roofs"]:
+        if given.get("gpu_name") is not None:
+            roofs = rec["roofs"]
+            raise validate.BadArgument(
+                f"gpu {given['gpu_name']} disagrees with the record {where}, which was measured on "
+                f"{rec['device'] or 'a CPU'} (its roofs: {roofs['bandwidth'] / 1e9:.1f} GB/s, "
+                f"{roofs['flops'] / 1e9:.0f} GFLOP/s): drop --gpu (the record's roofs are used) or pass a record "
+                "measured on that GPU")
+        if given.get("bandwidth") is None and given.get("peak") is None:
+            out["bandwidth"], out["peak"] = rec["roofs"]["bandwidth"] / 1e9, rec["roofs"]["flops"] / 1e12
+            out["dtype"] = rec["roofs"].get("dtype", "fp32") if given.get("dtype") in (None, "bf16") else given["dtype"]
+            out["device_label"] = f"{rec['device'] or 'the recording CPU'} (the record's measured roofs)"
+    elif rec["gpu"] and given.get("gpu_name") and not _same_model(given["gpu_name"], rec["gpu"]):
+        raise validate.BadArgument(f"gpu {given['gpu_name']} disagrees with the record {where}, which was measured on "
+                                   f"{rec['gpu']}: pass --gpu {rec['gpu']} or a record measured on {given['gpu_name']}")
+    if given.get("context") is None and rec["context"] is not None:
+        out["context"] = rec["context"]
+    if given.get("alpha") is None and given.get("mean_accepted") is None and rec["alpha"] is not None:
+        out["alpha"] = rec["alpha"]
+        out["alpha_note"] = "from the record: specnotes' own decoder on the engine's prompts, at temperature 0"
+    use = sorted(rec["speedups"]) if use is None else use
+    missing = [b for b in use if b not in rec["speedups"]]
+    if missing:
+        raise validate.BadArgument(f"record_batches: the record {where} has no B = {', '.join(map(str, missing))}; it "
+                                   f"has {', '.join(map(str, rec['speedups']))}")
+    points = [(b, rec["speedups"][b]) for b in use]
+    out["measured"] = list(points) + [tuple(p) for p in measured_points(given["measured"])] \
+        if given.get("measured") else points
+    out["held_back"] = tuple((b, s) for b, s in rec["speedups"].items() if b not in use)
+    out["quartiles"] = rec["quartiles"]
+    out["measured_from"] = f"the record {Path(where).name}"
+    return out
+
+
 def from_args(args: argparse.Namespace, calibration_lookup=None) -> Deployment:
-    return deployment(args.target, args.draft, target_shape=args.target_shape, draft_shape=args.draft_shape,
-                      drafter_kind=args.drafter, exit_layer=args.exit_layer, gpu_name=args.gpu,
-                      bandwidth=args.bandwidth, peak=args.peak, memory=args.memory, link=args.link, dtype=args.dtype,
-                      weight_bits=args.weight_bits, tp=args.tp, batch=args.batch, context=args.context,
-                      draft_context=args.draft_context, alpha=args.alpha, mean_accepted=args.mean_accepted, k=args.k,
-                      calibration=args.calibration, overhead=args.overhead, draft_overhead=args.draft_overhead,
-                      overlap=args.overlap, calibration_lookup=calibration_lookup, engine=args.engine,
-                      engine_version=args.engine_version, layer_overhead=args.layer_overhead, tree=args.tree,
-                      verified=args.verified, draft_vocab=args.draft_vocab)
+    kwargs = deployment_kwargs(args, calibration_lookup)
+    if args.from_record:
+        use = None if args.record_batches is None else [int(b) for b in args.record_batches]
+        kwargs = record_inputs(read_record(args.from_record), kwargs, use)
+    if kwargs.get("context") is None:
+        kwargs["context"] = 0
+    return deployment(**kwargs)
+
+
+def deployment_kwargs(args: argparse.Namespace, calibration_lookup=None) -> dict:
+    """``deployment``'s keyword arguments from the parsed command line."""
+    return dict(target=args.target, draft=args.draft, target_shape=args.target_shape, draft_shape=args.draft_shape,
+                drafter_kind=args.drafter, exit_layer=args.exit_layer, gpu_name=args.gpu, bandwidth=args.bandwidth,
+                peak=args.peak, memory=args.memory, link=args.link, dtype=args.dtype, weight_bits=args.weight_bits,
+                tp=args.tp, batch=args.batch, context=args.context, draft_context=args.draft_context,
+                alpha=args.alpha, mean_accepted=args.mean_accepted, k=args.k, calibration=args.calibration,
+                overhead=args.overhead, draft_overhead=args.draft_overhead, overlap=args.overlap,
+                calibration_lookup=calibration_lookup, engine=args.engine, engine_version=args.engine_version,
+                layer_overhead=args.layer_overhead, tree=args.tree, verified=args.verified,
+                draft_vocab=args.draft_vocab, measured=args.measured)
 
 
 def run(argv: list[str], calibration_lookup=None, progress: bool | None = False) -> dict:
@@ -1604,7 +1970,7 @@ def main(argv=None) -> int:
                     f"{', '.join(c['fitted_to']['drafters'])}, {', '.join(c['fitted_to']['targets'])}")
             print(f"{c['gpu']:10} {c['name']:18} {what}")
         return 0
-    if args.target is None and args.target_shape is None:
+    if args.target is None and args.target_shape is None and args.from_record is None:
         p.error(f"--target is required: one of {', '.join(cost.PRESETS)}, a config.json path, or --target-shape")
     try:
         plot_file = plot_path(args.plot) if args.plot else None
