@@ -554,3 +554,41 @@ def test_judge_band_anchored_goal_and_what_is_not_judged():
     assert "the model's S" in calibrate.judge_band(_band_rows(), ANCHOR, "model").sentence
     with pytest.raises(validate.BadArgument, match="band_table rows"):
         calibrate.judge_band(_band_rows()[:3])
+
+
+def _term(bias, median, anchored):
+    return {"variant": "v", "bias B > 1": bias, "median B > 1": median, "anchored median": anchored}
+
+
+@pytest.mark.parametrize(("candidate", "kept"), [
+    (_term(0.099, 0.15, 0.06), True),  # smaller |bias|, medians equal: kept
+    (_term(-0.099, 0.15, 0.06), True),
+    (_term(0.10, 0.15, 0.06), False),  # the same |bias|: not an improvement
+    (_term(-0.10, 0.15, 0.06), False),
+    (_term(0.05, 0.1501, 0.06), False),  # the median at B > 1 grows
+    (_term(0.05, 0.15, 0.0601), False),  # the anchored median grows
+])
+def test_a_batch_term_is_kept_only_if_it_helps_without_hurting(candidate, kept):
+    base = _term(0.10, 0.15, 0.06)
+    assert calibrate.keeps(base, candidate) is kept
+
+
+def test_term_search_on_the_record():
+    cv = calibrate.cross_validate()
+    rows = calibrate.term_search(cv)
+    assert [r["variant"] for r in rows] == [calibrate.BASE, *calibrate.CANDIDATES]
+    base = rows[0]
+    acc = calibrate.residual_rows(cv)
+    err = np.array([r["error"] for r in acc])
+    big = np.array([r["batch"] > 1 for r in acc])
+    assert base["bias B > 1"] == pytest.approx(err[big].mean())
+    assert base["bias B = 1"] == pytest.approx(err[~big].mean())
+    assert len(acc) == cv.summary("source", calibrate.BASE, regime="acceptance only")["points"]
+    assert {r["verify_rows"] for r in acc if r["batch"] == 1 and not r["tree"]} <= {2, 3, 4, 5, 6}
+    for r in rows[1:]:
+        assert r["kept"] == calibrate.keeps(base, r)
+    # on today's record no candidate is kept: each trades one source's bias for another's (Chapter 6);
+    # should new data make one pass, cost must be able to price it before CHOSEN may move to it
+    assert calibrate.kept_term(rows) is None and cv.best("source") == calibrate.CHOSEN == calibrate.BASE
+    assert all(not calibrate.priceable(v) for v in calibrate.CANDIDATES)
+    assert "kept: none" in calibrate.term_text(rows)

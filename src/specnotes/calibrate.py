@@ -453,6 +453,12 @@ VARIANTS = {v.name: v for v in (
             "none", ("draft_overhead", "layer_overhead")),
     Variant("per-layer cost, overlapped", "the same with each kernel's memory and compute overlapped", "kernel",
             ("draft_overhead", "layer_overhead")),
+    Variant("+ GEMM tiles", "per-layer cost, and each GEMM's math priced in row tiles of 16 to 128 (tile fitted)",
+            "none", ("draft_overhead", "layer_overhead"), tiles=(16, 32, 64, 128)),
+    Variant("+ per-verified-token cost", "per-layer cost, and a time per drafted token the verify pass scores",
+            "none", ("draft_overhead", "layer_overhead", "spec_token_overhead")),
+    Variant("+ per-sequence cost", "per-layer cost, and a time per sequence in every pass (scheduling)", "none",
+            ("draft_overhead", "layer_overhead", "seq_overhead")),
 )}
 CHOSEN = "per-layer cost"  # the variant the stored calibrations use: the best by leave-one-source-out (--cv)
 SHRINK = 0.1  # weight of the pull toward the family's and the pooled knobs (log-knob units)
@@ -584,6 +590,13 @@ def _weight_bytes(c: Case, p) -> float:
     d = c.draft
     shape = d.layer if isinstance(d, cost.EagleHead) else getattr(d, "shape", d)
     return getattr(shape, "weight_bytes", c.target.weight_bytes)
+
+
+def priceable(variant: str) -> bool:
+    """Whether ``cost``'s time functions can price a variant: its free knobs are ``cost``'s, it combines a
+    kernel's times as ``cost`` does (no soft knee) and prices GEMM rows exactly (no tiles)."""
+    v = VARIANTS[variant]
+    return set(v.free) <= set(COST_KNOBS) and v.overlap != "knee" and not v.tiles
 
 
 def _knee_of(v: Variant) -> list[float]:
@@ -791,8 +804,10 @@ class CrossValidation:
         return [self.summary(s, v, regime=r) for s in schemes for v in self.predicted[s] for r in regimes]
 
     def best(self, scheme: str = "source") -> str:
-        """The variant with the smallest median |log ratio| under ``scheme`` (ties: the first listed)."""
-        return min(self.predicted[scheme], key=lambda v: self.summary(scheme, v)["median |log ratio|"])
+        """The variant ``cost`` can price (``priceable``) with the smallest median |log ratio| under ``scheme``
+        (ties: the first listed). The candidate batch terms are judged by ``term_search`` instead."""
+        return min((v for v in self.predicted[scheme] if priceable(v)),
+                   key=lambda v: self.summary(scheme, v)["median |log ratio|"])
 
 
 def regime_mask(rec: Record, regime: str) -> np.ndarray:
@@ -1077,6 +1092,90 @@ def bias_by_source(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADV
     rows = {str(s): cv.summary("source", variant, sources == s, regime)
             for s in dict.fromkeys(sources[cv.record.scored & regime_mask(cv.record, regime)])}
     return {s: (float(np.exp(row["bias"])), row["points"]) for s, row in rows.items()}
+
+
+# ---------------------------------------------------------------------------------------------- batch terms
+
+# Issue 34: candidate costs that grow with the batch, each added to the chosen variant and kept only if
+# leaving one source out improves the bias at B > 1 without making the median error worse.
+BASE = "per-layer cost"
+CANDIDATES = {
+    "+ GEMM tiles": "a GEMM computes its rows in tiles (16 to 128, fitted): a verify pass of B(k+1) rows pays for "
+                    "the whole last tile, so small-M GEMMs run below the roofline",
+    "+ per-verified-token cost": "a time for each drafted token the verify pass scores: sampling, the acceptance "
+                                 "test, tree masks, KV writes",
+    "+ per-sequence cost": "a time per sequence in every pass, draft passes included: the engine's scheduling "
+                           "and metadata per request per step",
+}
+
+
+def residual_rows(cv: CrossValidation, variant: str = BASE, regime: str = ADVISOR_REGIME) -> list[dict]:
+    """One row per held-out point of ``regime`` (leaving one source out): where it comes from, what might
+    explain its error (batch B, verify rows B·(k+1) or B·(tree + 1), the tokens a sequence drafts, weight
+    bits, engine) and the error log(predicted / measured)."""
+    keep = cv.record.scored & regime_mask(cv.record, regime)
+    pred = cv.predicted["source"][variant]
+    out = []
+    for i in np.flatnonzero(keep):
+        c = cv.record.cases[i]
+        out.append({"source": c.source, "series": c.series, "batch": c.batch, "k": c.k,
+                    "verify_rows": c.batch * (c.k + 1), "drafted": sum(c.widths) if c.widths else c.k,
+                    "tree": bool(c.widths), "weight_bits": round(8 * c.target.weight_bytes),
+                    "engine": calibration_name(c.engine, c.version), "gpu": getattr(c.accel, "name", c.accel),
+                    "error": float(np.log(pred[i] / cv.measured[i]))})
+    return out
+
+
+def term_search(cv: CrossValidation | None = None, base: str = BASE, candidates=tuple(CANDIDATES)) -> list[dict]:
+    """The base variant and each candidate term, held out by source: over the points predicted from their
+    acceptance alone the bias at B = 1 and at B > 1, the median |log ratio| at B > 1 and over every B, the
+    bias at B > 1 of each source, and the anchored regime's median; ``kept`` by ``keeps``."""
+    cv = cv or cross_validate()
+    rows = []
+    for v in (base, *candidates):
+        acc = residual_rows(cv, v)
+        err, batch = np.array([r["error"] for r in acc]), np.array([r["batch"] for r in acc])
+        sources = np.array([r["source"] for r in acc])
+        big = batch > 1
+        rows.append({"variant": v, "what": CANDIDATES.get(v, VARIANTS[v].what),
+                     "bias B = 1": float(err[~big].mean()), "bias B > 1": float(err[big].mean()),
+                     "median B > 1": float(np.median(np.abs(err[big]))), "median": float(np.median(np.abs(err))),
+                     "anchored median": cv.summary("source", v, regime="anchored")["median |log ratio|"],
+                     "bias B > 1 by source": {str(s): float(err[big & (sources == s)].mean())
+                                              for s in dict.fromkeys(sources[big])}})
+    for r in rows[1:]:
+        r["kept"] = keeps(rows[0], r)
+    rows[0]["kept"] = None
+    return rows
+
+
+def keeps(base: dict, candidate: dict) -> bool:
+    """The rule: a term is kept when, leaving one source out, its |bias| at B > 1 is smaller than the base's,
+    and neither its median |log ratio| at B > 1 (acceptance only) nor the anchored regime's median is larger."""
+    return (abs(candidate["bias B > 1"]) < abs(base["bias B > 1"]) and candidate["median B > 1"] <= base["median B > 1"]
+            and candidate["anchored median"] <= base["anchored median"])
+
+
+def term_text(rows: list[dict]) -> str:
+    """``term_search`` as plain text (what ``--cv`` prints): one line per variant, then what the rule keeps."""
+    lines = ["candidate batch terms (acceptance only, leaving one source out): kept only if the bias at B > 1 "
+             "shrinks and neither median grows",
+             f"{'variant':27} {'bias B=1':>8} {'bias B>1':>8} {'med B>1':>7} {'median':>7} {'anch med':>8}  kept  "
+             "bias B>1 by source"]
+    for r in rows:
+        by = ", ".join(f"{s} {b:+.3f}" for s, b in r["bias B > 1 by source"].items())
+        kept = "base" if r["kept"] is None else "yes" if r["kept"] else "no"
+        lines.append(f"{r['variant']:27} {r['bias B = 1']:+8.3f} {r['bias B > 1']:+8.3f} {r['median B > 1']:7.3f} "
+                     f"{r['median']:7.3f} {r['anchored median']:8.3f}  {kept:4}  {by}")
+    kept = kept_term(rows)
+    lines.append(f"kept: {kept}" if kept else f"kept: none; {rows[0]['variant']} stays")
+    return "\n".join(lines)
+
+
+def kept_term(rows: list[dict]) -> str | None:
+    """The kept candidate with the smallest |bias| at B > 1, or None."""
+    kept = [r for r in rows[1:] if r["kept"]]
+    return min(kept, key=lambda r: abs(r["bias B > 1"]))["variant"] if kept else None
 
 
 # ---------------------------------------------------------------------------------------------- goals
@@ -1529,6 +1628,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nbest leaving one source out: {best}; stored calibrations use: {CHOSEN}")
         print()
         print(band_text(cv))
+        print()
+        print(term_text(term_search(cv)))
     if args.write:
         write_calibrations(cv=cv)
         print("written to data/calibrations.json")
