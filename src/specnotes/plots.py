@@ -1015,3 +1015,54 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
         ax.set_title(title or "What the hit rule costs, per request")
         _legend(ax, source, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)  # under the axes
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# held-out residuals against what might explain them (Chapter 6)
+
+
+RESIDUAL_PANELS = (("batch", "Batch B (sequences)"), ("verify_rows", "Verify rows B·(k+1) (tokens per pass)"),
+                   ("drafted", "Tokens each sequence drafts (k, or the tree's)"), ("engine", "Engine (weight bits)"))
+
+
+def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str, source: str | None = None):
+    """Held-out errors log(predicted / measured) against what might explain them, one panel per quantity:
+    numeric ones on a log2 x axis, ``engine`` as categories (with the weight bits), one marker colour and
+    shape per published source, zero (an exact prediction) marked. ``rows``: ``calibrate.residual_rows``.
+    Returns the figure."""
+    if not rows:
+        raise ValueError("residual_panels needs at least one row")
+    sources = list(dict.fromkeys(r["source"] for r in rows))
+    with house_style():
+        cols = 2
+        fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(10, 4 * math.ceil(len(panels) / cols)),
+                                 sharey=True, squeeze=False)
+        for ax, (key, label) in zip(axes.flat, panels, strict=False):
+            if key == "engine":
+                names = sorted({f"{r['engine']} ({r['weight_bits']}-bit)" for r in rows})
+                place = {n: i for i, n in enumerate(names)}
+                x = lambda r, place=place: place[f"{r['engine']} ({r['weight_bits']}-bit)"]
+            else:
+                x = lambda r, key=key: r[key]
+            for i, s in enumerate(sources):
+                mine = [r for r in rows if r["source"] == s]
+                ax.plot([x(r) for r in mine], [r["error"] for r in mine], color=PALETTE[i % len(PALETTE)],
+                        marker=MARKERS[i % len(MARKERS)], label=f"measured: {s} ({len(mine)})",
+                        **{**MEASURED, "markersize": 6})
+            ax.axhline(0, color="0.2", linewidth=1, label="model = measured")
+            if key == "engine":
+                ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+                ax.set_xlim(-0.5, len(names) - 0.5)
+                ax.grid(False, axis="x")
+            else:
+                ax.set_xscale("log", base=2)
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlabel(label)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("log(predicted / measured)")
+        for ax in list(axes.flat)[len(panels):]:
+            ax.axis("off")
+        _legend(axes.flat[0], source, loc="best", fontsize=8)
+        fig.suptitle(title, fontweight="bold")
+        fig.tight_layout()
+    return fig
