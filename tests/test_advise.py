@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specnotes import advise, cost, validate
+from specnotes import advise, cost, hardware, validate
 from specnotes.cost import LLAMA_3_2_1B, LLAMA_3_8B, LLAMA_3_70B
 
 H100 = "H100-SXM"
@@ -305,7 +305,7 @@ def test_extrapolations_name_the_batches_past_the_fit():
 def test_a_custom_gpu_says_why_it_has_no_calibration():
     # the bug: "calibration 'specdecode_bench' does not exist for None"
     argv = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989", "--alpha",
-            "0.7", "--calibration", "specdecode_bench"]
+            "0.7", "--context", "0", "--calibration", "specdecode_bench"]
     with pytest.raises(validate.BadArgument) as err:
         advise.run(argv)
     assert "None" not in str(err.value)
@@ -323,7 +323,7 @@ def test_a_custom_gpu_says_why_it_has_no_calibration():
 
 def test_best_k_mode_turns_speculation_off_where_no_k_pays():
     r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.6",
-                    "--k", "best", "--batch", "1-4096", "--calibration", "none"])
+                    "--k", "best", "--batch", "1-4096", "--calibration", "none", "--context", "0"])
     args = (LLAMA_3_8B, LLAMA_3_2_1B, H100)
     off = [row for row in r["rows"] if row["best_k"] == 0]
     assert off and all(row["best_speedup"] == 1.0 and row["c"] > 0 for row in off)
@@ -343,14 +343,15 @@ def test_tp_splits_the_heads_evenly_or_replicates_kv_heads():
     assert advise.tp_choices(LLAMA_3_70B) == [1, 2, 4, 8, 16, 32, 64]
     assert advise.tp_choices(cost.ModelShape(2, 768, 12, 12, 3072, 1000)) == [1, 2, 3, 4, 6, 12]
     # 70B alone (n-gram lookup) takes tp = 64; with the 1B draft (32 query heads) on the same GPUs, 32 at most
-    ngram = ["--target", "Llama-3-70B", "--drafter", "ngram", "--gpu", H100, "--alpha", "0.6", "--tp", "64"]
+    ngram = ["--target", "Llama-3-70B", "--drafter", "ngram", "--gpu", H100, "--alpha", "0.6", "--tp", "64",
+             "--context", "0"]
     r = advise.run(ngram)
     # tp = 64 > 8 KV heads: each GPU keeps one KV head (replicated), as cost.max_batch prices it
     assert r["max_batch"] == cost.max_batch(LLAMA_3_70B, cost.NGRAM, H100, 0, k=4, tp=64)
     with pytest.raises(validate.BadArgument, match=r"--tp must be one of 1, 2, 4, 8, 16, 32 here \(Llama-3-70B: 64 "
                        r"query heads, 8 KV heads; Llama-3.2-1B: 32 query heads, 8 KV heads\)"):
         advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.6",
-                    "--tp", "64"])
+                    "--tp", "64", "--context", "0"])
 
 
 def test_run_raises_instead_of_exiting():
@@ -364,7 +365,8 @@ def test_unknown_calibration_is_named():
 
 
 def test_drafter_kinds_map_to_the_cost_models():
-    base = ["--target", "Llama-3-8B", "--gpu", H100, "--batch", "8", "--alpha", "0.6", "--calibration", "none"]
+    base = ["--target", "Llama-3-8B", "--gpu", H100, "--batch", "8", "--alpha", "0.6", "--calibration", "none",
+            "--context", "0"]
     eagle = advise.from_args(advise.parser().parse_args(base + ["--drafter", "eagle"]))
     head = eagle.draft  # EAGLE-1: fc from 2·d, one layer of the target's width, the target's full LM head
     assert isinstance(head, cost.EagleHead) and (head.fc_inputs, head.wide_qkv) == (2, False)
@@ -394,18 +396,21 @@ def test_drafter_kinds_map_to_the_cost_models():
 
 def test_mean_accepted_length_is_converted_at_the_k_it_was_measured_at():
     # the bug: --mean-accepted without --k was silently converted at the default k = 4
-    base = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--mean-accepted", "2.28"]
+    base = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--context", "0", "--mean-accepted",
+            "2.28"]
     with pytest.raises(validate.BadArgument, match="--mean-accepted needs the k it was measured at: give --k K"):
         advise.run(base)
     r = advise.run(base + ["--k", "3"])
     assert cost.expected_tokens(r["deployment"]["alpha"], 3) == pytest.approx(2.28, rel=1e-12)
     assert r["deployment"]["alpha_from"].endswith("at k = 3, by the inverse of E[N]")
-    at = advise.run(base[:-1] + ["2.28@3"])  # M@K says it, and the report then runs the default k = 4
-    assert at["deployment"]["alpha"] == r["deployment"]["alpha"] and at["deployment"]["k"] == 4
-    assert at["deployment"]["k_from"] == "k = 4: the default (--k not given)"
-    assert "(k = 4: the default (--k not given))" in advise.render(at)
+    at = advise.run(base[:-1] + ["2.28@3"])  # a mean measured at k = 3 runs at k = 3 unless --k says otherwise
+    assert at["deployment"]["alpha"] == r["deployment"]["alpha"] and at["deployment"]["k"] == 3
+    assert at["deployment"]["k_from"] == "the k --mean-accepted M@K was measured at"
+    assert "**k**: 3 (the k --mean-accepted M@K was measured at)" in advise.render(at)
+    other = advise.run(base[:-1] + ["2.28@3", "--k", "5"])  # --k says otherwise: α from k = 3, run at k = 5
+    assert other["deployment"]["alpha"] == r["deployment"]["alpha"] and other["deployment"]["k"] == 5
     best = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--k", "best",
-                       "--mean-accepted", "3@2"])
+                       "--mean-accepted", "3@2", "--context", "0"])
     assert best["deployment"]["alpha"] == pytest.approx(1.0, abs=1e-12)  # 3 tokens at k = 2: every draft accepted
 
 
@@ -437,12 +442,13 @@ def test_shapes_from_hugging_face_config_and_text(tmp_path):
     assert shape.name == "Meta-Llama-3-8B"
     assert advise.shape_from_text("32,4096,32,8,14336,128256").params == LLAMA_3_8B.params
     by_shape = advise.run(["--target-shape", "32,4096,32,8,14336,128256", "--draft-shape", "16,2048,32,8,8192,128256",
-                           "--gpu", H100, "--alpha", "0.7", "--calibration", "none"])
+                           "--gpu", H100, "--alpha", "0.7", "--calibration", "none", "--context", "0"])
     assert by_shape["rows"][0]["model_speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7)
     with pytest.raises(ValueError, match="--target-shape: shape must be six positive integers"):
-        advise.run(["--target-shape", "32,4096", "--drafter", "ngram", "--gpu", H100, "--alpha", "0.7"])
+        advise.run(["--target-shape", "32,4096", "--drafter", "ngram", "--gpu", H100, "--alpha", "0.7",
+                    "--context", "0"])
     r = advise.run(["--target", str(path), "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7",
-                    "--calibration", "none"])
+                    "--calibration", "none", "--context", "0"])
     assert r["rows"][0]["model_speedup"] == cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 1, 4, 0.7)
     (tmp_path / "moe.json").write_text(json.dumps({**config, "num_local_experts": 8}))
     with pytest.raises(ValueError, match="mixture-of-experts"):
@@ -458,25 +464,34 @@ def test_shapes_from_hugging_face_config_and_text(tmp_path):
 
 def test_a_gpu_not_in_the_table():
     r = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989",
-                    "--memory", "80", "--alpha", "0.8", "--batch", "1-64"])
+                    "--memory", "80", "--alpha", "0.8", "--batch", "1-64", "--context", "0"])
     same = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
-                       "--batch", "1-64", "--calibration", "pooled"])
+                       "--batch", "1-64", "--calibration", "pooled", "--context", "0"])
     assert [x["speedup"] for x in r["rows"]] == [x["speedup"] for x in same["rows"]]
     assert r["max_batch"] == same["max_batch"] and r["deployment"]["gpu"]["name"] == "custom GPU"
     nomem = advise.run(["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--bandwidth", "3350", "--peak", "989",
-                        "--alpha", "0.8"])
+                        "--alpha", "0.8", "--context", "0"])
     assert nomem["max_batch"] is None and nomem["limit"] == advise.NO_MEMORY_LIMIT
 
 
 @pytest.mark.parametrize("argv,says", [
     (["--alpha", "1.5"], "argument --alpha: must be a number in [0.0, 1.0], got 1.5"),
-    (["--alpha", "high"], "argument --alpha: must be a number in [0.0, 1.0], got 'high'"),
-    (["--gpu", "X100"], "--gpu must be one of T4, L4,"),
-    (["--batch", "0-5"], "--batch must be an integer >= 1, got 0"),
-    (["--batch", "64-8"], "--batch must be an integer >= 64, got 8"),
+    (["--alpha", "high"], "argument --alpha: must be a number in [0, 1] or a range LO-HI such as 0.5-0.8; got 'high'"),
+    (["--alpha", "0.8-0.5"], "argument --alpha: range must run from low to high, such as 0.5-0.8; got '0.8-0.5'"),
+    (["--gpu", "X100"], "--gpu 'X100' is not a GPU the table knows: It knows T4, L4,"),
+    (["--gpu", "h100"], "--gpu 'h100' is not a GPU the table knows: did you mean H100-SXM or H100-PCIe?"),
+    (["--target", "Llama-3-9B"], "--target 'Llama-3-9B' is not a preset the table knows: did you mean Llama-3-8B"),
+    (["--batch", "1-1000000000"], "--batch must be an integer in [1, 65536], got 1000000000"),
+    (["--batch", "1-1e9"], "--batch must be a positive integer or a range LO-HI such as 1-512; got '1-1e9'"),
+    (["--context", "1000000000000"], "argument --context: must be an integer in [0, 10000000], got 1000000000000"),
+    (["--plot", "/nonexistent/dir/s.png"], "--plot must be a file in a folder that exists and is writable; "
+                                           "'/nonexistent/dir' does not exist"),
+    (["--batch", "0-5"], "--batch must be an integer in [1, 65536], got 0"),
+    (["--batch", "64-8"], "--batch must be an integer in [64, 65536], got 8"),
     (["--batch", "lots"], "--batch must be a positive integer or a range LO-HI"),
     (["--k", "many"], "--k must be an integer in [1, 64] or 'best'"),
-    (["--drafter", "medusa"], "--drafter must be one of 'model', 'early-exit', 'ngram', 'eagle', 'eagle3'"),
+    (["--drafter", "medusa"], "--drafter 'medusa' is not a drafter the table knows: It knows model, early-exit, "
+                              "ngram, eagle, eagle3"),
     (["--dtype", "fp8", "--gpu", "A100-80GB"], "--dtype must be one of 'bf16', 'fp16', 'tf32', 'fp32' on A100-80GB"),
     (["--tp", "2", "--gpu", "A10G"], "--tp > 1 needs the GPU's link bandwidth"),
     (["--tp", "0"], "argument --tp: must be an integer >= 1, got 0"),
@@ -484,14 +499,14 @@ def test_a_gpu_not_in_the_table():
     (["--tp", "3"], "--tp must be one of 1, 2, 4, 8, 16, 32 here (Llama-3-8B: 32 query heads, 8 KV heads): tp must "
                     "divide the query heads, and divide the KV heads or be a multiple of them"),
     (["--tp", "1000"], "--tp must be one of 1, 2, 4, 8, 16, 32 here"),
-    (["--context", "1k"], "argument --context: must be an integer >= 0, got '1k'"),
+    (["--context", "1k"], "argument --context: must be an integer in [0, 10000000], got '1k'"),
     (["--weight-bits", "4.5"], "argument --weight-bits: must be an integer in [1, 16], got 4.5"),
     (["--memory", "0"], "argument --memory: must be a number > 0, got 0"),
     (["--plot", "/nonexistent/x.png"], "--plot must be a file in a folder that exists and is writable; "
                                        "'/nonexistent' does not exist"),
     (["--plot", "x.xyz"], "--plot must end in one of .eps,"),
     (["--plot", "x"], "--plot must end in one of .eps,"),
-    (["--context", "-1"], "argument --context: must be an integer >= 0, got -1"),
+    (["--context", "-1"], "argument --context: must be an integer in [0, 10000000], got -1"),
     (["--mean-accepted", "9", "--k", "4"], "--mean-accepted must be in [1, 5]"),
     (["--tree", "1,0,4", "--mean-accepted", "2"], "--tree must be the tokens per sequence at each draft level"),
     (["--tree", "1,4", "--mean-accepted", "2", "--k", "3"], "--k does not apply to a tree"),
@@ -504,7 +519,7 @@ def test_a_gpu_not_in_the_table():
     (["--target-shape", "32,4096,32,8,14336,128256"], "--target and --target-shape exclude each other"),
 ])
 def test_bad_input_names_the_flag_and_exits_2(argv, says, capsys):
-    base = {"--target": "Llama-3-8B", "--draft": "Llama-3.2-1B", "--gpu": H100, "--alpha": "0.7"}
+    base = {"--target": "Llama-3-8B", "--draft": "Llama-3.2-1B", "--gpu": H100, "--alpha": "0.7", "--context": "0"}
     if "--mean-accepted" in argv or "--tree" in argv:
         base.pop("--alpha")
     for flag in argv[::2]:
@@ -514,27 +529,33 @@ def test_bad_input_names_the_flag_and_exits_2(argv, says, capsys):
         advise.main(args)
     assert exit_.value.code == 2
     out, err = capsys.readouterr()
-    assert "usage: python -m specnotes.advise" in err and says in err, err
+    assert err.startswith("python -m specnotes.advise: error: ") and says in err.splitlines()[0], err  # message first
+    assert len(err.splitlines()) == 2 and "--help lists every option" in err  # not the whole usage
     assert out == ""  # nothing computed or printed first (--plot is checked before the report)
 
 
 @pytest.mark.parametrize("argv,says", [
-    (["--target", "Llama-3-8B", "--gpu", H100, "--alpha", "0.7"], "--draft is required with drafter 'model'"),
-    (["--target", "Llama-3-8B", "--gpu", H100, "--alpha", "0.7", "--drafter", "early-exit"],
+    (["--target", "Llama-3-8B", "--gpu", H100, "--alpha", "0.7",
+      "--context", "0"], "--draft is required with drafter 'model'"),
+    (["--target", "Llama-3-8B", "--gpu", H100, "--alpha", "0.7", "--drafter", "early-exit", "--context", "0"],
      "--exit-layer is required with drafter 'early-exit' (1..31)"),
-    (["--target", "Llama-3-8B", "--gpu", H100, "--alpha", "0.7", "--drafter", "early-exit", "--exit-layer", "32"],
+    (["--target", "Llama-3-8B", "--gpu", H100, "--alpha", "0.7", "--drafter", "early-exit", "--exit-layer", "32",
+      "--context", "0"],
      "--exit-layer must be an integer in [1, 31], got 32"),
-    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--alpha", "0.7"], "--gpu: give a GPU from the table"),
-    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100],
-     "--alpha or --mean-accepted: give one of them"),
-    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--k", "best", "--mean-accepted", "2"],
+    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--alpha", "0.7",
+      "--context", "0"], "--gpu: give a GPU from the table"),
+    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--context", "0"],
+     "--alpha or --mean-accepted: give the acceptance rate α (--alpha 0.7), a range if you do not know it yet "
+     "(--alpha 0.5-0.8: the report spans it), or a mean accepted length at its k (--mean-accepted 2.3@3). Measure α "
+     "on your traffic"),
+    (["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--k", "best", "--mean-accepted", "2",
+      "--context", "0"],
      "--mean-accepted needs the k it was measured at"),
-    (["--target", "GPT-5", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"],
-     "--target must be one of 'Llama-3-8B', 'Llama-3-70B', 'Llama-3.2-1B', 'Llama-3.1-8B', 'Llama-3.1-70B', "
-     "'Qwen3-8B', 'Qwen3-32B', 'Qwen3-0.6B', 'Qwen3-1.7B' or the path of a Hugging Face config.json"),
-    (["--target", "Qwen3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"],
+    (["--target", "GPT-5", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7", "--context", "0"],
+     "--target 'GPT-5' is not a preset the table knows: It knows Llama-3-8B, Llama-3-70B, Llama-3.2-1B"),
+    (["--target", "Qwen3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7", "--context", "0"],
      "--draft: its vocabulary (128256) must be the target's (151936)"),
-    (["--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"], "--target is required"),
+    (["--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7", "--context", "0"], "--target is required"),
 ])
 def test_missing_or_inconsistent_input_is_named(argv, says, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -543,8 +564,8 @@ def test_missing_or_inconsistent_input_is_named(argv, says, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"],
-    ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.0"],
+    ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8", "--context", "0"],
+    ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.0", "--context", "0"],
     ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--context", "8192", "--alpha", "0.8"],
     ["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "720", "--mean-accepted",
      "2.2548", "--k", "3", "--engine", "vllm", "--engine-version", "0.10.1", "--batch", "1-128"],
@@ -575,7 +596,8 @@ def test_recommendation_says_what_the_verdicts_say(argv):
 
 
 def test_a_report_that_does_not_fit_says_so_first():
-    r = advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"])
+    r = advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
+                    "--context", "0"])
     assert r["recommendation"].startswith("It does not fit") and r["verdict_line"] == "Does not fit in memory."
 
 
@@ -591,8 +613,8 @@ def test_self_speculation_with_a_window_pays_only_above_a_batch():
 
 def test_leave_it_off_points_to_another_k_that_pays():
     # α = 0.4: k = 4 never pays with a 1B draft on an H100, but k = 1 or 2 does at small batch
-    argv = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.4", "--batch", "1-64",
-            "--calibration", "none"]
+    argv = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--context", "0", "--alpha", "0.4",
+            "--batch", "1-64", "--calibration", "none"]
     r = advise.run(argv)
     best = advise.run(argv + ["--k", "best"])
     assert r["paying_batches"] == [] and any(row["best_k"] > 0 for row in r["rows"])
@@ -618,7 +640,8 @@ def test_memory_sentences_tell_weights_from_one_sequences_cache():
     assert "the weights fit (18.5 GB of 80 GB per GPU), but not one sequence's KV caches at L = 1000000" in text
     assert "weights alone" not in text and "(1–0)" not in text
     assert "**The model alone**: nowhere: not one sequence fits in memory." in text
-    big = advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8"])
+    big = advise.run(["--target", "Llama-3-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.8",
+                      "--context", "0"])
     assert big["weights_per_gpu_GB"] == (LLAMA_3_70B.memory_bytes + LLAMA_3_2_1B.memory_bytes) / 1e9 > 80
     assert big["recommendation"].startswith("It does not fit: the weights alone (144 GB per GPU) exceed the H100-SXM's "
                                             "memory (80 GB) with tp = 1.")
@@ -685,7 +708,8 @@ def test_json_schema_keys_are_the_documented_ones(done_when_json):
 def test_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
             "from specnotes import advise, exercises\n"
-            "r = advise.run('--target Llama-3-8B --draft Llama-3.2-1B --gpu H100-SXM --alpha 0.7'.split())\n"
+            "r = advise.run('--target Llama-3-8B --draft Llama-3.2-1B --gpu H100-SXM --alpha 0.7 "
+            "--context 0'.split())\n"
             "assert exercises.check('ch4.p3', exercises.answer('ch4.p3'))\n"
             "print(advise.render(r)[:20])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -757,12 +781,13 @@ def test_advisor_page_is_colab_ready_and_in_the_toc():
 def test_presets_for_the_models_and_gpus_people_deploy(target, draft, gpu_, tp):
     drafter = ["--drafter", "eagle3"] if draft == "eagle3" else ["--draft", draft]
     r = advise.run(["--target", target, *drafter, "--gpu", gpu_, "--tp", str(tp), "--alpha", "0.7", "--batch", "1-64",
-                    "--engine", "vllm"])
+                    "--engine", "vllm", "--context", "0"])
     t = cost.PRESETS[target]
     d = cost.eagle3_head(t) if draft == "eagle3" else cost.PRESETS[draft]
     assert r["deployment"]["gpu"]["name"] == gpu_ and r["deployment"]["target"]["params"] == t.params
     knobs = advise.from_args(advise.parser().parse_args(
-        ["--target", target, *drafter, "--gpu", gpu_, "--tp", str(tp), "--alpha", "0.7", "--engine", "vllm"])).model
+        ["--target", target, *drafter, "--gpu", gpu_, "--tp", str(tp), "--alpha", "0.7", "--engine", "vllm",
+         "--context", "0"])).model
     assert r["rows"][0]["model_speedup"] == cost.batch_speedup(t, d, gpu_, 1, 4, 0.7, tp=tp, **knobs)
     # every row names its datasheet
     assert r["deployment"]["gpu"]["source"].startswith("http")
@@ -864,7 +889,7 @@ def test_a_calibration_whose_gpu_is_in_doubt_says_so():
     assert "uncertain" not in note  # provenance is a note, not inside the Model line (issue 39)
     assert f"**Note.** {said}." in advise.render(r)
     named = advise.run(["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", "RTX-3090", "--batch", "8",
-                        "--alpha", "0.7", "--k", "2", "--calibration", "vllm"])
+                        "--alpha", "0.7", "--k", "2", "--calibration", "vllm", "--context", "0"])
     assert "the GPU is uncertain" in named["deployment"]["provenance"]
     h100 = advise.run(["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--batch", "1-128",
                        "--context", "720", "--mean-accepted", "2.2548", "--k", "3", "--engine", "vllm",
@@ -901,7 +926,7 @@ def test_measured_anchors_the_level_and_the_band_reaches_from_the_nearest_batch(
             "anchor" if b in (1, 16) else None)
     text = advise.render(r)
     assert "- **Anchored on**: S = 1.71 at B = 1, S = 1.68 at B = 16 (--measured)." in text
-    assert f"your engine runs at ×{level:.2f} its level" in text and "1.71 (anchor)" in text
+    assert f"your engine runs at ×{level:.2f} its level" in text and "1.71 (a)" in text
     # without α, the level a measurement implies sets it (and the level is then 1)
     implied = advise.run(EAGLE + ["--measured", "1:1.71,16:1.68"])
     assert implied["deployment"]["alpha_from"].startswith("implied by the measured level, E[N] = ")
@@ -944,7 +969,7 @@ def test_from_record_takes_the_deployment_from_a_llama_server_record():
     assert dep["anchor"]["held_back"] == [[4, pytest.approx(median[4])], [8, pytest.approx(median[8])]]
     rows = {row["batch"]: row for row in r["rows"]}
     assert rows[4]["measured_role"] == rows[8]["measured_role"] == "held back"
-    assert "0.68 (held back)" in advise.render(r) or f"{median[4]:.2f} (held back)" in advise.render(r)
+    assert f"{median[4]:.2f} (h)" in advise.render(r) and f"{median[1]:.2f} (a)" in advise.render(r)
     every = advise.run(["--from-record", SHIPPED])
     assert [b for b, _ in every["deployment"]["anchor"]["measured"]] == [1, 2, 4, 8]
 
@@ -984,3 +1009,70 @@ def test_a_serve_speedup_record_of_a_gpu_engine(tmp_path):
         advise.run(base + ["--from-record", str(tmp_path / "other.json")])
     with pytest.raises(validate.BadArgument, match="cannot read"):
         advise.run(base + ["--from-record", str(tmp_path / "missing.json")])
+
+
+# ---------------------------------------------------------------------------------------------- as a team uses it
+
+
+def test_an_alpha_range_spans_the_band():
+    base = ["--target", "Llama-3.1-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--context", "1024", "--batch",
+            "1-256", "--engine", "vllm"]
+    r = advise.run(base + ["--alpha", "0.5-0.8"])
+    dep = r["deployment"]
+    assert dep["alpha"] == pytest.approx(0.65) and dep["alpha_from"].startswith("a range 0.5–0.8")
+    assert "Chapter 3" in dep["alpha_from"]  # how to measure it
+    band = _stored_band()
+    knobs = advise.from_args(advise.parser().parse_args(base + ["--alpha", "0.7"])).model
+    s = lambda b, a: cost.batch_speedup(cost.LLAMA_3_1_8B, LLAMA_3_2_1B, H100, b, 4, a, 1024, **knobs)
+    for row in r["rows"]:
+        b = row["batch"]
+        low, centre, high = band.factors(math.log2(b))
+        assert row["speedup"] == pytest.approx(s(b, 0.65) * centre)
+        assert row["band"] == pytest.approx([s(b, 0.5) * low, s(b, 0.8) * high])
+    one = advise.run(base + ["--alpha", "0.65"])
+    assert all(x["band"][1] - x["band"][0] > y["band"][1] - y["band"][0] for x, y in zip(r["rows"], one["rows"],
+                                                                                        strict=True))
+    assert advise.alpha_range("0.7") == (0.7, 0.7) and advise.alpha_range("0.5-0.8") == (0.5, 0.8)
+
+
+def test_names_match_without_regard_to_case_and_suggest_the_nearest():
+    canonical = advise.run(["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", "H200", "--dtype", "bf16",
+                            "--alpha", "0.7", "--context", "512"])
+    loose = advise.run(["--target", "llama-3.1-8b", "--drafter", "EAGLE3", "--gpu", "h200", "--dtype", "BF16",
+                        "--alpha", "0.7", "--context", "512"])
+    assert loose["rows"] == canonical["rows"] and loose["deployment"]["gpu"]["name"] == "H200"
+    assert advise.match_name("gpu", "h100-sxm", hardware.ACCELERATORS) == "H100-SXM"
+    assert advise.match_name("gpu", "mi300", hardware.ACCELERATORS) == "MI300X"  # the one name it starts
+    with pytest.raises(validate.BadArgument, match="did you mean H100-SXM or H100-PCIe"):
+        advise.match_name("gpu", "H100", hardware.ACCELERATORS)
+    with pytest.raises(validate.BadArgument, match="did you mean Qwen3-8B"):
+        advise.match_name("target", "Qwen-8B", ["Qwen3-8B", "Qwen3-32B"])
+    assert advise.match_name("target", "Qwen3-8", ["Qwen3-8B", "Qwen3-32B"]) == "Qwen3-8B"  # the one it starts
+
+
+def test_the_context_is_required_and_bounded():
+    base = ["--target", "Llama-3.1-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--alpha", "0.7"]
+    with pytest.raises(validate.BadArgument, match="--context is required: the context L your requests decode at"):
+        advise.run(base)
+    with pytest.raises(validate.BadArgument, match=r"must be an integer in \[0, 10000000\]"):
+        advise.run(base + ["--context", "20000000"])
+
+
+@pytest.mark.parametrize("argv", [
+    DONE_WHEN,
+    ["--target", "Qwen3-8B", "--drafter", "eagle3", "--gpu", H100, "--tree", "1,4,4", "--verified", "21",
+     "--mean-accepted", "2.92", "--batch", "1-128", "--context", "300", "--engine", "sglang"],
+    ["--target", "Llama-3.1-8B", "--drafter", "ngram", "--gpu", "A100-80GB", "--batch", "1-512", "--context", "512",
+     "--mean-accepted", "1.75@4", "--draft-overhead-ms", "0.2", "--engine", "vllm"],
+    ["--target", "Llama-3.1-70B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--tp", "4", "--batch", "1-512",
+     "--context", "4096", "--alpha", "0.8", "--k", "best", "--engine", "vllm"],
+    ["--from-record", SHIPPED, "--record-batches", "1,2", "--batch", "1-8"],
+])
+def test_the_report_fits_a_terminal_and_its_table_a_phone(argv, capsys):
+    assert advise.main(argv) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    r = advise.run(argv)
+    key = advise.key_table(r).splitlines()
+    assert len(key[0].split("|")) - 2 <= 6 and max(len(line) for line in key) <= 64  # a 390 px phone
+    assert advise.render(r).splitlines()[2].startswith(f"**{r['verdict_line']}**")  # the verdict first

@@ -188,6 +188,7 @@ class Deployment:
     band_about: dict | None = None  # how the band was built and how often it covered held-out points
     provenance: str = ""  # a note on where the calibration's data come from
     anchor: Anchor | None = None  # the reader's measurement the model's level is anchored on
+    alpha_span: tuple[float, float] | None = None  # --alpha LO-HI: S is at the middle, the band spans both ends
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -223,6 +224,31 @@ def shape_from_config(path) -> ModelShape:
                       tied_embeddings=bool(config.get("tie_word_embeddings", False)))
 
 
+def _flat(text) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(text).lower())
+
+
+def match_name(arg: str, value: str, choices, what: str = "one of") -> str:
+    """``value`` as one of ``choices``, matched without regard to case or punctuation ("h200" → "H200",
+    "llama-3.1-8b" → "Llama-3.1-8B"); a prefix of exactly one choice is that choice. Otherwise a BadArgument
+    naming the nearest choices first ("did you mean ...?") and then all of them."""
+    import difflib
+
+    choices = list(choices)
+    if value in choices:
+        return value
+    flat = {_flat(c): c for c in choices}
+    if _flat(value) in flat:
+        return flat[_flat(value)]
+    starts = [c for f, c in flat.items() if _flat(value) and f.startswith(_flat(value))]
+    if len(starts) == 1:
+        return starts[0]
+    near = starts or [flat[f] for f in difflib.get_close_matches(_flat(value), list(flat), n=3, cutoff=0.6)]
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise validate.BadArgument(f"{arg} {value!r} is not {what} the table knows: {hint}It knows "
+                               f"{', '.join(choices)}")
+
+
 def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
     """A preset name, a config.json path, or (``shape_text``) six integers; ``name`` is the argument's."""
     if shape_text is not None:
@@ -234,8 +260,9 @@ def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
             raise validate.BadArgument(f"{name}_shape: {err}") from None
     if isinstance(value, ModelShape):
         return value
-    if value in cost.PRESETS:
-        return cost.PRESETS[value]
+    known = {**cost.PRESETS, **_shipped_shapes()}
+    if value in known:
+        return known[value]
     if value is not None and str(value).endswith(".json"):
         if not Path(value).is_file():
             raise validate.BadArgument(f"{name} must be a preset or a config.json that exists; {value!r} does not")
@@ -243,17 +270,26 @@ def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
             return shape_from_config(value)
         except (validate.BadArgument, json.JSONDecodeError) as err:
             raise validate.BadArgument(f"{name}: {err}") from None
-    raise validate.BadArgument(f"{name} must be one of {', '.join(map(repr, cost.PRESETS))} or the path of a "
-                               f"Hugging Face config.json; got {value!r}")
+    if value is None:
+        raise validate.BadArgument(f"{name} is required: a preset ({', '.join(known)}), the path of a Hugging Face "
+                                   f"config.json, or --{name}-shape")
+    try:
+        return known[match_name(name, value, known, "a preset")]
+    except validate.BadArgument as err:
+        raise validate.BadArgument(f"{err}; or give the path of a Hugging Face config.json") from None
+
+
+MAX_BATCH = 1 << 16  # the largest batch a report considers (NO_MEMORY_LIMIT)
+MAX_CONTEXT = 10_000_000  # tokens: past the longest context window any model publishes (10M, Llama 4 Scout)
 
 
 def batch_range(text) -> tuple[int, int]:
-    """``"64"`` → (64, 64); ``"1-512"`` → (1, 512)."""
+    """``"64"`` → (64, 64); ``"1-512"`` → (1, 512); at most ``MAX_BATCH``."""
     lo, sep, hi = str(text).partition("-")
     if not lo.strip().isdigit() or (sep and not hi.strip().isdigit()):
         raise validate.BadArgument(f"batch must be a positive integer or a range LO-HI such as 1-512; got {text!r}")
-    lo = validate.integer("batch", int(lo), low=1)
-    hi = validate.integer("batch", int(hi), low=lo) if sep else lo
+    lo = validate.integer("batch", int(lo), low=1, high=MAX_BATCH)
+    hi = validate.integer("batch", int(hi), low=lo, high=MAX_BATCH) if sep else lo
     return lo, hi
 
 def k_value(text) -> int | None:
@@ -270,10 +306,18 @@ def alpha_value(alpha, mean_accepted, k: int | None, k_given: bool = True) -> tu
 
     A mean accepted length depends on the k it was measured at: "M" needs ``k`` given (``k_given``), and
     with ``--k best`` only "M@K" says it."""
-    if (alpha is None) == (mean_accepted is None):
-        raise validate.BadArgument("alpha or mean_accepted: give one of them (not both)")
+    if alpha is not None and mean_accepted is not None:
+        raise validate.BadArgument("alpha or mean_accepted: give one of them, not both")
+    if alpha is None and mean_accepted is None:
+        raise validate.BadArgument("alpha or mean_accepted: give the acceptance rate α (--alpha 0.7), a range if you "
+                                   "do not know it yet (--alpha 0.5-0.8: the report spans it), or a mean accepted "
+                                   f"length at its k (--mean-accepted 2.3@3). {MEASURE_ALPHA}")
     if alpha is not None:
-        return validate.probability("alpha", alpha), "given"
+        lo_hi = alpha_range(alpha)
+        if lo_hi[0] != lo_hi[1]:
+            return sum(lo_hi) / 2, (f"a range {lo_hi[0]:g}–{lo_hi[1]:g}: S at the middle, the band spans both ends "
+                                    f"({MEASURE_ALPHA_SHORT})")
+        return lo_hi[0], "given"
     text, _, at = str(mean_accepted).partition("@")
     measured_k = k if not at else validate.integer("mean_accepted", int(at) if at.strip().isdigit() else at, low=1)
     if measured_k is None or not (at or k_given):
@@ -290,6 +334,29 @@ def alpha_value(alpha, mean_accepted, k: int | None, k_given: bool = True) -> tu
     return alpha, f"from a mean accepted length of {mean:g} tokens at k = {measured_k}, by the inverse of E[N]"
 
 
+MEASURE_ALPHA = ("Measure α on your traffic: Chapter 3 measures a pair's, and python -m specnotes.bench serve records "
+                 "the engine's acceptance where the engine reports it.")
+MEASURE_ALPHA_SHORT = "measure α: Chapter 3, or the acceptance bench serve records"
+
+
+def alpha_range(value) -> tuple[float, float]:
+    """``0.7`` or ``"0.7"`` → (0.7, 0.7); ``"0.5-0.8"`` → (0.5, 0.8): α in [0, 1], low ≤ high."""
+    if isinstance(value, tuple):
+        lo, hi = value
+    else:
+        lo, sep, hi = str(value).partition("-")
+        hi = hi if sep else lo
+    try:
+        lo, hi = float(lo), float(hi)
+    except ValueError:
+        raise validate.BadArgument(f"alpha must be a number in [0, 1] or a range LO-HI such as 0.5-0.8; got "
+                                   f"{value!r}") from None
+    lo, hi = validate.probability("alpha", lo), validate.probability("alpha", hi)
+    if lo > hi:
+        raise validate.BadArgument(f"alpha range must run from low to high, such as 0.5-0.8; got {value!r}")
+    return lo, hi
+
+
 def tree_value(text, verified=None) -> tuple[tuple[int, ...], int]:
     """``"1,4,4"`` → the tree's tokens per sequence at each draft level, and the tree tokens verified per
     sequence (``verified``, default the sum of the widths)."""
@@ -304,9 +371,12 @@ def tree_value(text, verified=None) -> tuple[tuple[int, ...], int]:
 
 def gpu(name=None, bandwidth=None, peak=None, memory=None, link=None, dtype: str = "bf16") -> hardware.Accelerator:
     """A row of the accelerator table, or one built (or overridden) from GB/s, TFLOP/s and GB."""
-    if name is not None and name not in hardware.ACCELERATORS:
-        raise validate.BadArgument(f"gpu must be one of {', '.join(hardware.ACCELERATORS)}; got {name!r} "
-                                   "(or give bandwidth and peak for one that is not in the table)")
+    if name is not None:
+        try:
+            name = match_name("gpu", name, hardware.ACCELERATORS, "a GPU")
+        except validate.BadArgument as err:
+            raise validate.BadArgument(f"{err}; or give --bandwidth and --peak for one that is not in the table") \
+                from None
     if name is None and (bandwidth is None or peak is None):
         raise validate.BadArgument("gpu: give a GPU from the table, or both bandwidth (GB/s) and peak (TFLOP/s)")
     given = {"bandwidth": bandwidth, "peak": peak, "memory": memory, "link": link}
@@ -329,7 +399,7 @@ def gpu(name=None, bandwidth=None, peak=None, memory=None, link=None, dtype: str
 def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer,
             draft_vocab: int | None = None) -> tuple[cost.Draft, str]:
     """(the cost model's drafter, its name) for a drafter kind."""
-    validate.choice("drafter", kind, DRAFTERS)
+    kind = match_name("drafter", kind, DRAFTERS, "a drafter")
     if kind != "model" and draft is not None:
         raise validate.BadArgument(f"draft: a separate draft model goes with drafter 'model', not {kind!r}")
     if kind != "early-exit" and exit_layer is not None:
@@ -661,9 +731,10 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     ``measured``: S measured on the reader's engine, "B:S[,B:S...]" or [(B, S), ...], from ``measured_from``
     (a record's ``held_back`` points and per-batch ``quartiles`` travel along): the model's S(B) is anchored to
     their level (``anchored``), and α, if not given, is the one that level implies."""
+    drafter_kind = match_name("drafter", drafter_kind, DRAFTERS, "a drafter")
     target_shape_ = model_shape("target", target, target_shape)
     draft_shape_ = None if draft is None and draft_shape is None else model_shape("draft", draft, draft_shape)
-    validate.choice("dtype", dtype, hardware.DTYPE_BYTES)
+    dtype = match_name("dtype", dtype, hardware.DTYPE_BYTES, "a dtype")
     accel = gpu(gpu_name, bandwidth, peak, memory, link, dtype)
     if device_label:
         accel = replace(accel, name=device_label)
@@ -687,10 +758,15 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
                                 [the_draft.layer] if isinstance(the_draft, cost.EagleHead) else [])
     tp_check(tp, shapes)
     lo_hi = batch_range(batch)
-    context = validate.integer("context", context, low=0)
+    if context is None:
+        raise validate.BadArgument("context is required: the context L your requests decode at, in tokens (prompt "
+                                   "plus half the output, on average). The KV reads it sets can change the answer "
+                                   "completely; 0 prices the weights alone")
+    context = validate.integer("context", context, low=0, high=MAX_CONTEXT)
     if draft_context is not None:
-        draft_context = validate.integer("draft_context", draft_context, low=0)
+        draft_context = validate.integer("draft_context", draft_context, low=0, high=MAX_CONTEXT)
     widths, tokens = None, None
+    span = alpha_range(alpha) if alpha is not None and tree is None else None
     if tree is not None:
         if k is not None:
             raise validate.BadArgument("k does not apply to a tree: its depth is the number of --tree widths and "
@@ -706,6 +782,9 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     else:
         if verified is not None:
             raise validate.BadArgument("verified goes with --tree")
+        at = str(mean_accepted).partition("@")[2].strip() if mean_accepted is not None else ""
+        k_from_mean = k is None and at.isdigit()
+        k = at if k_from_mean else k  # a mean measured at K runs at K unless --k says otherwise
         k_given = k is not None
         k_ = K_DEFAULT if k is None else k_value(k)
         if measured is not None and (not k_given or k_ is None):
@@ -716,7 +795,8 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
         else:
             alpha, alpha_from = alpha_value(alpha, mean_accepted, k_, k_given)
             alpha_from = alpha_note or alpha_from
-        k_from = "given" if k_given else f"k = {K_DEFAULT}: the default (--k not given)"
+        k_from = ("the k --mean-accepted M@K was measured at" if k_from_mean else "given" if k_given else
+                  f"k = {K_DEFAULT}: the default (--k not given)")
     engine = None if engine is None else str(engine).strip().lower() or None
     req = request_of(accel, gpu_name if accel is hardware.ACCELERATORS.get(gpu_name) else None, engine,
                      engine_version, drafter_kind, target_shape_, draft_shape_, tp, lo_hi, context, widths is not None)
@@ -734,7 +814,8 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     dep = Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
                      alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
                      res.warnings, k_from, widths, tokens, engine, engine_version, band, res.extrapolations,
-                     res.fitted_batch, res.band_about if band else None, res.provenance)
+                     res.fitted_batch, res.band_about if band else None, res.provenance,
+                     alpha_span=span if span and span[0] != span[1] else None)
     if measured is None:
         return dep
     variant = res.band_about["variant"] if res.band_about else None
@@ -847,6 +928,14 @@ def _band_factors(band, x: float) -> tuple[float, float, float]:
     return band.factors(x)
 
 
+def end_speedups(dep: Deployment, batch: int, k: int) -> tuple[float, float]:
+    """The model's S at ``batch`` at the low and the high end of an α range (both the same without one)."""
+    if dep.alpha_span is None:
+        s = speedup(dep, batch, k)
+        return s, s
+    return tuple(speedup(replace(dep, alpha=a), batch, k) for a in dep.alpha_span)
+
+
 def best_speedup(dep: Deployment, batch: int) -> float:
     """The model's S at ``batch`` with the k in use, or the best speculating k's (``k_on``) where k is "best"."""
     return speedup(dep, batch, k_on(dep, batch))
@@ -857,8 +946,8 @@ def verdict_batches(dep: Deployment, limit: int) -> dict | None:
     ranges up to ``limit`` (``calibrate.verdict_of`` at every batch); None without a band."""
     if band_of(dep) is None or limit < 1:
         return None
-    sure = cost.batch_ranges(lambda b: best_speedup(dep, b) * factors(dep, b)[0] > 1, limit)
-    maybe = cost.batch_ranges(lambda b: best_speedup(dep, b) * factors(dep, b)[2] >= 1, limit)
+    sure = cost.batch_ranges(lambda b: end_speedups(dep, b, k_on(dep, b))[0] * factors(dep, b)[0] > 1, limit)
+    maybe = cost.batch_ranges(lambda b: end_speedups(dep, b, k_on(dep, b))[1] * factors(dep, b)[2] >= 1, limit)
     return {"pays": [list(r) for r in sure], "uncertain": [list(r) for r in _subtract(maybe, sure)],
             "loses": [list(r) for r in _subtract([(1, limit)], maybe)]}
 
@@ -951,7 +1040,8 @@ def row(dep: Deployment, batch: int, limit: int | None) -> dict:
         levels, tokens = drafted, cost.expected_tokens(dep.alpha, k)
     s = speedup(dep, batch, k)
     low, centre, high = factors(dep, batch)
-    band = [s * low, s * high] if band_of(dep) else None
+    s_low, s_high = end_speedups(dep, batch, k)
+    band = [s_low * low, s_high * high] if band_of(dep) else None
     measured = dict(dep.anchor.measured + dep.anchor.held_back) if dep.anchor else {}
     return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s * centre,
             "model_speedup": s, "band": band,
@@ -1399,7 +1489,7 @@ def key_table(report: dict) -> str:
         columns.insert(2 if dep["band"] else 1, ("k", lambda r: f"{r['k']}"))
     if dep["anchor"]:
         columns.append(("measured", lambda r: "" if r["measured"] is None else
-                        f"{r['measured']:.2f}" + (" (anchor)" if r["measured_role"] == "anchor" else " (held back)")))
+                        f"{r['measured']:.2f}" + (" (a)" if r["measured_role"] == "anchor" else " (h)")))
     return _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in report["rows"]])
 
 
@@ -1465,6 +1555,7 @@ def render(report: dict) -> str:
           "predictions; band: where the measured S lay for " if dep["anchor"] else "S: the central estimate, the "
           "model's S times the median error of the nearest held-out points; band: where the measured S lay for ")
          + f"{dep['band']['nominal']:.0%} of them; model: the model's S alone. * extrapolated past the fit."
+         + (" Measured: (a) anchored on, (h) held back for comparison." if dep["anchor"] else "")
          if dep["band"] else "No band: the engine knobs were set by hand."),
         "",
         f"- **Target**: {t['name']}, {_params(t['params'])} matmul parameters; **draft**: {d['name']}, "
@@ -1649,6 +1740,14 @@ FLAGS = {"target": "--target", "target_shape": "--target-shape", "draft": "--dra
          "from_record": "--from-record", "record_batches": "--record-batches"}
 
 
+def _alpha_arg(text) -> str:
+    try:
+        alpha_range(text)
+    except validate.BadArgument as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("alpha ")) from None
+    return text
+
+
 def _batch_list(text) -> list[int]:
     parts = [p.strip() for p in str(text).split(",")]
     if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
@@ -1669,6 +1768,14 @@ def flag_message(message: str) -> str:
     return name + sep + rest
 
 
+class _Parser(argparse.ArgumentParser):
+    """The CLI's parser: an error prints its message first and one line on where the options are, not the
+    whole usage (exit status 2, as argparse)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n(python -m specnotes.advise --help lists every option)\n")
+
+
 class _RaisingParser(argparse.ArgumentParser):
     """For ``run``: a command line that argparse rejects raises BadArgument instead of exiting."""
 
@@ -1680,7 +1787,8 @@ POSITIVE = validate.cli(validate.number, low=0, low_open=True)  # GB/s, TFLOP/s,
 TOKENS = validate.cli(validate.integer, low=0)
 
 
-def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
+def parser(cls=None) -> argparse.ArgumentParser:
+    cls = cls or _Parser
     p = cls(prog="python -m specnotes.advise",
             description="Does speculative decoding pay for my deployment? A one-page report from the book's cost "
                         "model, with its cross-validated error.",
@@ -1715,9 +1823,12 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "the KV heads")
     w = p.add_argument_group("workload")
     w.add_argument("--batch", default="1", help="a batch size, or a range such as 1-512 (default 1)")
-    w.add_argument("--context", type=TOKENS, help="context length L, tokens (default 0)")
+    w.add_argument("--context", type=validate.cli(validate.integer, low=0, high=MAX_CONTEXT),
+                   help="context length L your requests decode at, tokens (required; a --from-record of llama-server "
+                        "gives it)")
     w.add_argument("--draft-context", type=TOKENS, help="the draft's own KV length (a window), tokens")
-    w.add_argument("--alpha", type=validate.cli(validate.probability), help="acceptance rate α in [0, 1]")
+    w.add_argument("--alpha", type=_alpha_arg, help="acceptance rate α in [0, 1], or a range LO-HI such as 0.5-0.8 "
+                                                    "when you do not know it yet")
     w.add_argument("--mean-accepted", help="mean tokens per iteration (bonus included), measured at --k, or M@K")
     w.add_argument("--k", help=f"draft tokens per iteration, or 'best' (default {K_DEFAULT}, and the report says so)")
     m = p.add_argument_group("your measurement (anchors the model's level on it)")
@@ -1897,8 +2008,6 @@ def from_args(args: argparse.Namespace, calibration_lookup=None) -> Deployment:
     if args.from_record:
         use = None if args.record_batches is None else [int(b) for b in args.record_batches]
         kwargs = record_inputs(read_record(args.from_record), kwargs, use)
-    if kwargs.get("context") is None:
-        kwargs["context"] = 0
     return deployment(**kwargs)
 
 
