@@ -1,5 +1,6 @@
 """python -m specnotes.advise: its numbers are the book's functions', its errors name the flag."""
 
+import dataclasses
 import json
 import math
 import re
@@ -1076,3 +1077,15 @@ def test_the_report_fits_a_terminal_and_its_table_a_phone(argv, capsys):
     key = advise.key_table(r).splitlines()
     assert len(key[0].split("|")) - 2 <= 6 and max(len(line) for line in key) <= 64  # a 390 px phone
     assert advise.render(r).splitlines()[2].startswith(f"**{r['verdict_line']}**")  # the verdict first
+
+
+def test_a_level_far_from_the_records_is_warned_about_at_its_edges():
+    r = advise.run(EAGLE + ["--alpha", "0.62", "--measured", "1:1.71"])
+    dep = advise.from_args(advise.parser().parse_args(EAGLE + ["--alpha", "0.62", "--measured", "1:1.71"]))
+    lo, hi = math.exp(-max(dep.band.errors)), math.exp(-min(dep.band.errors))
+    at = lambda level: advise.anchor_warnings(dataclasses.replace(dep, anchor=dataclasses.replace(dep.anchor,
+                                                                                                   level=level)))
+    assert at(lo / 1.5) == [] and at(hi * 1.5) == []  # the edges are inside
+    assert at(lo / 1.5 * 0.999) and at(hi * 1.5 * 1.001)
+    assert "far outside what the published engines ran at" in at(0.1)[0]
+    assert r["warnings"] == at(r["deployment"]["anchor"]["level"])

@@ -592,3 +592,15 @@ def test_term_search_on_the_record():
     assert calibrate.kept_term(rows) is None and cv.best("source") == calibrate.CHOSEN == calibrate.BASE
     assert all(not calibrate.priceable(v) for v in calibrate.CANDIDATES)
     assert "kept: none" in calibrate.term_text(rows)
+
+
+@pytest.mark.parametrize(("goal", "inside", "outside"), [
+    ("median", dict(median=0.10), dict(median=0.1001)), ("bias", dict(bias=0.05), dict(bias=0.0501)),
+    ("bias", dict(bias=-0.05), dict(bias=-0.0501)), ("verdict", dict(verdict=0.95), dict(verdict=0.9499)),
+    ("coverage", dict(coverage=0.80), dict(coverage=0.7999))])
+def test_judge_at_each_goals_edge(goal, inside, outside):
+    numbers = dict(median=0.05, bias=0.0, verdict=0.97, coverage=0.9)
+    make = lambda n: calibrate.judge(_row(n["median"], n["bias"], n["verdict"]), coverage=n["coverage"])
+    met, missed = make({**numbers, **inside}), make({**numbers, **outside})
+    assert met.met[goal] and "every goal is met" in met.sentence
+    assert missed.met[goal] is False and "Not met: " in missed.sentence
