@@ -604,3 +604,11 @@ def test_judge_at_each_goals_edge(goal, inside, outside):
     met, missed = make({**numbers, **inside}), make({**numbers, **outside})
     assert met.met[goal] and "every goal is met" in met.sentence
     assert missed.met[goal] is False and "Not met: " in missed.sentence
+
+
+@pytest.mark.parametrize(("decisive", "right", "says"), [
+    (42, 42, "and all of them were right."), (42, 41, "and 41 of them were right."),
+    (3, 0, "and none of them was right."), (0, 0, "None of the 51 points got a decisive verdict.")])
+def test_decisive_text_says_all_only_when_every_one_was_right(decisive, right, says):
+    row = {"points": 51, "decisive": decisive, "decisive_share": decisive / 51, "right": right}
+    assert calibrate.decisive_text(row).endswith(says)

@@ -1193,6 +1193,7 @@ class Goals:
     ok: bool
     sentence: str
     numbers: dict
+    said: dict = dataclasses.field(default_factory=dict)  # {goal: its number and target, in words}
 
 
 def judge(row: dict, coverage: float | None = None) -> Goals:
@@ -1282,7 +1283,20 @@ def judge_band(rows: list[dict], anchor_rows: list[dict] | None = None, estimate
             f"anchored up to 8× above the measured batch, median {numbers['anchor_median']:.3f} "
             f"(goal ≤ {g['anchor_median']:.2f})"}
     what = "the band's central estimate" if e == "centre" else "the model's S"
-    return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers)
+    return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers, said)
+
+
+def decisive_text(row: dict) -> str:
+    """What a ``band_table`` row says of its verdicts, in one sentence: the share of points given a decisive
+    verdict, and how many of those were right ("all" only when every one was)."""
+    if not row.get("points"):
+        raise validate.BadArgument("decisive_text needs a band_table row with points")
+    if not row["decisive"]:
+        return f"None of the {row['points']} points got a decisive verdict."
+    right = ("all of them were right" if row["right"] == row["decisive"] else
+             "none of them was right" if row["right"] == 0 else f"{row['right']} of them were right")
+    return (f"{row['decisive_share']:.0%} of the {row['points']} points got a decisive verdict ({row['decisive']}), "
+            f"and {right}.")
 
 
 # ---------------------------------------------------------------------------------------------- one fit

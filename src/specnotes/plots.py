@@ -1025,11 +1025,13 @@ RESIDUAL_PANELS = (("batch", "Batch B (sequences)"), ("verify_rows", "Verify row
                    ("drafted", "Tokens each sequence drafts (k, or the tree's)"), ("engine", "Engine (weight bits)"))
 
 
-def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str, source: str | None = None):
+def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str, source: str | None = None,
+                    band: Sequence | None = None, band_label: str = "model: its band"):
     """Held-out errors log(predicted / measured) against what might explain them, one panel per quantity:
     numeric ones on a log2 x axis, ``engine`` as categories (with the weight bits), one marker colour and
     shape per published source, zero (an exact prediction) marked. ``rows``: ``calibrate.residual_rows``.
-    Returns the figure."""
+    ``band``: ``(batch, low, median, high)`` errors to draw on the batch panel (the band as a function of
+    B: shaded between low and high, the median as a line). Returns the figure."""
     if not rows:
         raise ValueError("residual_panels needs at least one row")
     sources = list(dict.fromkeys(r["source"] for r in rows))
@@ -1050,6 +1052,10 @@ def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str,
                         marker=MARKERS[i % len(MARKERS)], label=f"measured: {s} ({len(mine)})",
                         **{**MEASURED, "markersize": 6})
             ax.axhline(0, color="0.2", linewidth=1, label="model = measured")
+            if band is not None and key == "batch":
+                b, lo, mid, hi = (list(col) for col in zip(*band, strict=True))
+                ax.fill_between(b, lo, hi, color="0.5", alpha=0.2, linewidth=0, label=band_label)
+                ax.plot(b, mid, color="0.3", linestyle="--", linewidth=1.5, label="model: its central estimate")
             if key == "engine":
                 ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
                 ax.set_xlim(-0.5, len(names) - 0.5)
@@ -1062,7 +1068,7 @@ def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str,
             ax.set_ylabel("log(predicted / measured)")
         for ax in list(axes.flat)[len(panels):]:
             ax.axis("off")
-        _legend(axes.flat[0], source, loc="best", fontsize=8)
+        _legend(axes.flat[0], source, loc="best")
         fig.suptitle(title, fontweight="bold")
         fig.tight_layout()
     return fig
