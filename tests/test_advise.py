@@ -1089,3 +1089,25 @@ def test_a_level_far_from_the_records_is_warned_about_at_its_edges():
     assert at(lo / 1.5 * 0.999) and at(hi * 1.5 * 1.001)
     assert "far outside what the published engines ran at" in at(0.1)[0]
     assert r["warnings"] == at(r["deployment"]["anchor"]["level"])
+
+
+@pytest.mark.parametrize(("measured", "where"), [(0.9, "inside"), (1.2, "inside"), (0.8999, "below"),
+                                                  (1.2001, "above"), (1.0, "inside")])
+def test_held_back_measurements_are_placed_against_the_band_at_its_edges(measured, where):
+    report = {"rows": [{"batch": 4, "measured_role": "held back", "band": [0.9, 1.2], "speedup": 1.05,
+                        "measured": measured},
+                       {"batch": 1, "measured_role": "anchor", "band": [0.9, 1.2], "speedup": 1.0, "measured": 1.0}]}
+    (h,) = advise.held_back(report)
+    assert h["where"] == where and h["batch"] == 4
+    said = advise.held_back_text(report)
+    assert said.endswith("inside the band." if where == "inside" else f"{where} the band.")
+    assert f"the engine measured {measured:.2f}×" in said
+
+
+def test_the_shipped_llama_server_record_anchored_on_two_concurrencies():
+    r = advise.run(["--from-record", SHIPPED, "--record-batches", "1,2", "--batch", "1-8"])
+    rows = advise.held_back(r)
+    assert [h["batch"] for h in rows] == [4, 8]
+    for h in rows:
+        assert h["where"] == ("inside" if h["band"][0] <= h["measured"] <= h["band"][1] else
+                              "above" if h["measured"] > h["band"][1] else "below")

@@ -1338,6 +1338,31 @@ def band_text(dep: dict) -> str:
             f"source, such a band covered {cover}")
 
 
+def held_back(report: dict) -> list[dict]:
+    """For each held-back measured batch of an anchored report: the anchored S and its band, the measured S,
+    and where the measurement fell: "inside" the band (its edges included), "above" or "below" it."""
+    out = []
+    for r in report["rows"]:
+        if r["measured_role"] != "held back":
+            continue
+        low, high = r["band"] if r["band"] else (r["speedup"], r["speedup"])
+        where = "below" if r["measured"] < low else "above" if r["measured"] > high else "inside"
+        out.append({"batch": r["batch"], "predicted": r["speedup"], "band": [low, high], "measured": r["measured"],
+                    "where": where})
+    return out
+
+
+def held_back_text(report: dict) -> str:
+    """The held-back comparison in one sentence per batch: "At B = 4 the anchored advisor says 0.62× (band
+    0.53–0.88×); the engine measured 0.68×, inside the band." """
+    said = []
+    for h in held_back(report):
+        where = "inside the band" if h["where"] == "inside" else f"{h['where']} the band"
+        said.append(f"At B = {h['batch']} the anchored advisor says {h['predicted']:.2f}× (band {h['band'][0]:.2f}–"
+                    f"{h['band'][1]:.2f}×); the engine measured {h['measured']:.2f}×, {where}.")
+    return " ".join(said)
+
+
 def anchor_text(dep: dict) -> str:
     """What the model is anchored on: the measured points, the level, and the model's S there before it."""
     a = dep["anchor"]
