@@ -271,6 +271,8 @@ def test_an_sglang_deployment_never_gets_a_vllm_calibration_silently():
     l40s = advise.run(base[:4] + ["--gpu", "L40S"] + base[6:] + ["--engine", "sglang"])
     assert l40s["deployment"]["calibration"] == "sglang (fitted on other GPUs)"
     assert "SGLang was fitted on H100-SXM" in l40s["deployment"]["calibration_note"]
+    assert "(from" not in l40s["deployment"]["calibration_note"]  # where the knobs come from is a note (issue 39)
+    assert l40s["deployment"]["provenance"].startswith("The knobs come from these sources of the published record: ")
     # no engine at all: the pooled knobs, and the note says the engine is missing
     anon = advise.run(base)
     assert anon["deployment"]["calibration"] == "pooled" and "not given" in anon["deployment"]["calibration_note"]

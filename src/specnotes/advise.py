@@ -561,9 +561,15 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
         engine = [] if exact else [f"the engine: {how}"]
         label = found or (f"{family} (fitted on other GPUs)" if family else "pooled")
         doubt = gpu_doubt_text(record["fitted_to"])
+        how, _, sources = how.partition(" (from ")
+        if sources:  # where the knobs come from is a note, not part of the Model line
+            sources, _, rest = sources.partition(")")
+            how += rest
         note = f"auto: {how}" + ("; this setup is inside what it was fitted on" if exact and not gone else "")
+        said = ([f"The knobs come from these sources of the published record: {sources}."] if sources else []) + (
+            [_doubt_note(doubt)] if doubt else [])
         return Resolved(label, dict(knobs), how, note, (), tuple(engine + gone), chosen,
-                        record["fitted_to"]["batch"][1], about, _doubt_note(doubt))
+                        record["fitted_to"]["batch"][1], about, " ".join(said).rstrip("."))
     names = [n for n in here if "alias_of" not in here[n]] + [n for n in here if "alias_of" in here[n]]
     if name not in here:
         where = "; ".join(f"{a}: {', '.join(n)}" for a, n in

@@ -1553,7 +1553,7 @@ def lookup(accelerator_name: str, engine: str, version: str | None = None) -> tu
         where = sorted({a for a, names in doc.items() if a in ACCELERATORS
                         for n in names if n == engine or n.startswith(engine + "-")})
         return None, dict(doc["families"][engine]["knobs"]), (
-            f"{ENGINE_NAMES.get(engine, engine)} was fitted on {', '.join(where)} ({', '.join(gpus)}), not on "
+            f"{ENGINE_NAMES.get(engine, engine)} was fitted on {', '.join(where)} (from {', '.join(gpus)}), not on "
             f"{accelerator_name}: its knobs are carried over")
     return None, dict(doc["pooled"]["knobs"]), (f"the record has no {label} at all: the knobs pooled over every "
                                                 "engine in it")
