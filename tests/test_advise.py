@@ -771,6 +771,19 @@ def test_advisor_page_is_colab_ready_and_in_the_toc():
     # #27.3: the idealized model is no upper bound on S (the calibrated one exceeds it at large B)
     text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     assert "upper bound" not in text and "sit below it" not in text
+    # issue 37: all reports but the first are folded; the form, which the website cannot run, is not on the website,
+    # and a Colab link to this page (the repository of _config.yml) stands in its place
+    assert ["hide-output" in c["metadata"]["tags"] for c in reports] == [False] + [True] * 5
+    form = next(c for c in cells if "advise.form()" in "".join(c["source"]))
+    assert "remove-cell" in form["metadata"]["tags"] and "the form below" not in text
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/")
+    assert f"https://colab.research.google.com/github/{repo}/blob/{config['repository']['branch']}/book/advisor.ipynb" \
+        in text
+    # the anchored workflow on the shipped llama-server record, under a label serve.md links to
+    assert "(advisor-anchor)=" in text and "--from-record" in text
 
 
 @pytest.mark.parametrize("target,draft,gpu_,tp", [
@@ -904,8 +917,7 @@ def test_a_calibration_whose_gpu_is_in_doubt_says_so():
 
 EAGLE = ["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "720", "--k", "3",
          "--engine", "vllm", "--engine-version", "0.10.1", "--batch", "1-256"]
-SHIPPED = str(Path(advise.__file__).parent / "data" / "reference" / "llama-server"
-              / "shipped-intel-r-xeon-r-processor-2-80ghz.json")
+SHIPPED = str(advise.llama_server_record("shipped"))
 
 
 def test_measured_anchors_the_level_and_the_band_reaches_from_the_nearest_batch():

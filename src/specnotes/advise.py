@@ -1922,6 +1922,18 @@ def _same_model(asked: str, recorded: str) -> bool:
     return flat(asked) in flat(recorded) or flat(recorded) in flat(asked)
 
 
+def llama_server_record(kind: str = "shipped") -> Path:
+    """The book's llama-server record of ``kind`` ("shipped": the shipped pair; "big"), as ``python -m
+    specnotes.engine measure --record`` wrote it into data/reference/llama-server."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("specnotes").joinpath("data", "reference", "llama-server")))
+    found = sorted(folder.glob(f"{validate.choice('kind', kind, ('shipped', 'big'))}-*.json"))
+    if not found:
+        raise validate.BadArgument(f"no {kind}-*.json in {folder}")
+    return found[0]
+
+
 def read_record(path) -> dict:
     """The measurement in a record that ``python -m specnotes.bench serve-speedup`` or ``python -m
     specnotes.engine measure`` wrote (schema specnotes.results/1, section engine_speedup): S per concurrency
