@@ -159,10 +159,11 @@ def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_
     text = advise.render(r)
     assert text.splitlines()[2].startswith(f"**{r['verdict_line']}**")  # the verdict first, then the band
     header, cells_at = _cells(text)
-    assert header == ["B", "verdict", "S (k = 4)", "band", "model"]  # key columns only: a phone's width
+    assert header == ["B", "verdict", "S", "band", "model"]  # key columns only: a phone's width
+    assert "S (k = 4): the central estimate" in text
     for row in r["rows"]:
         cells = cells_at(row["batch"])
-        assert cells["S (k = 4)"] == f"{row['speedup']:.2f}" and cells["model"] == f"{row['model_speedup']:.2f}"
+        assert cells["S"] == f"{row['speedup']:.2f}" and cells["model"] == f"{row['model_speedup']:.2f}"
         assert cells["band"] == f"{row['band'][0]:.2f}–{row['band'][1]:.2f}"
         assert cells["verdict"] == row["verdict"] + ("*" if row["extrapolated"] else "")
     header, detail_at = _cells(text.split("**The model's terms per batch.**")[1])
@@ -675,7 +676,8 @@ def test_plot_shades_the_paying_range(tmp_path):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "pays (band above 1)" in labels and "does not fit in memory" in labels
     assert "model: before the band's correction" in labels
-    assert any(x.startswith("model: Llama-3-8B + Llama-3.2-1B") and x.endswith("central estimate") for x in labels)
+    assert "model: central estimate (k = 4, α = 0.80)" in labels
+    assert ax.get_title().startswith("Llama-3-8B + Llama-3.2-1B, H100-SXM × 1")
     spans = [p for p in ax.patches if p.get_label() == "pays (band above 1)"]
     assert [(p.get_x(), p.get_x() + p.get_width()) for p in spans] == [tuple(x) for x in r["verdict_batches"]["pays"]]
     # without a band (knobs by hand), the model's S > 1 is shaded, and said to be the model's
@@ -828,7 +830,7 @@ def test_tree_drafters_by_level_widths():
     assert chain["deployment"]["verified"] == 3  # the default: the sum of the widths
     assert chain["rows"][-1]["model_speedup"] > r["rows"][-1]["model_speedup"]
     text = advise.render(r)
-    assert "**tree**: [1, 4, 4], 21 verified" in text and "S (tree)" in text
+    assert "**tree**: [1, 4, 4], 21 verified" in text and "S (a tree, 21 tokens verified)" in text
 
 
 def test_the_band_is_a_function_of_the_batch():
@@ -1125,3 +1127,21 @@ def test_the_shipped_llama_server_record_anchored_on_two_concurrencies():
     for h in rows:
         assert h["where"] == ("inside" if h["band"][0] <= h["measured"] <= h["band"][1] else
                               "above" if h["measured"] > h["band"][1] else "below")
+
+
+def test_the_advisor_commands_the_page_prints_parse():
+    import shlex
+
+    root = Path(__file__).resolve().parents[1]
+    cells = json.loads((root / "book" / "advisor.ipynb").read_text())["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    lines = [line.split("  #")[0].strip() for block in blocks for line in re.sub(r"\\\n\s*", " ", block).splitlines()]
+    said = {line for line in lines if line.startswith("python -m specnotes.advise")}
+    assert len(said) >= 3
+    for line in said:
+        argv = [a for a in shlex.split(line)[3:] if a != "..."]
+        if "--help" in argv:
+            continue
+        args = advise.parser().parse_args(argv)  # every flag exists and parses (exit 2 otherwise)
+        assert args is not None, line

@@ -1239,6 +1239,12 @@ def _k_text(report) -> str:
     return "the best k at each batch" if dep["k"] == "best" else f"k = {dep['k']}"
 
 
+def _k_short(report) -> str:
+    dep = report["deployment"]
+    return f"a tree, {dep['verified']} tokens verified" if dep["tree"] else "the best k" if dep["k"] == "best" else \
+        f"k = {dep['k']}"
+
+
 def _clip(ranges, lo: int, hi: int) -> list[list[int]]:
     """The parts of ``ranges`` inside [lo, hi]."""
     return [[max(a, lo), min(b, hi)] for a, b in ranges if b >= lo and a <= hi]
@@ -1507,15 +1513,16 @@ def key_table(report: dict) -> str:
     estimate) and its band, and the model's own S."""
     dep = report["deployment"]
     best = dep["k"] == "best"
-    s_name = "S (best k)" if best else "S (tree)" if dep["tree"] else f"S (k = {dep['k']})"
+    s_name = "S"
     columns = [("B", lambda r: f"{r['batch']}" + ("" if r["fits"] else " (no fit)"))]
     if dep["band"]:
         columns += [("verdict", lambda r: r["verdict"] + ("*" if r["extrapolated"] else "")),
                     (s_name, lambda r: f"{r['speedup']:.2f}"),
-                    ("band", lambda r: f"{r['band'][0]:.2f}–{r['band'][1]:.2f}"),
-                    ("model", lambda r: f"{r['model_speedup']:.2f}")]
+                    ("band", lambda r: f"{r['band'][0]:.2f}–{r['band'][1]:.2f}")]
+        if not dep["anchor"]:  # anchored, the measured column takes its place (the model's S is in the text)
+            columns.append(("model", lambda r: f"{r['model_speedup']:.2f}"))
     else:
-        columns += [(s_name + " model", lambda r: f"{r['speedup']:.2f}")]
+        columns += [("S, model", lambda r: f"{r['speedup']:.2f}")]
     if best:
         columns.insert(2 if dep["band"] else 1, ("k", lambda r: f"{r['k']}"))
     if dep["anchor"]:
@@ -1582,10 +1589,12 @@ def render(report: dict) -> str:
            "```bash", *[x for c in commands for x in shell_lines(c)], "```", ""] if commands else []),
         key_table(report),
         "",
-        (("S: the model's S anchored on your measurement, times the median error of the nearest held-out anchored "
-          "predictions; band: where the measured S lay for " if dep["anchor"] else "S: the central estimate, the "
-          "model's S times the median error of the nearest held-out points; band: where the measured S lay for ")
-         + f"{dep['band']['nominal']:.0%} of them; model: the model's S alone. * extrapolated past the fit."
+        ((f"S ({_k_short(report)}): the model's S anchored on your measurement, times the median error of the "
+          "nearest held-out anchored predictions; band: where the measured S lay for " if dep["anchor"] else
+          f"S ({_k_short(report)}): the central estimate, the model's S times the median error of the nearest "
+          "held-out points; band: where the measured S lay for ")
+         + f"{dep['band']['nominal']:.0%} of them" + ("" if dep["anchor"] else "; model: the model's S alone")
+         + ". * extrapolated past the fit."
          + (" Measured: (a) anchored on, (h) held back for comparison." if dep["anchor"] else "")
          if dep["band"] else "No band: the engine knobs were set by hand."),
         "",
@@ -1637,7 +1646,8 @@ def wrap(markdown: str, width: int = 100) -> str:
 
 def plot(report: dict, ax=None, title: str | None = None):
     """S(B) up to the memory limit: the central estimate with its band, the model's own S, where the band
-    says it pays shaded, batches that do not fit greyed out."""
+    says it pays shaded, batches that do not fit greyed out. The title names the deployment, the legend
+    what each mark is."""
     import matplotlib.pyplot as plt
 
     from specnotes import plots
@@ -1646,19 +1656,20 @@ def plot(report: dict, ax=None, title: str | None = None):
         _, ax = plt.subplots(figsize=(8, 4.5))
     dep = report["deployment"]
     curve = report["curve"]
-    acceptance = (f"{dep['expected_tokens']:.2f} tokens/iteration" if dep["tree"] else f"α={dep['alpha']:.2f}")
-    label = f"{dep['target']['name']} + {dep['draft']['name']}, {_k_text(report)}, {acceptance}"
+    acceptance = (f"{dep['expected_tokens']:.2f} tokens/iteration" if dep["tree"] else f"α = {dep['alpha']:.2f}")
+    drafter = dep["draft"]["name"] if dep["draft"]["kind"] == "model" else dep["draft"]["kind"]
+    label = f"{_k_text(report)}, {acceptance}"
     batches = [c[0] for c in curve] or [1]
     model = [c[1] for c in curve] or [float("nan")]
     banded = dep["band"] is not None and bool(curve)
-    lines = [(f"{label}: central estimate" if banded else label, batches,
+    lines = [(f"central estimate ({label})" if banded else label, batches,
               [c[1] * c[3] for c in curve] if banded else model, "model")]
     if banded:
         lines.append(("before the band's correction", batches, model, "model"))
     ax = plots.speedup_vs_batch(ax, lines, bstar=None if report["crossover_batch"] in (None, 1)
                                 else report["crossover_batch"],
-                                title=title or f"{dep['gpu']['name']} × {dep['tp']}, {dep['math_dtype']}, "
-                                               f"L = {dep['context_tokens']}")
+                                title=title or f"{dep['target']['name']} + {drafter}, {dep['gpu']['name']} × "
+                                               f"{dep['tp']}, {dep['math_dtype']}, L = {dep['context_tokens']}")
     if banded:
         ax.get_lines()[1].set_linestyle("--")
         ax.fill_between(batches, [c[1] * c[2] for c in curve], [c[1] * c[4] for c in curve], color="C0",
@@ -1674,7 +1685,7 @@ def plot(report: dict, ax=None, title: str | None = None):
         plots.shade_batches(ax, [(max(fits, 1), right)], "does not fit in memory", color="0.6")
     if lo == hi:
         ax.axvline(lo, color="0.2", linewidth=1, label=f"your batch B = {lo}")
-    ax.legend(loc="best")
+    ax.legend(loc="lower left", fontsize=9)
     return ax
 
 
