@@ -1037,8 +1037,8 @@ def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str,
     sources = list(dict.fromkeys(r["source"] for r in rows))
     with house_style():
         cols = 2
-        fig, axes = plt.subplots(math.ceil(len(panels) / cols), cols, figsize=(10, 4 * math.ceil(len(panels) / cols)),
-                                 sharey=True, squeeze=False)
+        rows_ = math.ceil(len(panels) / cols)
+        fig, axes = plt.subplots(rows_, cols, figsize=(8, 3.2 * rows_ + 1.0), sharey=True, squeeze=False)
         for ax, (key, label) in zip(axes.flat, panels, strict=False):
             if key == "engine":
                 names = sorted({f"{r['engine']} ({r['weight_bits']}-bit)" for r in rows})
@@ -1068,7 +1068,10 @@ def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str,
             ax.set_ylabel("log(predicted / measured)")
         for ax in list(axes.flat)[len(panels):]:
             ax.axis("off")
-        _legend(axes.flat[0], source, loc="best")
+        handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.suptitle(title, fontweight="bold")
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        leg = fig.legend(handles, labels, loc="lower center", ncol=3, title=source, frameon=False)
+        if source:
+            leg.get_title().set_color("0.35")
     return fig
