@@ -423,7 +423,7 @@ def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer,
         head = cost.eagle_head(target)
         return head, head.name
     vocab = validate.integer("draft_vocab", 32000 if draft_vocab is None else draft_vocab, low=1, high=target.vocab)
-    head = cost.eagle3_head(target, vocab, name=f"EAGLE-3 head ({target.name}, {vocab:,}-token draft vocabulary)")
+    head = cost.eagle3_head(target, vocab, name=f"EAGLE-3 head for {target.name}, {vocab:,}-token vocabulary")
     return head, head.name
 
 
@@ -1274,7 +1274,7 @@ def verdict_line(report: dict) -> str:
 
 
 def band_line(report: dict) -> str:
-    """S and its band at the ends of the batches asked for: "At B = 1: S = 1.62× (band 1.45–1.71×). ..."."""
+    """S and its band at the ends of the batches asked for: "At B = 1: S = 1.62×, band 1.45–1.71×; ..."."""
     dep = report["deployment"]
     lo, hi = dep["batch"]
     mine = [r for r in report["rows"] if lo <= r["batch"] <= hi and r["fits"]]
@@ -1283,7 +1283,7 @@ def band_line(report: dict) -> str:
     for r in ends:
         s = r["speedup"]
         k = f", k = {r['k']}" if dep["k"] == "best" else ""
-        band = f" (band {r['band'][0]:.2f}–{r['band'][1]:.2f}×{k})" if r["band"] else (f" ({k[2:]})" if k else "")
+        band = f", band {r['band'][0]:.2f}–{r['band'][1]:.2f}×{k}" if r["band"] else k
         said.append(f"at B = {r['batch']}: S = {s:.2f}×{band}" + ("*" if r["extrapolated"] else ""))
     if not said:
         return ""
@@ -1370,8 +1370,8 @@ def held_back_text(report: dict) -> str:
     said = []
     for h in held_back(report):
         where = "inside the band" if h["where"] == "inside" else f"{h['where']} the band"
-        said.append(f"At B = {h['batch']} the anchored advisor says {h['predicted']:.2f}× (band {h['band'][0]:.2f}–"
-                    f"{h['band'][1]:.2f}×); the engine measured {h['measured']:.2f}×, {where}.")
+        said.append(f"At B = {h['batch']} the anchored advisor says {h['predicted']:.2f}×, band {h['band'][0]:.2f}–"
+                    f"{h['band'][1]:.2f}×; the engine measured {h['measured']:.2f}×, {where}.")
     return " ".join(said)
 
 
@@ -1456,26 +1456,29 @@ def checklist(report: dict) -> list[list[str]]:
     k_text = (f"a tree {dep['tree']}, {dep['verified']} tokens verified" if dep["tree"] else f"{k}"
               + ("" if dep["k_from"] == "given" else f" ({dep['k_from']})"))
     return [
-        ["k", k_text + (f" (E[N] = {en:.2f} tokens per iteration)" if en else f" (searched 1–{K_MAX} per batch)")],
-        ["α, and how it was measured", (f"{dep['alpha']:.3f}, " if dep["alpha"] is not None else "")
+        ["Drafted tokens k", k_text + (f", E[N] = {en:.2f} tokens per iteration" if en else
+                                       f", searched 1–{K_MAX} per batch")],
+        ["Acceptance α, and how it was measured", (f"{dep['alpha']:.3f}, " if dep["alpha"] is not None else "")
          + f"{dep['alpha_from']}" + ("" if dep["tree"] else "; i.i.d. acceptance")],
-        ["B", f"{dep['batch'][0]}–{dep['batch'][1]}" if dep["batch"][0] != dep["batch"][1] else f"{dep['batch'][0]}"],
-        ["L", f"{dep['context_tokens']} tokens" + (f" (draft KV window {dep['draft_context_tokens']})"
+        ["Batch B", f"{dep['batch'][0]}–{dep['batch'][1]}" if dep["batch"][0] != dep["batch"][1] else
+         f"{dep['batch'][0]}"],
+        ["Context L", f"{dep['context_tokens']} tokens" + (f" (draft KV window {dep['draft_context_tokens']})"
                                                    if dep["draft_context_tokens"] is not None else "")],
-        ["c, and the draft", f"{dep['draft']['name']}; c = {first['c']:.3f} at B = {first['batch']} (modelled)"],
-        ["device", f"{gpu_['name']} × {dep['tp']}: {gpu_['peak_TFLOP_per_s']:.0f} TFLOP/s {dep['math_dtype']}, "
+        ["The draft, and c", f"{dep['draft']['name']}; c = {first['c']:.3f} at B = {first['batch']}, modelled"],
+        ["Device", f"{gpu_['name']} × {dep['tp']}: {gpu_['peak_TFLOP_per_s']:.0f} TFLOP/s {dep['math_dtype']}, "
                    f"{gpu_['bandwidth_GB_per_s'] / 1e3:.2f} TB/s, ridge {gpu_['ridge_FLOP_per_byte']:.0f} FLOP/byte"],
-        ["dtype", f"{weights}{dep['math_dtype']} math, KV cache in {dep['math_dtype']}"
+        ["Dtype", f"{weights}{dep['math_dtype']} math, KV cache in {dep['math_dtype']}"
                   + (f" ({dep['dtype']} asked; this GPU has no {dep['dtype']} peak)"
                      if dep["dtype"] != dep["math_dtype"] else "")],
-        ["temperature", "not modelled: it enters through α (measure α at the temperature you serve)"],
-        ["what was timed", "nothing: a modelled TPOT ratio at a fixed batch (= its throughput ratio); no prefill"],
-        ["baseline", "the same deployment decoding without speculation (modelled)"],
-        ["engine (overheads, CUDA graphs)", (f"{dep['calibration']}: " if dep["calibration"] else "")
+        ["Temperature", "not modelled: it enters through α, so measure α at the temperature you serve"],
+        ["What was timed", "nothing: a modelled TPOT ratio at a fixed batch, equal to its throughput ratio; no "
+                           "prefill"],
+        ["Baseline", "the same deployment decoding without speculation, modelled"],
+        ["Engine (overheads, CUDA graphs)", (f"{dep['calibration']}: " if dep["calibration"] else "")
          + f"{knobs['layer_overhead_us']:.3g} µs per layer of every pass, {knobs['overhead_ms']:.3g} ms per target "
            f"pass, {knobs['draft_overhead_ms']:.3g} ms per draft pass, overlap {knobs['overlap']!r}"
          + (" (idealized roofline)" if _idealized(dep) else "")],
-        ["error", "the band (**Band** above: held-out errors, leaving one source out, Chapter 6)" if dep["band"]
+        ["Error", "the band (**Band** above: held-out errors, leaving one source out, Chapter 6)" if dep["band"]
          else "not cross-validated: engine knobs set by hand"],
     ]
 
@@ -1486,11 +1489,12 @@ def quote(report: dict) -> str:
     model = "the calibrated" if dep["calibration"] else "the idealized" if _idealized(dep) else "the"
     drafting = (f"a tree {dep['tree']} at {dep['expected_tokens']:.2f} tokens per iteration" if dep["tree"]
                 else f"k = {r['k']} tokens at α = {dep['alpha']:.2f}")
-    band = f" (band {r['band'][0]:.2f}–{r['band'][1]:.2f}×)" if r["band"] else ""
+    band = f", within a band of {r['band'][0]:.2f}–{r['band'][1]:.2f}×," if r["band"] else ""
     return (f"With {dep['draft']['name']} drafting {drafting}, "
             f"{dep['target']['name']} on {dep['tp']} × {dep['gpu']['name']} in {dep['math_dtype']} "
             f"at B = {r['batch']}, L = {dep['context_tokens']} is predicted by {model} roofline model to generate "
-            f"{r['speedup']:.2f}×{band} as many tokens per second as without speculation (temperature not modelled).")
+            f"{r['speedup']:.2f}×{band} as many tokens per second as without speculation. Temperature is not "
+            "modelled.")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -1561,8 +1565,8 @@ def memory_text(report: dict) -> str:
     if fits == 0:
         return (f"the weights fit ({weights} of {g['memory_GB']:.3g} GB per GPU), but not one sequence's KV caches "
                 f"at L = {dep['context_tokens']} beside them")
-    return (f"at most B = {fits} sequences fit (weights + both KV caches at L = {dep['context_tokens']}, "
-            f"{g['memory_GB']:.3g} GB per GPU, tp = {dep['tp']})")
+    return (f"at most B = {fits} sequences fit: weights and both KV caches at L = {dep['context_tokens']}, "
+            f"{g['memory_GB']:.3g} GB per GPU, tp = {dep['tp']}")
 
 
 def render(report: dict) -> str:
@@ -1617,7 +1621,7 @@ def render(report: dict) -> str:
         "",
         "**How to quote this speedup**",
         "",
-        *[f"- **{item}**: {value}" for item, value in report["checklist"]],
+        *[f"- **{item}**: {value}" + ("" if value.endswith(".") else ".") for item, value in report["checklist"]],
         "",
         f"> {report['quote']}",
     ]
@@ -1945,6 +1949,11 @@ def llama_server_record(kind: str = "shipped") -> Path:
     return found[0]
 
 
+def _device_name(name) -> str | None:
+    """A CPU's name as a record writes it, without trademark marks ("Intel(R) Xeon(R)" → "Intel Xeon")."""
+    return None if name is None else re.sub(r"\s+", " ", re.sub(r"\((R|TM)\)", "", str(name), flags=re.I)).strip()
+
+
 def read_record(path) -> dict:
     """The measurement in a record that ``python -m specnotes.bench serve-speedup`` or ``python -m
     specnotes.engine measure`` wrote (schema specnotes.results/1, section engine_speedup): S per concurrency
@@ -1985,7 +1994,8 @@ def read_record(path) -> dict:
     return {"path": str(path), "speedups": {b: median(v) for b, v in sorted(by.items())},
             "quartiles": {b: quart(v) for b, v in sorted(by.items())}, "pairs": {b: len(v) for b, v in by.items()},
             "k": int(k) if k is not None else None, "model": build.get("model") or prov.get("engine_model"),
-            "draft": build.get("draft"), "device": build.get("cpu") or prov.get("host") if roofs else None,
+            "draft": build.get("draft"),
+            "device": _device_name(build.get("cpu") or prov.get("host")) if roofs else None,
             "roofs": roofs, "gpu": build.get("gpu") or prov.get("gpu"), "context": context,
             "alpha": (notes.get("specnotes_acceptance") or {}).get("alpha"), "engine": build.get("engine"),
             "big_config": big}
@@ -2034,7 +2044,7 @@ def record_inputs(rec: dict, given: dict, use=None) -> dict:
         if given.get("bandwidth") is None and given.get("peak") is None:
             out["bandwidth"], out["peak"] = rec["roofs"]["bandwidth"] / 1e9, rec["roofs"]["flops"] / 1e12
             out["dtype"] = rec["roofs"].get("dtype", "fp32") if given.get("dtype") in (None, "bf16") else given["dtype"]
-            out["device_label"] = f"{rec['device'] or 'the recording CPU'} (the record's measured roofs)"
+            out["device_label"] = f"{rec['device'] or 'the recording CPU'} (roofs measured by the record)"
     elif rec["gpu"] and given.get("gpu_name") and not _same_model(given["gpu_name"], rec["gpu"]):
         raise validate.BadArgument(f"gpu {given['gpu_name']} disagrees with the record {where}, which was measured on "
                                    f"{rec['gpu']}: pass --gpu {rec['gpu']} or a record measured on {given['gpu_name']}")
