@@ -1,7 +1,7 @@
 """``python -m specnotes.advise``: does speculative decoding pay for my deployment?
 
     python -m specnotes.advise --target Llama-3.1-8B --drafter eagle3 --gpu H100-SXM --engine vllm \\
-        --engine-version 0.10.1 --batch 1-256 --context 1024 --mean-accepted 2.3 --k 3
+        --engine-version 0.10.1 --batch 1-256 --context 1024 --mean-accepted 2.3@3
 
 prints a one-page report from the book's cost model (``specnotes.cost``): S at the given batch(es) with a
 band from its cross-validated error, the batch ranges where speculation pays, is uncertain, or loses, the best k
@@ -12,7 +12,10 @@ quote a speedup" checklist filled in. The same report is a page of the book (``b
 draws S(B); the CLI and the page call the same three.
 
 Models: ``--target``/``--draft`` take a preset (``cost.PRESETS``: Llama-3(.1)-8B/70B, Llama-3.2-1B,
-Qwen3-8B/32B/0.6B/1.7B) or the path of a Hugging Face ``config.json`` (read offline);
+Qwen3-8B/32B/0.6B/1.7B; the shipped pair as llama-server runs it, specnotes-target and specnotes-draft) or the
+path of a Hugging Face ``config.json`` (read offline). Names match without regard to case or punctuation, a
+unique prefix is taken, and an unknown name gets the nearest suggested (so do ``--gpu``, ``--drafter`` and
+``--dtype``);
 ``--target-shape``/``--draft-shape`` take ``n_layers,d_model,n_heads,n_kv_heads,d_ff,vocab``. The drafter
 kind (``--drafter``) maps to a drafter of the cost model:
 
@@ -32,9 +35,11 @@ has no i.i.d. α, so it takes ``--mean-accepted M`` (tokens per iteration, bonus
 
 GPU: ``--gpu`` (a row of ``hardware.ACCELERATORS``), or ``--bandwidth GB/s --peak TFLOP/s [--memory GB]
 [--link GB/s]`` for one that is not in the table (these also override a row's values). Acceptance:
-``--alpha``, or ``--mean-accepted M`` (tokens per iteration including the bonus token, as Spec-Bench reports
-it) measured at ``--k K``, or ``M@K``; converted by ``cost.implied_alpha``. Without ``--k`` a chain drafts
-k = 4 and the report says so; ``--mean-accepted`` without the k it was measured at is refused.
+``--alpha``, a range ``--alpha LO-HI`` (S at the middle, the band spans both ends), or ``--mean-accepted M``
+(tokens per iteration including the bonus token, as Spec-Bench reports it) measured at ``--k K``, or ``M@K``,
+which also sets k = K unless ``--k`` says otherwise; converted by ``cost.implied_alpha``. Without ``--k`` a
+chain drafts k = 4 and the report says so; ``--mean-accepted`` without the k it was measured at is refused.
+``--context`` is required (a llama-server record gives it): the KV reads it sets can change the answer.
 
 The engine: a calibration is the cost model's engine knobs (a time per decoder layer of every pass, per
 draft pass, ...) fitted to the published record for one engine (name and version) on one GPU and
