@@ -20,7 +20,13 @@ describes one engine (name and version) on one GPU.
 3. ``cross_validate``: leave one series out, and leave one source out; per variant the median
    |log(predicted/measured)|, the signed bias, the verdict agreement on S > 1 and the worst point.
    ``python -m specnotes.calibrate --cv`` prints it.
-4. ``write_calibrations``: the chosen variant fitted to the whole record, stored in
+4. The advisor's bands (issue 34): ``batch_band``, the held-out errors of the points predicted from their
+   acceptance alone as a function of the batch (``Band``: the central share of the nearest errors in log B,
+   and the central estimate their median supports), judged per batch bucket on sources it was not built
+   from (``band_table``, ``verdict_of``); ``anchor_band``, predictions of one batch of a series from another
+   (``anchor_pairs``, ``anchor_table``); ``judge_band``, issue 34's goals. ``term_search``: candidate costs
+   that grow with the batch, kept only by the rule ``keeps``.
+5. ``write_calibrations``: the chosen variant fitted to the whole record, stored in
    ``data/calibrations.json`` with each engine's identity, what it was fitted to, and the cross-validated
    error and the advisor's bands; ``cost.calibration(accelerator, name)`` reads it.
 
