@@ -1147,3 +1147,21 @@ def test_the_advisor_commands_the_page_prints_parse():
             continue
         args = advise.parser().parse_args(argv)  # every flag exists and parses (exit 2 otherwise)
         assert args is not None, line
+
+
+def test_a_record_of_a_gguf_pair_of_ones_own_carries_its_shapes(tmp_path):
+    # engine measure --target FILE.gguf --draft FILE.gguf may write the models' configs in the notes
+    rec = json.loads(Path(SHIPPED).read_text())
+    rec["provenance"]["engine_build"]["model"] = "my-target-q8_0.gguf"
+    rec["provenance"]["engine_build"]["draft"] = "my-draft-q8_0.gguf"
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(rec))
+    with pytest.raises(validate.BadArgument, match="ran 'my-target-q8_0.gguf', which is no preset: give --target"):
+        advise.run(["--from-record", str(path)])
+    rec["notes"]["target_config"] = {"n_layers": 4, "d_model": 192, "n_heads": 4, "d_ff": 576, "vocab_size": 256}
+    rec["notes"]["draft_config"] = {"n_layers": 2, "d_model": 64, "n_heads": 2, "d_ff": 192, "vocab_size": 256}
+    path.write_text(json.dumps(rec))
+    r = advise.run(["--from-record", str(path)])
+    shipped = advise.run(["--from-record", SHIPPED])
+    assert r["deployment"]["target"]["name"] == "my-target" and r["deployment"]["draft"]["name"] == "my-draft"
+    assert [x["model_speedup"] for x in r["rows"]] == [x["model_speedup"] for x in shipped["rows"]]

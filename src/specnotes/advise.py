@@ -1922,6 +1922,18 @@ def _shipped_shapes() -> dict[str, ModelShape]:
     return {f"specnotes-{w}": _fp32_shape(card[w]["config"], f"specnotes-{w}") for w in ("target", "draft")}
 
 
+def _record_shape(c: dict, name: str) -> ModelShape:
+    """A model's shape as a record writes it (``notes["target_config"]``: n_layers, d_model, n_heads, d_ff,
+    vocab_size, and optionally n_kv_heads, weight_bytes, kv_bytes, compute)."""
+    try:
+        return ModelShape(int(c["n_layers"]), int(c["d_model"]), int(c["n_heads"]),
+                          int(c.get("n_kv_heads") or c["n_heads"]), int(c["d_ff"]), int(c["vocab_size"]),
+                          weight_bytes=float(c.get("weight_bytes", 4)), kv_bytes=float(c.get("kv_bytes", 4)),
+                          compute=c.get("compute", "fp32"), name=name)
+    except (KeyError, TypeError, ValueError) as err:
+        raise validate.BadArgument(f"from_record: the record's config of {name!r} lacks {err}") from None
+
+
 def _fp32_shape(c: dict, name: str) -> ModelShape:
     return ModelShape(c["n_layers"], c["d_model"], c["n_heads"], c["n_heads"], c["d_ff"], c["vocab_size"],
                       weight_bytes=4, kv_bytes=4, compute="fp32", name=name)
@@ -2003,7 +2015,7 @@ def read_record(path) -> dict:
             "device": _device_name(build.get("cpu") or prov.get("host")) if roofs else None,
             "roofs": roofs, "gpu": build.get("gpu") or prov.get("gpu"), "context": context,
             "alpha": (notes.get("specnotes_acceptance") or {}).get("alpha"), "engine": build.get("engine"),
-            "big_config": big}
+            "big_config": big, "configs": {w: notes.get(f"{w}_config") for w in ("target", "draft")}}
 
 
 def record_inputs(rec: dict, given: dict, use=None) -> dict:
@@ -2026,6 +2038,9 @@ def record_inputs(rec: dict, given: dict, use=None) -> dict:
         shape_given = given.get(f"{which}_shape") is not None
         if asked is None and not shape_given:
             name = _model_name(recorded)
+            config = (rec.get("configs") or {}).get(which)
+            if name not in names and config:  # a GGUF pair of the reader's own: the record says its shape
+                names[name] = _record_shape(config, name)
             if name not in names:
                 raise validate.BadArgument(f"{which}: the record {where} ran {recorded!r}, which is no preset: give "
                                            f"--{which} (a preset or a config.json) or --{which}-shape")
