@@ -446,6 +446,32 @@ ROWS += [
         id="generate_cached: a one-block pool (was: 'sequence would reach 19 tokens, past the cache capacity 16')"),
 ]
 
+
+# ---------------------------------------------------------------------- the advisor (issue 36, part 5)
+from specnotes import advise  # noqa: E402  (its own block: rows of other modules are added above)
+
+ADVISE = ["--target", "Llama-3.1-8B", "--draft", "Llama-3.2-1B", "--gpu", "H100-SXM", "--alpha", "0.7", "--context",
+          "512"]
+ROWS += [
+    row(command_line(advise.main), dict(argv=ADVISE + ["--batch", "1-1000000000"]), CommandLineExit,
+        r"exit status 2: .*--batch must be an integer in \[1, 65536\], got 1000000000",
+        id="advise: --batch 1-1000000000 (was: a report up to B = 10^9)"),
+    row(command_line(advise.main), dict(argv=ADVISE + ["--batch", "1-1e9"]), CommandLineExit,
+        r"exit status 2: .*--batch must be a positive integer or a range LO-HI such as 1-512; got '1-1e9'",
+        id="advise: --batch 1-1e9"),
+    row(command_line(advise.main), dict(argv=ADVISE[:-2] + ["--context", "1000000000000"]), CommandLineExit,
+        r"exit status 2: .*argument --context: must be an integer in \[0, 10000000\], got 1000000000000",
+        id="advise: --context 10^12 (was: a report)"),
+    row(command_line(advise.main), dict(argv=ADVISE[:-2] + ["--context", "1e12"]), CommandLineExit,
+        r"exit status 2: .*argument --context: must be an integer in \[0, 10000000\], got 1000000000000.0",
+        id="advise: --context 1e12"),
+    row(command_line(advise.main), dict(argv=ADVISE + ["--plot", "/nonexistent/dir/s.png"]), CommandLineExit,
+        r"exit status 2: .*--plot must be a file in a folder that exists and is writable; '/nonexistent/dir' does "
+        r"not exist", id="advise: --plot in a folder that does not exist"),
+    row(command_line(advise.main), dict(argv=ADVISE[:-2]), CommandLineExit,
+        r"exit status 2: .*--context is required", id="advise: no --context (was: 0, silently)"),
+]
+
 @pytest.mark.parametrize(("call", "kwargs", "error", "match"), ROWS)
 def test_bad_input_raises_a_clear_error(call, kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -1,10 +1,10 @@
 """``python -m specnotes.advise``: does speculative decoding pay for my deployment?
 
     python -m specnotes.advise --target Llama-3.1-8B --drafter eagle3 --gpu H100-SXM --engine vllm \\
-        --engine-version 0.10.1 --batch 1-256 --context 1024 --mean-accepted 2.3 --k 3
+        --engine-version 0.10.1 --batch 1-256 --context 1024 --mean-accepted 2.3@3
 
 prints a one-page report from the book's cost model (``specnotes.cost``): S at the given batch(es) with a
-prediction interval, the batch ranges where speculation pays, is uncertain, or does not pay, the best k
+band from its cross-validated error, the batch ranges where speculation pays, is uncertain, or loses, the best k
 per batch (``cost.best_k``), the memory limit (``cost.max_batch``), which roof each pass's kernels sit
 under, what the calibration extrapolates past, a recommendation in plain words, and the book's "how to
 quote a speedup" checklist filled in. The same report is a page of the book (``book/advisor.ipynb``):
@@ -12,9 +12,12 @@ quote a speedup" checklist filled in. The same report is a page of the book (``b
 draws S(B); the CLI and the page call the same three.
 
 Models: ``--target``/``--draft`` take a preset (``cost.PRESETS``: Llama-3(.1)-8B/70B, Llama-3.2-1B,
-Qwen3-8B/32B/0.6B/1.7B, and the mixtures of experts ``cost.MOE_PRESETS``: Mixtral-8x7B, Qwen3-30B-A3B,
-Qwen3-235B-A22B, gpt-oss-20b/120b, DeepSeek-V3, Llama-4-Scout, Qwen2-57B-A14B) or the path of a Hugging
-Face ``config.json`` (read offline; ``moe.shape_from_config`` reads its MoE and MLA fields);
+Qwen3-8B/32B/0.6B/1.7B; the shipped pair as llama-server runs it, specnotes-target and specnotes-draft; and the
+mixtures of experts ``cost.MOE_PRESETS``: Mixtral-8x7B, Qwen3-30B-A3B, Qwen3-235B-A22B, gpt-oss-20b/120b,
+DeepSeek-V3, Llama-4-Scout, Qwen2-57B-A14B) or the path of a Hugging Face ``config.json`` (read offline;
+``moe.shape_from_config`` reads its MoE and MLA fields). Names match without regard to case or punctuation, a
+unique prefix is taken, and an unknown name gets the nearest suggested (so do ``--gpu``, ``--drafter`` and
+``--dtype``);
 ``--target-shape``/``--draft-shape`` take ``n_layers,d_model,n_heads,n_kv_heads,d_ff,vocab``. The drafter
 kind (``--drafter``) maps to a drafter of the cost model:
 
@@ -36,9 +39,11 @@ has no i.i.d. α, so it takes ``--mean-accepted M`` (tokens per iteration, bonus
 
 GPU: ``--gpu`` (a row of ``hardware.ACCELERATORS``), or ``--bandwidth GB/s --peak TFLOP/s [--memory GB]
 [--link GB/s]`` for one that is not in the table (these also override a row's values). Acceptance:
-``--alpha``, or ``--mean-accepted M`` (tokens per iteration including the bonus token, as Spec-Bench reports
-it) measured at ``--k K``, or ``M@K``; converted by ``cost.implied_alpha``. Without ``--k`` a chain drafts
-k = 4 and the report says so; ``--mean-accepted`` without the k it was measured at is refused.
+``--alpha``, a range ``--alpha LO-HI`` (S at the middle, the band spans both ends), or ``--mean-accepted M``
+(tokens per iteration including the bonus token, as Spec-Bench reports it) measured at ``--k K``, or ``M@K``,
+which also sets k = K unless ``--k`` says otherwise; converted by ``cost.implied_alpha``. Without ``--k`` a
+chain drafts k = 4 and the report says so; ``--mean-accepted`` without the k it was measured at is refused.
+``--context`` is required (a llama-server record gives it): the KV reads it sets can change the answer.
 
 The engine: a calibration is the cost model's engine knobs (a time per decoder layer of every pass, per
 draft pass, ...) fitted to the published record for one engine (name and version) on one GPU and
@@ -51,21 +56,34 @@ NAME for one stored calibration of the GPU; ``list`` lists them (``--json``: as 
 everything the request extrapolates past: batches, context, GPU, engine, drafter, target, tp and weight
 dtype the calibration was not fitted on. ``--overhead-ms``, ``--draft-overhead-ms``,
 ``--layer-overhead-us`` and ``--overlap`` set or override knobs (then the model has no cross-validated
-interval).
+band).
 
-The interval: the cross-validated error of the model in use, in the regime the advisor runs in: leaving one
-source out, the held-out points of the published record that were predicted from their published acceptance
-alone (not anchored to a measured S), as the advisor predicts from ``--alpha`` / ``--mean-accepted``. The
-measured S lay within predicted × [low, high] for the central 95% of them (quantiles of log(measured /
-predicted), so a model that predicts too high gets an interval below 1; with fewer than
-``calibrate.min_points()`` such points the errors of every held-out point). How often such an interval,
-built without a source, covered that source's points is stored beside it (``calibrate.interval_record``) and
-quoted in the report. "pays" / "does not pay" where the whole interval lies above / below S = 1, "uncertain"
-where it straddles 1; "(extrapolated)" where the request lies past what the calibration was fitted on.
+The band: the cross-validated error of the model in use, as a function of the batch
+(``calibrate.Band``, Chapter 6): leaving one source out, the held-out points of the published record that
+were predicted from their published acceptance alone (as the advisor predicts from ``--alpha`` /
+``--mean-accepted``); at each B, the central 90% of the errors log(predicted / measured) of the 20 such points
+nearest in log B. The report's S is the central estimate they support (the model's S times the median
+error's factor, always inside the band); the model's own S is beside it. How often the band, built without a
+source, covered that source's points is stored per batch bucket (``calibrate.band_table``) and quoted.
+"pays" where the whole band lies above S = 1, "loses" where it lies below, "uncertain: measure it" where it
+straddles 1 (``calibrate.verdict_of``), with the commands that measure it; "*" where the request lies past
+what the calibration was fitted on or past the batches the band was built from.
 
-``--json`` prints the report as JSON (schema ``specnotes.advise/2``; every quantity with a unit says it)::
+Anchored on the reader's own measurement: ``--measured B:S[,B:S...]`` (S measured on the engine, TPOT off over
+on, at batch B; needs ``--k``) and ``--from-record FILE`` (a record of ``python -m specnotes.bench
+serve-speedup`` or ``python -m specnotes.engine measure``: its S per concurrency, the median over its pairs,
+and what it says of the deployment: k, target and draft, a CPU's measured roofs, the context, the acceptance
+specnotes measured; ``--record-batches`` anchors on some of its batches and shows the others held back). The
+model's S(B) is scaled by the measured level (the geometric mean of measured over modelled S; without α, the α
+that level implies), and its band is the anchored one (``calibrate.anchor_band``): the held-out errors of
+predicting one batch of a published series from another, as a function of log2(B / the nearest measured B). A
+record that disagrees with the flags (model, draft, k, GPU) is refused, naming both; a measured batch that does
+not fit in memory, or an S above k + 1, is refused.
 
-    {"schema": "specnotes.advise/2",
+``--json`` prints the report as JSON (schema ``specnotes.advise/3``; every quantity with a unit says it)::
+
+    {"schema": "specnotes.advise/3",
+     "argv": the command line's inputs (no --json, --plot) | null,
      "deployment": {"target": {"name", "params", "shape": [6 ints], "weight_bytes", "kv_bytes", "compute"},
                     "draft": {"kind": "model"|"early-exit"|"ngram"|"eagle"|"eagle3", "name", "maps_to",
                               "params"},
@@ -78,26 +96,34 @@ where it straddles 1; "(extrapolated)" where the request lies past what the cali
                     fitted to | null, "calibration_note": which model the report uses, and why,
                     "engine_knobs": {"overlap", "overhead_ms", "draft_overhead_ms", "layer_overhead_us",
                                      "allreduce_latency_us"},
-                    "interval": [low, high] factors | null, "interval_about": {"regime", "points",
-                    "covered", "of", "share", "nominal"} (how it was built and its held-out coverage) | null,
+                    "band": {"variant", "regime", "nominal", "points", "errors", "sources", "batches": [lo, hi],
+                             "held_out": [{"bucket", "points", "covered", "coverage", "decisive", ...}]} | null,
+                    "anchor": {"source", "measured": [[B, S], ...], "held_back": [[B, S], ...], "level",
+                               "model_at_measured": [S, ...], "quartiles": {B: [q1, q3]}} | null,
                     "extrapolations": [str, ...],
-                    "fitted_batch_max": the largest batch the calibration was fitted on | null},
+                    "fitted_batch_max": the largest batch the calibration was fitted on | null,
+                    "provenance": a note on where the calibration's data come from ("" if none)},
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
      "weights_per_gpu_GB": float,      # target + draft weights on each GPU (> memory: nothing fits)
-     "rows": [{"batch", "fits", "k", "speedup", "interval": [lo, hi] | null, "verdict", "extrapolated",
-               "best_k", "best_speedup",
+     "rows": [{"batch", "fits", "k", "speedup" (the central estimate), "model_speedup" (the model's own),
+               "band": [lo, hi] | null, "verdict": "pays"|"uncertain"|"loses" | null, "extrapolated",
+               "best_k" (0: leave it off), "best_speedup",
                "idealized_speedup", "c", "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
-               "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads"|"lm head": "memory"|"compute"}}}],
-     "paying_batches": [[first, last], ...],   # S > 1 (for "best": the union over k = 1..16)
-     "verdict_batches": {"pays": [[first, last], ...], "uncertain": [...], "does not pay": [...]} | null,
+               "roofs": {"decode"|"verify"|"draft": {"matmul"|"attention"|"heads"|"lm head": "memory"|"compute"}},
+               "measured": S measured here | null, "measured_role": "anchor"|"held back" | null}],
+     "paying_batches": [[first, last], ...],   # the model's S > 1 (for "best": the union over k = 1..16)
+     "verdict_batches": {"pays": [[first, last], ...], "uncertain": [...], "loses": [...]} | null,
      "verdict_extrapolated": bool,     # the request lies past the calibration's fit: the verdicts extrapolate
      "best_k_paying_batches": [[first, last], ...],  # the same for "best" k (the union over k = 1..16)
      "idealized_paying_batches": [[first, last], ...],  # the same without the calibration
-     "crossover_batch": int | null,    # first B past the last paying range; null: pays up to the limit
-     "curve": [[B, S], ...],           # S(B) up to the memory limit, for the plot
+     "crossover_batch": int | null,    # first B past the model's last paying range; null: pays up to the limit
+     "curve": [[B, S, low, centre, high], ...],  # the model's S(B) up to the memory limit and the band's factors
      "warnings": [str, ...],           # a calibration applied past its fit; no batch asked for fits
-     "recommendation": str, "checklist": [[item, value], ...], "quote": str}
+     "verdict_line": str, "band_line": str,  # the report's first words: the verdicts, then S and its band
+     "recommendation": str,
+     "measure": {"batches": [B, ...], "commands": [str, ...]},  # where the band is uncertain: how to measure it
+     "checklist": [[item, value], ...], "quote": str}
 
 ``--calibration list --json`` prints ``{"schema": "specnotes.advise/2/calibrations", "calibrations":
 [{"gpu", "name", "engine", "version", "fitted_to", "knobs"}, ...]}``.
@@ -112,11 +138,13 @@ values (exit status 2). Imports no torch.
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import math
 import os
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -124,7 +152,7 @@ from pathlib import Path
 from specnotes import cost, hardware, moe, validate
 from specnotes.cost import ModelShape
 
-SCHEMA = "specnotes.advise/2"
+SCHEMA = "specnotes.advise/3"
 DRAFTERS = ("model", "early-exit", "ngram", "eagle", "eagle3", "mtp")
 K_MAX = 16  # "best" searches k = 1..K_MAX (cost.best_k's default)
 K_DEFAULT = 4  # a chain's k when --k is not given (the report says so)
@@ -136,7 +164,7 @@ ENGINES = ("vllm", "sglang", "magicdec")  # engines of the published record (any
 @dataclass(frozen=True)
 class Deployment:
     """Everything the report depends on, checked. ``model``: keyword arguments of the time functions
-    (seconds); ``interval``: (low, high) factors on S from the model's cross-validated error, or None."""
+    (seconds); ``band``: the model's cross-validated error as a function of B (``calibrate.Band``), or None."""
 
     target: ModelShape
     draft: cost.Draft
@@ -147,7 +175,7 @@ class Deployment:
     math_dtype: str
     batch: tuple[int, int]
     context: int
-    alpha: float
+    alpha: float | None
     alpha_from: str
     k: int | None  # None: the best k at each batch (a tree: the tree tokens verified)
     weight_bits: int | None = None
@@ -163,10 +191,13 @@ class Deployment:
     tokens: float | None = None  # a tree's mean tokens per iteration
     engine: str | None = None
     engine_version: str | None = None
-    interval: tuple[float, float] | None = None
+    band: object | None = None  # calibrate.Band: the held-out errors the band at each B comes from
     extrapolations: tuple[str, ...] = ()
     fitted_batch: int | None = None  # the largest batch the calibration in use was fitted on
-    interval_about: dict | None = None  # how the interval was built and how often it covered held-out points
+    band_about: dict | None = None  # how the band was built and how often it covered held-out points
+    provenance: str = ""  # a note on where the calibration's data come from
+    anchor: Anchor | None = None  # the reader's measurement the model's level is anchored on
+    alpha_span: tuple[float, float] | None = None  # --alpha LO-HI: S is at the middle, the band spans both ends
 
 
 # ---------------------------------------------------------------------------------------------- inputs
@@ -189,6 +220,31 @@ def shape_from_config(path) -> ModelShape:
     return moe.shape_from_config(config, name=str(config.get("_name_or_path") or Path(path).resolve().parent.name))
 
 
+def _flat(text) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(text).lower())
+
+
+def match_name(arg: str, value: str, choices, what: str = "one of") -> str:
+    """``value`` as one of ``choices``, matched without regard to case or punctuation ("h200" → "H200",
+    "llama-3.1-8b" → "Llama-3.1-8B"); a prefix of exactly one choice is that choice. Otherwise a BadArgument
+    naming the nearest choices first ("did you mean ...?") and then all of them."""
+    import difflib
+
+    choices = list(choices)
+    if value in choices:
+        return value
+    flat = {_flat(c): c for c in choices}
+    if _flat(value) in flat:
+        return flat[_flat(value)]
+    starts = [c for f, c in flat.items() if _flat(value) and f.startswith(_flat(value))]
+    if len(starts) == 1:
+        return starts[0]
+    near = starts or [flat[f] for f in difflib.get_close_matches(_flat(value), list(flat), n=3, cutoff=0.6)]
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise validate.BadArgument(f"{arg} {value!r} is not {what} the table knows: {hint}It knows "
+                               f"{', '.join(choices)}")
+
+
 def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
     """A preset name, a config.json path, or (``shape_text``) six integers; ``name`` is the argument's."""
     if shape_text is not None:
@@ -200,8 +256,9 @@ def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
             raise validate.BadArgument(f"{name}_shape: {err}") from None
     if isinstance(value, ModelShape):
         return value
-    if value in cost.PRESETS:
-        return cost.PRESETS[value]
+    known = {**cost.PRESETS, **_shipped_shapes()}
+    if value in known:
+        return known[value]
     if value is not None and str(value).endswith(".json"):
         if not Path(value).is_file():
             raise validate.BadArgument(f"{name} must be a preset or a config.json that exists; {value!r} does not")
@@ -209,17 +266,26 @@ def model_shape(name: str, value, shape_text: str | None = None) -> ModelShape:
             return shape_from_config(value)
         except (validate.BadArgument, json.JSONDecodeError) as err:
             raise validate.BadArgument(f"{name}: {err}") from None
-    raise validate.BadArgument(f"{name} must be one of {', '.join(map(repr, cost.PRESETS))} or the path of a "
-                               f"Hugging Face config.json; got {value!r}")
+    if value is None:
+        raise validate.BadArgument(f"{name} is required: a preset ({', '.join(known)}), the path of a Hugging Face "
+                                   f"config.json, or --{name}-shape")
+    try:
+        return known[match_name(name, value, known, "a preset")]
+    except validate.BadArgument as err:
+        raise validate.BadArgument(f"{err}; or give the path of a Hugging Face config.json") from None
+
+
+MAX_BATCH = 1 << 16  # the largest batch a report considers (NO_MEMORY_LIMIT)
+MAX_CONTEXT = 10_000_000  # tokens: past the longest context window any model publishes (10M, Llama 4 Scout)
 
 
 def batch_range(text) -> tuple[int, int]:
-    """``"64"`` → (64, 64); ``"1-512"`` → (1, 512)."""
+    """``"64"`` → (64, 64); ``"1-512"`` → (1, 512); at most ``MAX_BATCH``."""
     lo, sep, hi = str(text).partition("-")
     if not lo.strip().isdigit() or (sep and not hi.strip().isdigit()):
         raise validate.BadArgument(f"batch must be a positive integer or a range LO-HI such as 1-512; got {text!r}")
-    lo = validate.integer("batch", int(lo), low=1)
-    hi = validate.integer("batch", int(hi), low=lo) if sep else lo
+    lo = validate.integer("batch", int(lo), low=1, high=MAX_BATCH)
+    hi = validate.integer("batch", int(hi), low=lo, high=MAX_BATCH) if sep else lo
     return lo, hi
 
 def k_value(text) -> int | None:
@@ -236,10 +302,18 @@ def alpha_value(alpha, mean_accepted, k: int | None, k_given: bool = True) -> tu
 
     A mean accepted length depends on the k it was measured at: "M" needs ``k`` given (``k_given``), and
     with ``--k best`` only "M@K" says it."""
-    if (alpha is None) == (mean_accepted is None):
-        raise validate.BadArgument("alpha or mean_accepted: give one of them (not both)")
+    if alpha is not None and mean_accepted is not None:
+        raise validate.BadArgument("alpha or mean_accepted: give one of them, not both")
+    if alpha is None and mean_accepted is None:
+        raise validate.BadArgument("alpha or mean_accepted: give the acceptance rate α (--alpha 0.7), a range if you "
+                                   "do not know it yet (--alpha 0.5-0.8: the report spans it), or a mean accepted "
+                                   f"length at its k (--mean-accepted 2.3@3). {MEASURE_ALPHA}")
     if alpha is not None:
-        return validate.probability("alpha", alpha), "given"
+        lo_hi = alpha_range(alpha)
+        if lo_hi[0] != lo_hi[1]:
+            return sum(lo_hi) / 2, (f"a range {lo_hi[0]:g}–{lo_hi[1]:g}: S at the middle, the band spans both ends "
+                                    f"({MEASURE_ALPHA_SHORT})")
+        return lo_hi[0], "given"
     text, _, at = str(mean_accepted).partition("@")
     measured_k = k if not at else validate.integer("mean_accepted", int(at) if at.strip().isdigit() else at, low=1)
     if measured_k is None or not (at or k_given):
@@ -253,7 +327,30 @@ def alpha_value(alpha, mean_accepted, k: int | None, k_given: bool = True) -> tu
         raise validate.BadArgument(f"mean_accepted must be in [1, {measured_k + 1}] (tokens per iteration with "
                                    f"the bonus token, at k = {measured_k}); got {mean:g}")
     alpha = cost.implied_alpha(mean, measured_k)
-    return alpha, f"from a mean accepted length of {mean:g} tokens at k = {measured_k} (inverse of E[N])"
+    return alpha, f"from a mean accepted length of {mean:g} tokens at k = {measured_k}, by the inverse of E[N]"
+
+
+MEASURE_ALPHA = ("Measure α on your traffic: Chapter 3 measures a pair's, and python -m specnotes.bench serve records "
+                 "the engine's acceptance where the engine reports it.")
+MEASURE_ALPHA_SHORT = "measure α: Chapter 3, or the acceptance bench serve records"
+
+
+def alpha_range(value) -> tuple[float, float]:
+    """``0.7`` or ``"0.7"`` → (0.7, 0.7); ``"0.5-0.8"`` → (0.5, 0.8): α in [0, 1], low ≤ high."""
+    if isinstance(value, tuple):
+        lo, hi = value
+    else:
+        lo, sep, hi = str(value).partition("-")
+        hi = hi if sep else lo
+    try:
+        lo, hi = float(lo), float(hi)
+    except ValueError:
+        raise validate.BadArgument(f"alpha must be a number in [0, 1] or a range LO-HI such as 0.5-0.8; got "
+                                   f"{value!r}") from None
+    lo, hi = validate.probability("alpha", lo), validate.probability("alpha", hi)
+    if lo > hi:
+        raise validate.BadArgument(f"alpha range must run from low to high, such as 0.5-0.8; got {value!r}")
+    return lo, hi
 
 
 def tree_value(text, verified=None) -> tuple[tuple[int, ...], int]:
@@ -270,9 +367,12 @@ def tree_value(text, verified=None) -> tuple[tuple[int, ...], int]:
 
 def gpu(name=None, bandwidth=None, peak=None, memory=None, link=None, dtype: str = "bf16") -> hardware.Accelerator:
     """A row of the accelerator table, or one built (or overridden) from GB/s, TFLOP/s and GB."""
-    if name is not None and name not in hardware.ACCELERATORS:
-        raise validate.BadArgument(f"gpu must be one of {', '.join(hardware.ACCELERATORS)}; got {name!r} "
-                                   "(or give bandwidth and peak for one that is not in the table)")
+    if name is not None:
+        try:
+            name = match_name("gpu", name, hardware.ACCELERATORS, "a GPU")
+        except validate.BadArgument as err:
+            raise validate.BadArgument(f"{err}; or give --bandwidth and --peak for one that is not in the table") \
+                from None
     if name is None and (bandwidth is None or peak is None):
         raise validate.BadArgument("gpu: give a GPU from the table, or both bandwidth (GB/s) and peak (TFLOP/s)")
     given = {"bandwidth": bandwidth, "peak": peak, "memory": memory, "link": link}
@@ -295,7 +395,7 @@ def gpu(name=None, bandwidth=None, peak=None, memory=None, link=None, dtype: str
 def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer,
             draft_vocab: int | None = None) -> tuple[cost.Draft, str]:
     """(the cost model's drafter, its name) for a drafter kind."""
-    validate.choice("drafter", kind, DRAFTERS)
+    kind = match_name("drafter", kind, DRAFTERS, "a drafter")
     if kind != "model" and draft is not None:
         raise validate.BadArgument(f"draft: a separate draft model goes with drafter 'model', not {kind!r}")
     if kind != "early-exit" and exit_layer is not None:
@@ -322,7 +422,7 @@ def drafter(kind: str, target: ModelShape, draft: ModelShape | None, exit_layer,
         head = cost.mtp_head(target)
         return head, head.name
     vocab = validate.integer("draft_vocab", 32000 if draft_vocab is None else draft_vocab, low=1, high=target.vocab)
-    head = cost.eagle3_head(target, vocab, name=f"EAGLE-3 head ({target.name}, {vocab:,}-token draft vocabulary)")
+    head = cost.eagle3_head(target, vocab, name=f"EAGLE-3 head for {target.name}, {vocab:,}-token vocabulary")
     return head, head.name
 
 
@@ -397,7 +497,7 @@ def extrapolations(fitted: dict, req: Request, gpus: list[str]) -> list[str]:
 class Resolved:
     """A calibration resolved for a request: its name (None: the idealized model), the time functions'
     keyword arguments, what it was fitted to, the sentence saying which and why, warnings, what the request
-    extrapolates past, and the interval factors of its cross-validated error."""
+    extrapolates past, and the band of its cross-validated error (``calibrate.Band``: a function of B)."""
 
     name: str | None
     knobs: dict
@@ -405,9 +505,10 @@ class Resolved:
     note: str
     warnings: tuple[str, ...]
     extrapolations: tuple[str, ...]
-    interval: tuple[float, float] | None
+    band: object | None  # calibrate.Band
     fitted_batch: int | None = None
-    interval_about: dict | None = None
+    band_about: dict | None = None
+    provenance: str = ""  # where the calibration's data come from, when the record doubts it (a note)
 
 
 def _gpus_of(stored: dict, engine: str | None) -> list[str]:
@@ -422,12 +523,10 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
     stored name of the GPU (``lookup(gpu, name)``: ``cost.calibration`` by default; a test passes its own)."""
     name = "auto" if name is None else name
     stored = _calibrate().stored()
-    intervals = stored["cross_validation"]["intervals"]
-    chosen = tuple(intervals[stored["model"]["variant"]])
-    about = interval_about(stored, stored["model"]["variant"])
+    chosen, about = stored_band(stored, stored["model"]["variant"])
     if name == "none":
         return Resolved(None, {}, None, "`--calibration none`: the idealized roofline (no engine costs)", (), (),
-                        tuple(intervals["idealized"]), None, interval_about(stored, "idealized"))
+                        *stored_band(stored, "idealized")[:1], None, stored_band(stored, "idealized")[1])
     if gpu_name is None and name not in ("auto", "pooled"):
         raise validate.BadArgument(f"calibration {name!r}: a calibration belongs to a GPU of the table, and this one "
                                    "is given by --bandwidth/--peak; use --gpu, or --calibration auto, pooled or none")
@@ -461,13 +560,15 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
         engine = [] if exact else [f"the engine: {how}"]
         label = found or (f"{family} (fitted on other GPUs)" if family else "pooled")
         doubt = gpu_doubt_text(record["fitted_to"])
-        if exact and not gone:
-            note = f"auto: {how}; this setup is inside what it was fitted on" + (
-                f", if the GPU of its source is this one ({doubt})" if doubt else "")
-        else:
-            note = f"auto: {how}" + (f" ({doubt})" if doubt else "")
+        how, _, sources = how.partition(" (from ")
+        if sources:  # where the knobs come from is a note, not part of the Model line
+            sources, _, rest = sources.partition(")")
+            how += rest
+        note = f"auto: {how}" + ("; this setup is inside what it was fitted on" if exact and not gone else "")
+        said = ([f"The knobs come from these sources of the published record: {sources}."] if sources else []) + (
+            [_doubt_note(doubt)] if doubt else [])
         return Resolved(label, dict(knobs), how, note, (), tuple(engine + gone), chosen,
-                        record["fitted_to"]["batch"][1], about)
+                        record["fitted_to"]["batch"][1], about, " ".join(said).rstrip("."))
     names = [n for n in here if "alias_of" not in here[n]] + [n for n in here if "alias_of" in here[n]]
     if name not in here:
         where = "; ".join(f"{a}: {', '.join(n)}" for a, n in
@@ -483,19 +584,26 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
     warnings = ((f"`--calibration {name}` ({label}) applied past what it was fitted on: {'; '.join(engine + gone)}",)
                 if engine + gone else ())
     doubt = gpu_doubt_text(record["fitted_to"])
-    return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}"
-                    + (f" ({doubt})" if doubt else ""), warnings, tuple(engine + gone), chosen,
-                    record["fitted_to"]["batch"][1], about)
+    return Resolved(name, cost.calibration(gpu_name, name), label, f"`--calibration {name}`: {label}", warnings,
+                    tuple(engine + gone), chosen, record["fitted_to"]["batch"][1], about, _doubt_note(doubt))
 
 
-def interval_about(stored: dict, variant: str) -> dict | None:
-    """How a stored interval was built (regime, points) and how often it covered held-out points, or None."""
-    rec = stored["cross_validation"].get("interval_held_out", {}).get(variant)
+def stored_band(stored: dict, variant: str, kind: str = "batch") -> tuple:
+    """(``calibrate.Band``, how it was built and how it did held out) of a stored variant: ``kind`` "batch" (the
+    band as a function of B, from the acceptance-only held-out errors) or "anchor" (of an anchored prediction,
+    as a function of log2(B / measured B)); (None, None) where none is stored."""
+    rec = stored["cross_validation"].get("bands", {}).get(variant)
     if rec is None:
-        return None
-    cover = rec["held_out"]
-    return {"regime": rec["regime"], "points": rec["points"], "covered": cover["covered"], "of": cover["points"],
-            "share": cover["share"], "nominal": rec["nominal"]}
+        return None, None
+    band = _calibrate().Band.from_json(rec[kind])
+    held = rec["held_out" if kind == "batch" else "anchor_held_out"]
+    return band, {"variant": variant, "regime": rec["regime"] if kind == "batch" else "anchored",
+                  "nominal": band.nominal, "points": band.points, "errors": len(band.errors),
+                  "sources": len(set(band.sources)), "held_out": held}
+
+
+def _doubt_note(doubt: str) -> str:
+    return f"The calibration's data hold points whose GPU the record doubts: {doubt}" if doubt else ""
 
 
 def gpu_doubt_text(fitted: dict) -> str:
@@ -529,19 +637,112 @@ def tp_check(tp: int, shapes: list[ModelShape]) -> int:
     return tp
 
 
+@dataclass(frozen=True)
+class Anchor:
+    """The reader's own measurement the model is anchored on: the (B, S) points used (``measured``), where
+    they came from (``source``: "--measured" or a record's path), the ``level`` (measured over modelled S,
+    the geometric mean over the points), the anchored band (``calibrate.Band`` over log2(B / measured B)) and
+    how it did held out, points of a record held back for comparison, and a record's per-batch quartiles."""
+
+    measured: tuple[tuple[int, float], ...]
+    source: str
+    level: float
+    band: object | None = None
+    about: dict | None = None
+    held_back: tuple[tuple[int, float], ...] = ()
+    quartiles: dict = field(default_factory=dict)
+    model_at: tuple[float, ...] = ()  # the model's S at each measured batch, before the level
+
+
+def measured_points(text) -> tuple[tuple[int, float], ...]:
+    """``"1:1.42,8:1.30"`` (or [(1, 1.42), (8, 1.30)]) → ((1, 1.42), (8, 1.3)): batches ≥ 1, each once, and
+    speedups > 0."""
+    if isinstance(text, str):
+        pairs = []
+        for part in [p.strip() for p in text.split(",") if p.strip()]:
+            b, sep, v = part.partition(":")
+            if not sep or not b.strip().isdigit() or not _is_float(v):
+                raise validate.BadArgument(f"measured must be B:S pairs such as 1:1.42,8:1.30 (a batch, a colon, the "
+                                           f"speedup measured there); got {part!r}")
+            pairs.append((int(b), float(v)))
+    else:
+        pairs = [(b, v) for b, v in text]
+    if not pairs:
+        raise validate.BadArgument("measured must hold at least one B:S pair, such as 8:1.30")
+    out = []
+    for b, v in pairs:
+        b = validate.integer("measured batch", b, low=1, high=NO_MEMORY_LIMIT)
+        v = validate.number(f"measured speedup at B = {b}", v, low=0, low_open=True)
+        out.append((b, v))
+    batches = [b for b, _ in out]
+    if len(set(batches)) != len(batches):
+        raise validate.BadArgument(f"measured names a batch twice ({', '.join(map(str, batches))}): one S per batch")
+    return tuple(sorted(out))
+
+
+def anchor_distance(batches, batch: int) -> float:
+    """log2(batch / the measured batch nearest to it in log B): how far an anchored prediction reaches
+    (negative: below the measurement)."""
+    d = [math.log2(batch / b) for b in batches]
+    return min(d, key=abs)
+
+
+def anchored(dep: Deployment, points, source: str, variant: str | None, held_back=(), quartiles=None) -> Deployment:
+    """The deployment anchored on measured (B, S) points: the level is exp(mean log(measured / model)) over
+    them; without a given α, the α whose E[N] best explains them (the level is then 1 unless that E[N] is
+    past [1, k + 1]). The band is the stored anchored band of ``variant`` (None: knobs by hand). A point
+    past the memory limit, or with S above what k drafts can give (k + 1 tokens per step), is refused."""
+    fits = memory_limit(dep)
+    most = (len(dep.tree) if dep.tree else dep.k) + 1
+    for b, v in points:
+        if fits is not None and b > fits:
+            raise validate.BadArgument(f"measured B = {b} does not fit in memory here: at most B = {fits} sequences "
+                                       f"(weights + both KV caches at L = {dep.context}); check --context, --gpu, "
+                                       "--tp and --memory")
+        if v > most:
+            raise validate.BadArgument(f"measured S = {v:g} at B = {b} is above {most}, the most tokens per step "
+                                       f"k = {most - 1} drafts can give: is it a speedup (TPOT off over on) at this "
+                                       "k?")
+    if dep.alpha is None:
+        ratios = [speedup(replace(dep, alpha=0.0), b, dep.k) for b, _ in points]  # E[N] = 1 at α = 0
+        tokens = math.exp(sum(math.log(v / r) for (_, v), r in zip(points, ratios, strict=True)) / len(points))
+        clamped = min(max(tokens, 1.0), float(most))
+        alpha = cost.implied_alpha(clamped, dep.k) if not dep.tree else 0.0
+        dep = replace(dep, alpha=alpha, alpha_from=f"implied by the measured level, E[N] = {clamped:.2f}: not "
+                                                   "measured" + ("" if clamped == tokens else
+                                                                 f"; the level needs E[N] = {tokens:.2f}"),
+                      tokens=clamped if dep.tree else dep.tokens)
+    model = [speedup(dep, b, dep.k) for b, _ in points]
+    level = math.exp(sum(math.log(v / m) for (_, v), m in zip(points, model, strict=True)) / len(points))
+    band, about = (None, None)
+    if variant is not None:
+        band, about = stored_band(_calibrate().stored(), variant, "anchor")
+    return replace(dep, anchor=Anchor(tuple(points), source, level, band, about, tuple(held_back),
+                                      dict(quartiles or {}), tuple(model)))
+
+
 def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, drafter_kind: str = "model",
                exit_layer=None, gpu_name=None, bandwidth=None, peak=None, memory=None, link=None,
                dtype: str = "bf16", weight_bits=None, tp=1, batch="1", context=0, draft_context=None,
                alpha=None, mean_accepted=None, k=None, calibration="auto", overhead=None, draft_overhead=None,
                overlap=None, calibration_lookup=None, engine=None, engine_version=None, layer_overhead=None,
-               tree=None, verified=None, draft_vocab=None) -> Deployment:
+               tree=None, verified=None, draft_vocab=None, measured=None, measured_from: str = "--measured",
+               held_back=(), quartiles=None, device_label: str | None = None,
+               alpha_note: str | None = None) -> Deployment:
     """Check every input once and build the Deployment. Errors name the argument (the CLI's flag with
     dashes for underscores): a ``validate.BadArgument``. ``overhead``, ``draft_overhead``: ms;
-    ``layer_overhead``: µs; ``k`` None: k = 4 for a chain (the report says it was not given)."""
+    ``layer_overhead``: µs; ``k`` None: k = 4 for a chain (the report says it was not given).
+
+    ``measured``: S measured on the reader's engine, "B:S[,B:S...]" or [(B, S), ...], from ``measured_from``
+    (a record's ``held_back`` points and per-batch ``quartiles`` travel along): the model's S(B) is anchored to
+    their level (``anchored``), and α, if not given, is the one that level implies."""
+    drafter_kind = match_name("drafter", drafter_kind, DRAFTERS, "a drafter")
     target_shape_ = model_shape("target", target, target_shape)
     draft_shape_ = None if draft is None and draft_shape is None else model_shape("draft", draft, draft_shape)
-    validate.choice("dtype", dtype, hardware.DTYPE_BYTES)
+    dtype = match_name("dtype", dtype, hardware.DTYPE_BYTES, "a dtype")
     accel = gpu(gpu_name, bandwidth, peak, memory, link, dtype)
+    if device_label:
+        accel = replace(accel, name=device_label)
     try:
         math_dtype = hardware.usable_dtype(accel, dtype)
     except ValueError:
@@ -562,10 +763,15 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
                                 [the_draft.layer] if isinstance(the_draft, cost.EagleHead) else [])
     tp_check(tp, shapes)
     lo_hi = batch_range(batch)
-    context = validate.integer("context", context, low=0)
+    if context is None:
+        raise validate.BadArgument("context is required: the context L your requests decode at, in tokens (prompt "
+                                   "plus half the output, on average). The KV reads it sets can change the answer "
+                                   "completely; 0 prices the weights alone")
+    context = validate.integer("context", context, low=0, high=MAX_CONTEXT)
     if draft_context is not None:
-        draft_context = validate.integer("draft_context", draft_context, low=0)
+        draft_context = validate.integer("draft_context", draft_context, low=0, high=MAX_CONTEXT)
     widths, tokens = None, None
+    span = alpha_range(alpha) if alpha is not None and tree is None else None
     if tree is not None:
         if k is not None:
             raise validate.BadArgument("k does not apply to a tree: its depth is the number of --tree widths and "
@@ -581,28 +787,45 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
     else:
         if verified is not None:
             raise validate.BadArgument("verified goes with --tree")
+        at = str(mean_accepted).partition("@")[2].strip() if mean_accepted is not None else ""
+        k_from_mean = k is None and at.isdigit()
+        k = at if k_from_mean else k  # a mean measured at K runs at K unless --k says otherwise
         k_given = k is not None
         k_ = K_DEFAULT if k is None else k_value(k)
-        alpha, alpha_from = alpha_value(alpha, mean_accepted, k_, k_given)
-        k_from = "given" if k_given else f"k = {K_DEFAULT}: the default (--k not given)"
+        if measured is not None and (not k_given or k_ is None):
+            raise validate.BadArgument("measured needs the k your engine ran at: give --k K (not 'best'; a record "
+                                       "that says its k gives it)")
+        if measured is not None and alpha is None and mean_accepted is None:
+            alpha, alpha_from = None, "implied by the measured level"
+        else:
+            alpha, alpha_from = alpha_value(alpha, mean_accepted, k_, k_given)
+            alpha_from = alpha_note or alpha_from
+        k_from = ("the k --mean-accepted M@K was measured at" if k_from_mean else "given" if k_given else
+                  f"k = {K_DEFAULT}: the default (--k not given)")
     engine = None if engine is None else str(engine).strip().lower() or None
     req = request_of(accel, gpu_name if accel is hardware.ACCELERATORS.get(gpu_name) else None, engine,
                      engine_version, drafter_kind, target_shape_, draft_shape_, tp, lo_hi, context, widths is not None)
     res = resolve_calibration(req.gpu, calibration, req, calibration_lookup)
     model = dict(res.knobs)
-    interval = res.interval
+    band = res.band
     for value, key, scale in ((overhead, "overhead", 1e-3), (draft_overhead, "draft_overhead", 1e-3),
                               (layer_overhead, "layer_overhead", 1e-6)):
         if value is not None:
             model[key] = validate.number(key, value, low=0) * scale
-            interval = None
+            band = None
     if overlap is not None:
         model["overlap"] = validate.choice("overlap", overlap, OVERLAPS)
-        interval = None
-    return Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
-                      alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
-                      res.warnings, k_from, widths, tokens, engine, engine_version, interval, res.extrapolations,
-                      res.fitted_batch, res.interval_about if interval else None)
+        band = None
+    dep = Deployment(target_shape_, the_draft, drafter_kind, draft_name, accel, dtype, math_dtype, lo_hi, context,
+                     alpha, alpha_from, k_, weight_bits, tp, draft_context, res.name, res.about, model, res.note,
+                     res.warnings, k_from, widths, tokens, engine, engine_version, band, res.extrapolations,
+                     res.fitted_batch, res.band_about if band else None, res.provenance,
+                     alpha_span=span if span and span[0] != span[1] else None)
+    if measured is None:
+        return dep
+    variant = res.band_about["variant"] if res.band_about else None
+    return anchored(dep, measured_points(measured), measured_from, variant if band else None, held_back,
+                    quartiles or {})
 
 
 def _is_float(text) -> bool:
@@ -639,9 +862,18 @@ def speedup(dep: Deployment, batch: int, k: int) -> float:
 
 
 def best_k(dep: Deployment, batch: int) -> int:
+    """The model's best k at ``batch`` (``cost.best_k``: 0 where no k gives S > 1); a tree: its own."""
     if dep.tree:
         return dep.k
     return cost.best_k(dep.target, dep.draft, dep.accel, batch, dep.alpha, dep.context, k_max=K_MAX, **_model(dep))
+
+
+def k_on(dep: Deployment, batch: int) -> int:
+    """The k a row's S, band and verdict are for: the k in use, or with "best" the best k of 1..K_MAX (what
+    speculating would give, even where the model says to leave it off)."""
+    if dep.k:
+        return dep.k
+    return max(range(1, K_MAX + 1), key=lambda k: speedup(dep, batch, k))
 
 
 def memory_limit(dep: Deployment) -> int | None:
@@ -677,18 +909,52 @@ def paying(dep: Deployment, limit: int, threshold: float = 1.0) -> list[tuple[in
                                                              **_model(dep)))
 
 
+def band_of(dep: Deployment):
+    """The band in use: the anchored one where the model is anchored on a measurement, else the batch band
+    (None: knobs set by hand)."""
+    return dep.anchor.band if dep.anchor else dep.band
+
+
+def factors(dep: Deployment, batch: int) -> tuple[float, float, float]:
+    """(low, centre, high) multipliers on the model's S at ``batch``: the batch band's at log2 B; anchored, the
+    level times the anchored band's at log2(B / the nearest measured B); (1, 1, 1), or the level, without a
+    band."""
+    if dep.anchor is None:
+        return (1.0, 1.0, 1.0) if dep.band is None else _band_factors(dep.band, math.log2(batch))
+    level = dep.anchor.level
+    if dep.anchor.band is None:
+        return level, level, level
+    x = anchor_distance([b for b, _ in dep.anchor.measured], batch)
+    return tuple(level * f for f in _band_factors(dep.anchor.band, x))
+
+
+@functools.lru_cache(maxsize=4096)
+def _band_factors(band, x: float) -> tuple[float, float, float]:
+    return band.factors(x)
+
+
+def end_speedups(dep: Deployment, batch: int, k: int) -> tuple[float, float]:
+    """The model's S at ``batch`` at the low and the high end of an α range (both the same without one)."""
+    if dep.alpha_span is None:
+        s = speedup(dep, batch, k)
+        return s, s
+    return tuple(speedup(replace(dep, alpha=a), batch, k) for a in dep.alpha_span)
+
+
+def best_speedup(dep: Deployment, batch: int) -> float:
+    """The model's S at ``batch`` with the k in use, or the best speculating k's (``k_on``) where k is "best"."""
+    return speedup(dep, batch, k_on(dep, batch))
+
+
 def verdict_batches(dep: Deployment, limit: int) -> dict | None:
-    """Where the prediction interval lies above 1 ("pays"), straddles it ("uncertain") or lies below it
-    ("does not pay"), as batch ranges up to ``limit``; None without an interval."""
-    if dep.interval is None or limit < 1:
+    """Where the band lies above 1 ("pays"), straddles it ("uncertain") or lies below it ("loses"), as batch
+    ranges up to ``limit`` (``calibrate.verdict_of`` at every batch); None without a band."""
+    if band_of(dep) is None or limit < 1:
         return None
-    low, high = dep.interval
-    sure = paying(dep, limit, 1 / low)
-    maybe = paying(dep, limit, 1 / high)
-    uncertain = _subtract(maybe, sure)
-    never = _subtract([(1, limit)], maybe)
-    return {"pays": [list(r) for r in sure], "uncertain": [list(r) for r in uncertain],
-            "does not pay": [list(r) for r in never]}
+    sure = cost.batch_ranges(lambda b: end_speedups(dep, b, k_on(dep, b))[0] * factors(dep, b)[0] > 1, limit)
+    maybe = cost.batch_ranges(lambda b: end_speedups(dep, b, k_on(dep, b))[1] * factors(dep, b)[2] >= 1, limit)
+    return {"pays": [list(r) for r in sure], "uncertain": [list(r) for r in _subtract(maybe, sure)],
+            "loses": [list(r) for r in _subtract([(1, limit)], maybe)]}
 
 
 def _subtract(ranges, cut) -> list[tuple[int, int]]:
@@ -707,17 +973,27 @@ def _subtract(ranges, cut) -> list[tuple[int, int]]:
     return out
 
 
+def band_batches(dep: Deployment) -> tuple[int, int] | None:
+    """The batches the band's held-out errors came from (past them, the band is their nearest's); anchored,
+    the batches the anchored errors reach from the nearest measured batch."""
+    band = band_of(dep)
+    if band is None:
+        return None
+    lo, hi = band.span()
+    if dep.anchor is None:
+        return round(2**lo), round(2**hi)
+    batches = [b for b, _ in dep.anchor.measured]
+    return max(1, math.floor(min(batches) * 2**lo)), math.ceil(max(batches) * 2**hi)
+
+
 def extrapolated(dep: Deployment, batch: int) -> bool:
     """Whether the verdict at ``batch`` extrapolates: the request lies past the calibration's fit (GPU, engine,
-    drafter, target, context, tp, weights), or this batch lies past the largest batch it was fitted on."""
+    drafter, target, context, tp, weights), or this batch lies past the largest batch it was fitted on or
+    past the batches the band was built from."""
     past_batch = [x for x in dep.extrapolations if x.startswith("batches above")]
-    return len(dep.extrapolations) > len(past_batch) or bool(dep.fitted_batch and batch > dep.fitted_batch)
-
-
-def verdict(s: float, interval: tuple[float, float] | None) -> str | None:
-    if interval is None:
-        return None
-    return "pays" if s * interval[0] > 1 else "does not pay" if s * interval[1] < 1 else "uncertain"
+    span = band_batches(dep)
+    return (len(dep.extrapolations) > len(past_batch) or bool(dep.fitted_batch and batch > dep.fitted_batch)
+            or bool(span and not span[0] <= batch <= span[1]))
 
 
 def kernel_roofs(kernels, accel: hardware.Accelerator, math_dtype: str) -> dict[str, str]:
@@ -745,13 +1021,14 @@ def roofs(dep: Deployment, batch: int, k: int) -> dict[str, dict[str, str]]:
 
 
 def row(dep: Deployment, batch: int, limit: int | None) -> dict:
-    """One batch: S with the k in use (with "best", the best k, 0 = off and S = 1), its interval and verdict,
-    the best k and its S, times, c, throughput, and the roofs (c and the roofs at k = 1 when k = 0: what
-    drafting would cost). A tree: its k is the tree tokens verified."""
+    """One batch: S with the k in use (with "best", the best speculating k, ``k_on``): the central estimate
+    (``speedup``: the model's S times the band's centre factor), the model's own (``model_speedup``), the band
+    and its verdict; the model's best k (0: leave it off) and its S (central), times, c, throughput (the
+    model's), and the roofs. A tree: its k is the tree tokens verified."""
     model = _model(dep)
     best = best_k(dep, batch)
-    k = dep.k or best
-    drafted = max(k, 1)
+    k = dep.k or k_on(dep, batch)
+    drafted = k
     plain = cost.pass_time(dep.target, dep.accel, batch, 1, dep.context, **_accepted(cost.pass_time, model))
     draft_ctx = dep.context if dep.draft_context is None else dep.draft_context
     draft_model = {**_accepted(cost.draft_time, model), "overhead": model.get("draft_overhead",
@@ -767,13 +1044,19 @@ def row(dep: Deployment, batch: int, limit: int | None) -> dict:
         iteration = cost.iteration_time(dep.target, dep.draft, dep.accel, batch, k, dep.context, **model)
         levels, tokens = drafted, cost.expected_tokens(dep.alpha, k)
     s = speedup(dep, batch, k)
-    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s,
-            "interval": [s * dep.interval[0], s * dep.interval[1]] if dep.interval else None,
-            "verdict": verdict(s, dep.interval), "extrapolated": extrapolated(dep, batch),
-            "best_k": best, "best_speedup": speedup(dep, batch, best),
+    low, centre, high = factors(dep, batch)
+    s_low, s_high = end_speedups(dep, batch, k)
+    band = [s_low * low, s_high * high] if band_of(dep) else None
+    measured = dict(dep.anchor.measured + dep.anchor.held_back) if dep.anchor else {}
+    return {"batch": batch, "fits": limit is None or batch <= limit, "k": k, "speedup": s * centre,
+            "model_speedup": s, "band": band,
+            "verdict": _calibrate().verdict_of(*band) if band else None, "extrapolated": extrapolated(dep, batch),
+            "best_k": best, "best_speedup": speedup(dep, batch, best) * centre if best else 1.0,
             "c": drafting / (levels * plain), "plain_ms": 1e3 * plain, "iteration_ms": 1e3 * iteration,
             "plain_tokens_per_s": batch / plain, "spec_tokens_per_s": batch * tokens / iteration,
-            "roofs": roofs(dep, batch, drafted)}
+            "roofs": roofs(dep, batch, drafted), "measured": measured.get(batch),
+            "measured_role": None if batch not in measured else "anchor" if batch in dict(dep.anchor.measured)
+            else "held back"}
 
 
 def report_batches(lo: int, hi: int, edges=()) -> list[int]:
@@ -793,7 +1076,7 @@ def _progress(items, progress, desc):
     return tqdm(items, desc=desc, file=sys.stderr, leave=False, disable=None if progress is None else not progress)
 
 
-def advise(dep: Deployment, progress: bool | None = False) -> dict:
+def advise(dep: Deployment, progress: bool | None = False, argv: list[str] | None = None) -> dict:
     """The report as a JSON-ready dict (schema in the module docstring). ``progress``: a tqdm bar on
     stderr (None: only where stderr is a terminal). With a calibration, the idealized model (no engine
     costs, per-kernel overlap) is evaluated beside it: ``idealized_speedup`` per row, ``idealized_paying_batches``."""
@@ -806,29 +1089,64 @@ def advise(dep: Deployment, progress: bool | None = False) -> dict:
     crossover = None if ranges and ranges[-1][1] >= limit else (ranges[-1][1] + 1 if ranges else 1)
     lo, hi = dep.batch
     edges = [r[0] for r in ranges] + [r[1] for r in ranges] + [crossover, fits]
+    if dep.anchor:
+        edges += [b for b, _ in dep.anchor.measured + dep.anchor.held_back]
     rows = [row(dep, b, fits) for b in _progress(report_batches(lo, hi, edges), progress, "batches")]
     for r in rows:
-        r["idealized_speedup"] = speedup(ideal, r["batch"], r["k"]) if dep.calibration else r["speedup"]
+        r["idealized_speedup"] = speedup(ideal, r["batch"], r["k"]) if dep.calibration else r["model_speedup"]
     top = min(hi, limit) if lo < hi else min(limit, max(4 * hi, 1024))
     curve_lo = lo if lo < hi else 1
-    curve = [[b, speedup(dep, b, dep.k or best_k(dep, b))]
+    curve = [[b, best_speedup(dep, b), *factors(dep, b)]
              for b in _progress(curve_batches(curve_lo, top) if top >= curve_lo else [], progress, "S(B) curve")]
-    warnings = list(dep.warnings)
+    warnings = list(dep.warnings) + anchor_warnings(dep)
     if fits and lo > fits:  # (fits = 0: the recommendation says why nothing fits)
         asked = f"B = {lo}" if lo == hi else f"B = {lo}–{hi}"
         warnings.append(f"none of the batches asked for ({asked}) fit in memory: at most B = {fits} sequences fit "
                         f"(weights + both KV caches at L = {dep.context}); the rows below are past the limit")
-    report = {"schema": SCHEMA, "deployment": describe(dep), "max_batch": fits, "limit": limit,
+    report = {"schema": SCHEMA, "argv": shlex.join(_inputs(argv)) if argv else None, "deployment": describe(dep),
+              "max_batch": fits, "limit": limit,
               "weights_per_gpu_GB": weights_per_gpu(dep) / 1e9, "rows": rows,
               "paying_batches": [list(r) for r in ranges], "verdict_batches": verdict_batches(dep, limit),
               "verdict_extrapolated": bool(dep.extrapolations),
               "best_k_paying_batches": [list(r) for r in any_k],
               "idealized_paying_batches": [list(r) for r in ideal_ranges], "crossover_batch": crossover,
               "curve": curve, "warnings": warnings}
+    report["verdict_line"] = verdict_line(report)
+    report["band_line"] = band_line(report)
     report["recommendation"] = recommendation(report)
+    report["measure"] = {"batches": measure_batches(report), "commands": measure_commands(report)}
     report["checklist"] = checklist(report)
     report["quote"] = quote(report)
     return report
+
+
+def _inputs(argv: list[str]) -> list[str]:
+    """A command line without the flags that only choose the output (--json, --plot FILE)."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a == "--json":
+            skip = False
+            continue
+        if a == "--plot":
+            skip = True
+            continue
+        if not a.startswith("--plot="):
+            out.append(a)
+    return out
+
+
+def anchor_warnings(dep: Deployment) -> list[str]:
+    """A level far outside what the published record's held-out errors span says the model's shape may not be
+    the engine's either."""
+    if dep.anchor is None or dep.band is None:
+        return []
+    lo, hi = math.exp(-max(dep.band.errors)), math.exp(-min(dep.band.errors))
+    level = dep.anchor.level
+    if lo / 1.5 <= level <= hi * 1.5:
+        return []
+    return [f"your engine runs at ×{level:.2f} the model's level, far outside what the published engines ran at "
+            f"(×{lo:.2f}–×{hi:.2f}): its costs are not the model's, so the shape of S(B) may not be either. Measure "
+            "at the batches you will run."]
 
 
 def engine_knobs(model: dict) -> dict:
@@ -837,6 +1155,24 @@ def engine_knobs(model: dict) -> dict:
             "draft_overhead_ms": 1e3 * model.get("draft_overhead", model.get("overhead", 0.0)),
             "layer_overhead_us": 1e6 * model.get("layer_overhead", 0.0),
             "allreduce_latency_us": 1e6 * model.get("allreduce_latency", 0.0)}
+
+
+def band_json(dep: Deployment) -> dict | None:
+    """The band as the JSON says it: how it was built, the batches its errors came from, how it did held out."""
+    if band_of(dep) is None:
+        return None
+    about = dep.anchor.about if dep.anchor else dep.band_about
+    return {**dict(about), "batches": list(band_batches(dep))}
+
+
+def anchor_json(dep: Deployment) -> dict | None:
+    """The measurement the model is anchored on, as the JSON says it."""
+    a = dep.anchor
+    if a is None:
+        return None
+    return {"source": a.source, "measured": [list(p) for p in a.measured], "held_back": [list(p) for p in a.held_back],
+            "level": a.level, "model_at_measured": list(a.model_at),
+            "quartiles": {str(b): list(q) for b, q in a.quartiles.items()}}
 
 
 def describe(dep: Deployment) -> dict:
@@ -868,9 +1204,9 @@ def describe(dep: Deployment) -> dict:
         "engine": dep.engine, "engine_version": dep.engine_version,
         "calibration": dep.calibration, "calibration_about": dep.calibration_about,
         "calibration_note": dep.calibration_note, "engine_knobs": engine_knobs(dep.model),
-        "interval": list(dep.interval) if dep.interval else None, "interval_about": dep.interval_about,
+        "band": band_json(dep), "anchor": anchor_json(dep),
         "extrapolations": list(dep.extrapolations),
-        "fitted_batch_max": dep.fitted_batch,
+        "fitted_batch_max": dep.fitted_batch, "provenance": dep.provenance,
     }
 
 
@@ -880,6 +1216,7 @@ def describe(dep: Deployment) -> dict:
 
 
 def where_it_pays(report: dict) -> str:
+    """Where the model's own S (no band) is above 1, over every batch that fits."""
     ranges, limit, crossover = report["paying_batches"], report["limit"], report["crossover_batch"]
     searched = f"1–{limit}" + ("" if report["max_batch"] is not None else ", no memory limit")
     if report["max_batch"] == 0:
@@ -888,7 +1225,7 @@ def where_it_pays(report: dict) -> str:
         return f"S ≤ 1 at every batch ({searched})"
     if len(ranges) == 1 and ranges[0] == [1, limit]:
         return f"S > 1 at every batch that fits ({searched})"
-    return f"S > 1 for B in {_ranges_text(ranges)} (of {searched})" + (
+    return f"S > 1 for B = {_ranges_text(ranges)} (of {searched})" + (
         f"; crossover B* = {crossover}" if crossover is not None else "")
 
 
@@ -903,35 +1240,159 @@ def _k_text(report) -> str:
     return "the best k at each batch" if dep["k"] == "best" else f"k = {dep['k']}"
 
 
-def _interval_text(dep: dict) -> str:
-    """The interval, what it was built from, and how often it covered held-out points (as measured)."""
-    low, high = dep["interval"]
-    about = dep.get("interval_about")
-    if about is None:
-        return f"measured S within ×{low:.2f}–×{high:.2f} of this model's prediction"
-    built = (f"the {about['points']} held-out published points predicted from their acceptance alone (as here)"
-             if about["regime"] == "acceptance only" else f"all {about['points']} held-out published points")
-    return (f"for the central {about['nominal']:.0%} of {built}, the measured S lay within ×{low:.2f}–×{high:.2f} of "
-            f"this model's prediction; built without their own source, such an interval covered {about['covered']} "
-            f"of {about['of']} ({about['share']:.0%})")
+def _k_short(report) -> str:
+    dep = report["deployment"]
+    return f"a tree, {dep['verified']} tokens verified" if dep["tree"] else "the best k" if dep["k"] == "best" else \
+        f"k = {dep['k']}"
 
 
-def _sure_text(report: dict) -> str:
-    """What the interval says: where speculation pays even at the low end, where it is uncertain."""
+def _clip(ranges, lo: int, hi: int) -> list[list[int]]:
+    """The parts of ``ranges`` inside [lo, hi]."""
+    return [[max(a, lo), min(b, hi)] for a, b in ranges if b >= lo and a <= hi]
+
+
+
+
+def verdict_line(report: dict) -> str:
+    """The report's first words: where the band says speculation pays, is uncertain or loses, over the batches
+    asked for (``calibrate.verdict_of`` at each batch); without a band, where the model alone says S > 1."""
+    dep, limit = report["deployment"], report["limit"]
+    lo, hi = dep["batch"]
+    hi = min(hi, limit) if report["max_batch"] else hi
     v = report["verdict_batches"]
+    if report["max_batch"] == 0:
+        return "Does not fit in memory."
+    if lo > hi:
+        return f"None of the batches asked for fits in memory: at most B = {report['max_batch']}."
     if v is None:
+        ranges = _clip(report["paying_batches"], lo, hi)
+        said = f"S > 1 for B = {_ranges_text(ranges)}" if ranges else f"S ≤ 1 for every B from {lo} to {hi}"
+        return f"No verdict: the engine knobs were set by hand, so the model is not cross-validated. It says {said}."
+    parts = [f"{name} for B = {_ranges_text(_clip(v[name], lo, hi))}" + (": measure it" if name == "uncertain" else "")
+             for name in ("pays", "uncertain", "loses") if _clip(v[name], lo, hi)]
+    line = "; ".join(parts)
+    return line[0].upper() + line[1:] + "."
+
+
+def band_line(report: dict) -> str:
+    """S and its band at the ends of the batches asked for: "At B = 1: S = 1.62×, band 1.45–1.71×; ..."."""
+    dep = report["deployment"]
+    lo, hi = dep["batch"]
+    mine = [r for r in report["rows"] if lo <= r["batch"] <= hi and r["fits"]]
+    ends = [r for i, r in enumerate(mine) if i in (0, len(mine) - 1)]
+    said = []
+    for r in ends:
+        s = r["speedup"]
+        k = f", k = {r['k']}" if dep["k"] == "best" else ""
+        band = f", band {r['band'][0]:.2f}–{r['band'][1]:.2f}×{k}" if r["band"] else k
+        said.append(f"at B = {r['batch']}: S = {s:.2f}×{band}" + ("*" if r["extrapolated"] else ""))
+    if not said:
         return ""
-    parts = [f"{name} for B in {_ranges_text(v[name])}" for name in ("pays", "uncertain", "does not pay") if v[name]]
-    extra = (" (extrapolated: the request lies past what the calibration was fitted on, see below)"
-             if report["verdict_extrapolated"] else "")
-    return f" Within the model's error ({_interval_text(report['deployment'])}): " + "; ".join(parts) + extra + "."
+    text = "; ".join(said)
+    return text[0].upper() + text[1:] + "."
+
+
+def measure_batches(report: dict) -> list[int]:
+    """Where to measure: the ends and the middle (in log B) of the first uncertain range among the batches asked
+    for (else of the first uncertain range at all), at most three batches."""
+    v = report["verdict_batches"]
+    if not v or not v["uncertain"]:
+        return []
+    lo, hi = report["deployment"]["batch"]
+    ranges = _clip(v["uncertain"], lo, hi) or v["uncertain"]
+    a, b = ranges[0]
+    return sorted({a, round(math.sqrt(a * b)), b})
+
+
+def measure_commands(report: dict) -> list[str]:
+    """The commands that measure S(B) on the reader's engine at ``measure_batches`` and anchor the advisor on
+    them (``bench serve`` off and on, ``bench serve-speedup``, then ``advise --from-record``)."""
+    batches = measure_batches(report)
+    if not batches:
+        return []
+    c = ",".join(map(str, batches))
+    serve = f"python -m specnotes.bench serve --url http://HOST:PORT/v1 --model NAME --concurrency {c}"
+    return [f"{serve} --label off --out off.json", f"{serve} --label on --out on.json",
+            "python -m specnotes.bench serve-speedup --off off.json --on on.json --out s.json",
+            f"python -m specnotes.advise {report['argv'] or '...'} --from-record s.json"]
+
+
+def shell_lines(command: str, width: int = 100) -> list[str]:
+    """A shell command broken at spaces with backslashes so that no line is wider than ``width``."""
+    lines, line = [], ""
+    for word in command.split(" "):
+        if line and len(line) + 1 + len(word) > width - 2:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [line]
+
+
+def band_text(dep: dict) -> str:
+    """How the band was built and how it did on sources it was not built from, in two short sentences."""
+    about = dep["band"]
+    if about is None:
+        return "none: the engine knobs were set by hand, so nothing cross-validates them"
+    if dep["anchor"] is not None:
+        cover = "; ".join(f"{r['coverage']:.0%} of {r['pairs']} reaching {r['distance']}" for r in about["held_out"]
+                          if r["pairs"] and not r["distance"].startswith("up to"))
+        return (f"anchored: the central {about['nominal']:.0%} of the {about['points']} held-out errors of "
+                f"predictions from another batch of the same series, nearest in log(B / measured B), of "
+                f"{about['errors']} from {about['sources']} sources. Built without each source, such a band "
+                f"covered {cover}")
+    regime = ("points predicted from their published acceptance alone, as here" if about["regime"] ==
+              "acceptance only" else f"{about['regime']} points")
+    lo, hi = about["batches"]
+    cover = "; ".join(f"{r['coverage']:.0%} of {r['points']} at {r['bucket']}" for r in about["held_out"]
+                      if r["bucket"] not in ("B > 1", "all") and r.get("points"))
+    return (f"the central {about['nominal']:.0%} of the {about['points']} held-out errors nearest in B, of "
+            f"{about['errors']} from {about['sources']} sources ({regime}; B = {lo}–{hi}). Built without each "
+            f"source, such a band covered {cover}")
+
+
+def held_back(report: dict) -> list[dict]:
+    """For each held-back measured batch of an anchored report: the anchored S and its band, the measured S,
+    and where the measurement fell: "inside" the band (its edges included), "above" or "below" it."""
+    out = []
+    for r in report["rows"]:
+        if r["measured_role"] != "held back":
+            continue
+        low, high = r["band"] if r["band"] else (r["speedup"], r["speedup"])
+        where = "below" if r["measured"] < low else "above" if r["measured"] > high else "inside"
+        out.append({"batch": r["batch"], "predicted": r["speedup"], "band": [low, high], "measured": r["measured"],
+                    "where": where})
+    return out
+
+
+def held_back_text(report: dict) -> str:
+    """The held-back comparison in one sentence per batch: "At B = 4 the anchored advisor says 0.62× (band
+    0.53–0.88×); the engine measured 0.68×, inside the band." """
+    said = []
+    for h in held_back(report):
+        where = "inside the band" if h["where"] == "inside" else f"{h['where']} the band"
+        said.append(f"At B = {h['batch']} the anchored advisor says {h['predicted']:.2f}×, band {h['band'][0]:.2f}–"
+                    f"{h['band'][1]:.2f}×; the engine measured {h['measured']:.2f}×, {where}.")
+    return " ".join(said)
+
+
+def anchor_text(dep: dict) -> str:
+    """What the model is anchored on: the measured points, the level, and the model's S there before it."""
+    a = dep["anchor"]
+    said = ", ".join(f"S = {v:.2f} at B = {b}" for b, v in a["measured"])
+    model = ", ".join(f"{m:.2f}" for m in a["model_at_measured"])
+    held = ("; held back for comparison: " + ", ".join(f"{v:.2f} at B = {b}" for b, v in a["held_back"])
+            if a["held_back"] else "")
+    return (f"{said} ({a['source']}). The model says {model} there: your engine runs at ×{a['level']:.2f} its "
+            f"level, and every S below is scaled by that{held}")
 
 
 def recommendation(report: dict) -> str:
-    """The advice in plain words, chosen by the numbers."""
+    """What to do, in short sentences chosen by the numbers: from the band's verdicts where there is a band
+    (``verdict_batches``), else from the model's S alone; then the best k, extrapolation and the idealized
+    model."""
     dep, ranges, limit, fits = report["deployment"], report["paying_batches"], report["limit"], report["max_batch"]
     rows = [r for r in report["rows"] if r["fits"]]
-    where = f"at every batch that fits (1–{limit})" if fits is not None else f"at every batch up to {limit}"
     gpu_ = dep["gpu"]
     if fits == 0 and report["weights_per_gpu_GB"] > gpu_["memory_GB"]:
         return (f"It does not fit: the weights alone ({report['weights_per_gpu_GB']:.3g} GB per GPU) exceed the "
@@ -942,51 +1403,41 @@ def recommendation(report: dict) -> str:
                 f"{gpu_['memory_GB']:.3g} GB per GPU with tp = {dep['tp']}), but not one sequence's KV caches at "
                 f"L = {dep['context_tokens']} beside them. Use a shorter context (`--context`), more GPUs (`--tp`), "
                 "or a smaller cache (a draft KV window, `--draft-context`; a smaller `--dtype`).")
-    if not ranges:
-        best = max(rows, key=lambda r: r["best_speedup"], default=None)
-        extra = (f" (the best in your range: {best['best_speedup']:.2f}× at B = {best['batch']} with k = "
-                 f"{best['best_k']})" if best and not dep["tree"] else "")
-        if report["best_k_paying_batches"] and not dep["tree"]:
-            return (f"Leave {_k_text(report)} off: it does not pay at any batch from 1 to {limit}. Another k does: "
-                    f"with the best k at each batch (`--k best`) speculation pays for B in "
-                    f"{_ranges_text(report['best_k_paying_batches'])}{extra}.") + _sure_text(report)
-        return (f"Leave it off: with {_k_text(report)} speculation does not pay at any batch from 1 to {limit}"
-                f"{extra}. Raise α (a better-matched draft), or use a cheaper drafter.") + _sure_text(report)
-    first, last = ranges[0][0], ranges[-1][1]
-    if len(ranges) == 1 and first == 1 and last >= limit:
-        advice = f"Turn it on {where}: with {_k_text(report)} it pays throughout."
-    elif len(ranges) == 1 and first == 1:
-        advice = f"Turn it on below B = {last + 1}, off above (with {_k_text(report)})."
-    elif len(ranges) == 1 and last >= limit:
-        advice = f"Turn it on above B = {first - 1}, off below (with {_k_text(report)}): it pays only at large batch."
+    v = report["verdict_batches"]
+    said = []
+    if v is not None:
+        on, off = v["pays"], v["loses"]
+        if on:
+            said.append(f"Turn it on for B = {_ranges_text(on)}, where the whole band is above 1.")
+        if off:
+            said.append(f"Leave it off for B = {_ranges_text(off)}, where the whole band is below 1.")
+        if v["uncertain"]:
+            said.append(f"For B = {_ranges_text(v['uncertain'])} the band straddles 1: measure S there "
+                        "(commands below) and anchor the advisor on it.")
+    elif ranges:
+        said.append(f"The model alone says S > 1 for B = {_ranges_text(ranges)} (of 1–{limit}).")
     else:
-        advice = f"Turn it on for B in {_ranges_text(ranges)}, off elsewhere (with {_k_text(report)})."
-    fitted = dep["fitted_batch_max"]
-    if fitted and last > fitted:
-        advice += (f" Past B = {fitted} this is an extrapolation: the calibration was fitted on batches up to "
-                   f"{fitted}.")
-    lo, hi = dep["batch"]
-    mine = [r for r in rows if lo <= r["batch"] <= hi]
-    if mine:
-        a, b = mine[0], mine[-1]
-        span = (f"S = {a['speedup']:.2f}× at B = {a['batch']}" if a is b
-                else f"S runs from {a['speedup']:.2f}× at B = {a['batch']} to {b['speedup']:.2f}× at B = {b['batch']}")
-        advice += f" In your range {span}."
+        said.append(f"The model alone says S ≤ 1 at every batch from 1 to {limit}.")
+    if not ranges and report["best_k_paying_batches"] and not dep["tree"] and not dep["anchor"]:
+        said.append(f"Another k does better: with the best k at each batch (`--k best`) the model has S > 1 for "
+                    f"B = {_ranges_text(report['best_k_paying_batches'])}.")
+    elif not ranges and not dep["tree"] and dep["k"] != "best" and not dep["anchor"]:
+        said.append("Raise α (a better-matched draft), or use a cheaper drafter.")
     bests = sorted({r["best_k"] for r in rows})
-    if dep["k"] != "best" and not dep["tree"] and len(bests) > 1:
+    if dep["k"] != "best" and not dep["tree"] and len(bests) > 1 and rows:
         last_k = f"{rows[-1]['best_k']}" + (" (off)" if rows[-1]["best_k"] == 0 else "")
-        advice += (f" The best k moves from {rows[0]['best_k']} (B = {rows[0]['batch']}) to {last_k} "
-                   f"(B = {rows[-1]['batch']}): choose k by the batch (`--k best`).")
-    advice += _sure_text(report)
+        said.append(f"The best k moves from {rows[0]['best_k']} at B = {rows[0]['batch']} to {last_k} at "
+                    f"B = {rows[-1]['batch']}: choose k by the batch (`--k best`).")
+    fitted = dep["fitted_batch_max"]
+    if fitted and limit > fitted and (ranges or v):
+        said.append(f"Past B = {fitted} this extrapolates: the calibration was fitted on batches up to {fitted}.")
     if _idealized(dep):
-        advice += (" Idealized model (no engine costs): engines run fewer tokens per second than it says, and "
-                   "S itself can sit above or below it.")
+        said.append("This is the idealized model (no engine costs): engines run slower than it says.")
     elif dep["calibration"]:
         ideal = report["idealized_paying_batches"]
-        advice += f" Calibrated ({dep['calibration']}, below); the idealized roofline " + (
-            "agrees on where it pays." if ideal == ranges else
-            f"would have S > 1 for B in {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 at every batch.")
-    return advice
+        said.append("The idealized roofline " + ("agrees on where S > 1." if ideal == ranges else
+                    f"would have S > 1 for B = {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 everywhere."))
+    return " ".join(said)
 
 
 def _idealized(dep: dict) -> bool:
@@ -1006,27 +1457,30 @@ def checklist(report: dict) -> list[list[str]]:
     k_text = (f"a tree {dep['tree']}, {dep['verified']} tokens verified" if dep["tree"] else f"{k}"
               + ("" if dep["k_from"] == "given" else f" ({dep['k_from']})"))
     return [
-        ["k", k_text + (f" (E[N] = {en:.2f} tokens per iteration)" if en else f" (searched 1–{K_MAX} per batch)")],
-        ["α, and how it was measured", (f"{dep['alpha']:.3f}, " if dep["alpha"] is not None else "")
+        ["Drafted tokens k", k_text + (f", E[N] = {en:.2f} tokens per iteration" if en else
+                                       f", searched 1–{K_MAX} per batch")],
+        ["Acceptance α, and how it was measured", (f"{dep['alpha']:.3f}, " if dep["alpha"] is not None else "")
          + f"{dep['alpha_from']}" + ("" if dep["tree"] else "; i.i.d. acceptance")],
-        ["B", f"{dep['batch'][0]}–{dep['batch'][1]}" if dep["batch"][0] != dep["batch"][1] else f"{dep['batch'][0]}"],
-        ["L", f"{dep['context_tokens']} tokens" + (f" (draft KV window {dep['draft_context_tokens']})"
+        ["Batch B", f"{dep['batch'][0]}–{dep['batch'][1]}" if dep["batch"][0] != dep["batch"][1] else
+         f"{dep['batch'][0]}"],
+        ["Context L", f"{dep['context_tokens']} tokens" + (f" (draft KV window {dep['draft_context_tokens']})"
                                                    if dep["draft_context_tokens"] is not None else "")],
-        ["c, and the draft", f"{dep['draft']['name']}; c = {first['c']:.3f} at B = {first['batch']} (modelled)"],
-        ["device", f"{gpu_['name']} × {dep['tp']}: {gpu_['peak_TFLOP_per_s']:.0f} TFLOP/s {dep['math_dtype']}, "
+        ["The draft, and c", f"{dep['draft']['name']}; c = {first['c']:.3f} at B = {first['batch']}, modelled"],
+        ["Device", f"{gpu_['name']} × {dep['tp']}: {gpu_['peak_TFLOP_per_s']:.0f} TFLOP/s {dep['math_dtype']}, "
                    f"{gpu_['bandwidth_GB_per_s'] / 1e3:.2f} TB/s, ridge {gpu_['ridge_FLOP_per_byte']:.0f} FLOP/byte"],
-        ["dtype", f"{weights}{dep['math_dtype']} math, KV cache in {dep['math_dtype']}"
+        ["Dtype", f"{weights}{dep['math_dtype']} math, KV cache in {dep['math_dtype']}"
                   + (f" ({dep['dtype']} asked; this GPU has no {dep['dtype']} peak)"
                      if dep["dtype"] != dep["math_dtype"] else "")],
-        ["temperature", "not modelled: it enters through α (measure α at the temperature you serve)"],
-        ["what was timed", "nothing: a modelled TPOT ratio at a fixed batch (= its throughput ratio); no prefill"],
-        ["baseline", "the same deployment decoding without speculation (modelled)"],
-        ["engine (overheads, CUDA graphs)", (f"{dep['calibration_note']}: " if dep["calibration"] else "")
+        ["Temperature", "not modelled: it enters through α, so measure α at the temperature you serve"],
+        ["What was timed", "nothing: a modelled TPOT ratio at a fixed batch, equal to its throughput ratio; no "
+                           "prefill"],
+        ["Baseline", "the same deployment decoding without speculation, modelled"],
+        ["Engine (overheads, CUDA graphs)", (f"{dep['calibration']}: " if dep["calibration"] else "")
          + f"{knobs['layer_overhead_us']:.3g} µs per layer of every pass, {knobs['overhead_ms']:.3g} ms per target "
            f"pass, {knobs['draft_overhead_ms']:.3g} ms per draft pass, overlap {knobs['overlap']!r}"
          + (" (idealized roofline)" if _idealized(dep) else "")],
-        ["error", (_interval_text(dep) + " (leave one source out, Chapter 6)") if dep["interval"] else
-         "not cross-validated: engine knobs given by hand"],
+        ["Error", "the band (**Band** above: held-out errors, leaving one source out, Chapter 6)" if dep["band"]
+         else "not cross-validated: engine knobs set by hand"],
     ]
 
 
@@ -1036,13 +1490,12 @@ def quote(report: dict) -> str:
     model = "the calibrated" if dep["calibration"] else "the idealized" if _idealized(dep) else "the"
     drafting = (f"a tree {dep['tree']} at {dep['expected_tokens']:.2f} tokens per iteration" if dep["tree"]
                 else f"k = {r['k']} tokens at α = {dep['alpha']:.2f}")
-    error = (f" (between {r['interval'][0]:.2f}× and {r['interval'][1]:.2f}× within the model's cross-validated "
-             "error)" if r["interval"] else "")
+    band = f", within a band of {r['band'][0]:.2f}–{r['band'][1]:.2f}×," if r["band"] else ""
     return (f"With {dep['draft']['name']} drafting {drafting}, "
             f"{dep['target']['name']} on {dep['tp']} × {dep['gpu']['name']} in {dep['math_dtype']} "
             f"at B = {r['batch']}, L = {dep['context_tokens']} is predicted by {model} roofline model to generate "
-            f"{r['speedup']:.2f}× as many tokens per second as the same deployment without speculation{error} "
-            "(temperature not modelled).")
+            f"{r['speedup']:.2f}×{band} as many tokens per second as without speculation. Temperature is not "
+            "modelled.")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -1060,78 +1513,146 @@ def _roof_text(roofs: dict) -> str:
     return "/".join("M" if v == "memory" else "C" for v in roofs.values()) or "—"
 
 
-def render(report: dict) -> str:
-    """The report as Markdown that reads as plain text: the CLI prints it, the book's page displays it."""
-    dep, rows = report["deployment"], report["rows"]
-    t, d, g = dep["target"], dep["draft"], dep["gpu"]
-    best, calibrated = dep["k"] == "best", bool(dep["calibration"])
-    columns = [("B", lambda r: r["batch"])]
-    if best:
-        columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S", lambda r: f"{r['best_speedup']:.2f}")]
+def key_table(report: dict) -> str:
+    """The batches, key columns first (fits a 100-column terminal and a phone): B, the verdict, S (the central
+    estimate) and its band, and the model's own S."""
+    dep = report["deployment"]
+    best = dep["k"] == "best"
+    s_name = "S"
+    columns = [("B", lambda r: f"{r['batch']}" + ("" if r["fits"] else " (no fit)"))]
+    if dep["band"]:
+        columns += [("verdict", lambda r: r["verdict"] + ("*" if r["extrapolated"] else "")),
+                    (s_name, lambda r: f"{r['speedup']:.2f}"),
+                    ("band", lambda r: f"{r['band'][0]:.2f}–{r['band'][1]:.2f}")]
+        if not dep["anchor"]:  # anchored, the measured column takes its place (the model's S is in the text)
+            columns.append(("model", lambda r: f"{r['model_speedup']:.2f}"))
     else:
-        columns += [("S (tree)" if dep["tree"] else f"S (k = {dep['k']})", lambda r: f"{r['speedup']:.2f}")]
-    if dep["interval"]:
-        columns += [("interval", lambda r: f"{r['interval'][0]:.2f}–{r['interval'][1]:.2f}"),
-                    ("verdict", lambda r: r["verdict"] + (" (extrapolated)" if r["extrapolated"] else ""))]
-    if calibrated:
-        columns += [("S idealized", lambda r: f"{r['idealized_speedup']:.2f}")]
-    if not best and not dep["tree"]:
+        columns += [("S, model", lambda r: f"{r['speedup']:.2f}")]
+    if best:
+        columns.insert(2 if dep["band"] else 1, ("k", lambda r: f"{r['k']}"))
+    if dep["anchor"]:
+        columns.append(("measured", lambda r: "" if r["measured"] is None else
+                        f"{r['measured']:.2f}" + (" (a)" if r["measured_role"] == "anchor" else " (h)")))
+    return _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in report["rows"]])
+
+
+def detail_table(report: dict) -> str:
+    """The model's terms per batch: the best k and its S, the idealized S, tokens per second off and on, the
+    roofs of the decode, verify and draft passes."""
+    dep = report["deployment"]
+    columns = [("B", lambda r: r["batch"])]
+    if not dep["tree"]:
         columns += [("best k", lambda r: _k_cell(r["best_k"])), ("S (best k)", lambda r: f"{r['best_speedup']:.2f}")]
+    if dep["calibration"]:
+        columns += [("S idealized", lambda r: f"{r['idealized_speedup']:.2f}")]
     columns += [("tokens/s off → on", lambda r: f"{r['plain_tokens_per_s']:,.0f} → {r['spec_tokens_per_s']:,.0f}"),
-                ("roofs: decode · verify · draft", lambda r: " · ".join(_roof_text(r["roofs"][name])
-                                                                       for name in ("decode", "verify", "draft"))),
-                ("fits", lambda r: "yes" if r["fits"] else "no")]
-    table = _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in rows])
+                ("roofs d · v · dr", lambda r: " · ".join(_roof_text(r["roofs"][name])
+                                                          for name in ("decode", "verify", "draft")))]
+    return _table([name for name, _ in columns], [[cell(r) for _, cell in columns] for r in report["rows"]])
+
+
+def _params(n: float) -> str:
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M"
+
+
+def memory_text(report: dict) -> str:
+    dep, g = report["deployment"], report["deployment"]["gpu"]
     fits = report["max_batch"]
     weights = f"{report['weights_per_gpu_GB']:.3g} GB"
-    memory = ("the GPU has no memory size: batches are not limited" if fits is None
-              else f"the weights alone ({weights} per GPU) exceed its {g['memory_GB']:.3g} GB"
-              if report["weights_per_gpu_GB"] > g["memory_GB"]
-              else f"the weights fit ({weights} of {g['memory_GB']:.3g} GB per GPU), but not one sequence's KV "
-                   f"caches at L = {dep['context_tokens']} beside them" if fits == 0
-              else f"at most B = {fits} sequences fit (weights + both KV caches at L = {dep['context_tokens']}, "
-                   f"{g['memory_GB']:.3g} GB per GPU, tp = {dep['tp']})")
-    pays = where_it_pays(report)
+    if fits is None:
+        return "the GPU has no memory size: batches are not limited"
+    if report["weights_per_gpu_GB"] > g["memory_GB"]:
+        return f"the weights alone ({weights} per GPU) exceed its {g['memory_GB']:.3g} GB"
+    if fits == 0:
+        return (f"the weights fit ({weights} of {g['memory_GB']:.3g} GB per GPU), but not one sequence's KV caches "
+                f"at L = {dep['context_tokens']} beside them")
+    return (f"at most B = {fits} sequences fit: weights and both KV caches at L = {dep['context_tokens']}, "
+            f"{g['memory_GB']:.3g} GB per GPU, tp = {dep['tp']}")
+
+
+def render(report: dict) -> str:
+    """The report as Markdown that reads as plain text (the CLI wraps it at 100 columns, ``wrap``): the verdict
+    and the band first, then what to do, where to measure, the table of batches, the deployment, the model's
+    terms per batch, the quoting checklist, and notes on where the numbers come from."""
+    dep = report["deployment"]
+    t, d, g = dep["target"], dep["draft"], dep["gpu"]
     acceptance = (f"**tokens per iteration** = {dep['expected_tokens']:.2f} ({dep['alpha_from']}); **tree**: "
                   f"{dep['tree']}, {dep['verified']} verified" if dep["tree"] else
-                  f"**α** = {dep['alpha']:.3f} ({dep['alpha_from']}); **k**: {dep['k']}"
+                  f"**α** = {dep['alpha']:.3f}, {dep['alpha_from']}; **k**: {dep['k']}"
                   + ("" if dep["k_from"] == "given" else f" ({dep['k_from']})"))
+    commands = report["measure"]["commands"]
     lines = [
         f"**Does speculation pay? {t['name']} with {d['name']} on {g['name']}**",
+        "",
+        f"**{report['verdict_line']}** {report['band_line']}".rstrip(),
         "",
         f"**Recommendation.** {report['recommendation']}",
         "",
         *[f"**Warning.** {w}\n" for w in report["warnings"]],
-        f"- **Target**: {t['name']}, {t['params'] / 1e9:.2f} B matmul parameters; **draft**: {d['name']} "
-        f"({d['kind']}: {d['maps_to']})",
+        *(["**Measure it** at B = " + ", ".join(map(str, report["measure"]["batches"])) + ": your engine's address "
+           "and model name for HOST:PORT and NAME, off, then on, then S(B), then the advisor anchored on it.", "",
+           "```bash", *[x for c in commands for x in shell_lines(c)], "```", ""] if commands else []),
+        key_table(report),
+        "",
+        ((f"S ({_k_short(report)}): the model's S anchored on your measurement, times the median error of the "
+          "nearest held-out anchored predictions; band: where the measured S lay for " if dep["anchor"] else
+          f"S ({_k_short(report)}): the central estimate, the model's S times the median error of the nearest "
+          "held-out points; band: where the measured S lay for ")
+         + f"{dep['band']['nominal']:.0%} of them" + ("" if dep["anchor"] else "; model: the model's S alone")
+         + ". * extrapolated past the fit."
+         + (" Measured: (a) anchored on, (h) held back for comparison." if dep["anchor"] else "")
+         if dep["band"] else "No band: the engine knobs were set by hand."),
+        "",
+        f"- **Target**: {t['name']}, {_params(t['params'])} matmul parameters; **draft**: {d['name']}, "
+        f"priced as {d['maps_to']}",
         f"- **GPU**: {g['name']} × {dep['tp']}, {dep['math_dtype']}, ridge {g['ridge_FLOP_per_byte']:.0f} FLOP/byte; "
         f"**L** = {dep['context_tokens']}; {acceptance}",
         f"- **Model**: {dep['calibration_note']}.",
+        f"- **Band**: {band_text(dep)}.",
+        *([f"- **Anchored on**: {anchor_text(dep)}."] if dep["anchor"] else []),
         *([f"- **Extrapolates past its fit**: {'; '.join(dep['extrapolations'])}."] if dep["extrapolations"] else []),
-        f"- **Where it pays**: {pays}.",
-        f"- **Memory**: {memory}.",
+        f"- **The model alone**: {where_it_pays(report)}.",
+        f"- **Memory**: {memory_text(report)}.",
         "",
-        table,
+        "**The model's terms per batch.** Roofs: matmul/attention kernels of the decode, verify and draft passes "
+        "(draft: its first pass; — = no weights), M = memory-bound, C = compute-bound. Tokens/s: the whole batch."
+        + (" S idealized: without the engine's costs." if dep["calibration"] else ""),
         "",
-        "Roofs: matmul/attention kernels of each pass, M = memory-bound, C = compute-bound (draft: its first "
-        "pass; — = no weights). Tokens/s: the whole batch, speculation off → on"
-        + ("; interval: the model's cross-validated error (the **error** row below), uncertain where it straddles "
-           "1, (extrapolated) past the calibration's fit" if dep["interval"] else "")
-        + ("; S idealized: the same k without the engine's costs." if calibrated else "."),
+        detail_table(report),
         "",
         "**How to quote this speedup**",
         "",
-        _table(["item", "value"], report["checklist"]),
+        *[f"- **{item}**: {value}" + ("" if value.endswith(".") else ".") for item, value in report["checklist"]],
         "",
         f"> {report['quote']}",
     ]
+    if dep.get("provenance"):
+        lines += ["", f"**Note.** {dep['provenance']}."]
     return "\n".join(lines)
 
 
+def wrap(markdown: str, width: int = 100) -> str:
+    """``render``'s Markdown for a terminal: paragraphs, list items and quotes wrapped at ``width`` columns
+    (tables and code left as they are)."""
+    import textwrap
+
+    out, code = [], False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            code = not code
+        if code or line.startswith("```") or line.startswith("|") or len(line) <= width:
+            out.append(line)
+            continue
+        first, rest = ("- ", "  ") if line.startswith("- ") else ("> ", "> ") if line.startswith("> ") else ("", "")
+        body = line[len(first):]
+        out += textwrap.wrap(body, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+    return "\n".join(out)
 
 
 def plot(report: dict, ax=None, title: str | None = None):
-    """S(B) up to the memory limit, the paying range shaded, batches that do not fit greyed out."""
+    """S(B) up to the memory limit: the central estimate with its band, the model's own S, where the band
+    says it pays shaded, batches that do not fit greyed out. The title names the deployment, the legend
+    what each mark is."""
     import matplotlib.pyplot as plt
 
     from specnotes import plots
@@ -1140,29 +1661,36 @@ def plot(report: dict, ax=None, title: str | None = None):
         _, ax = plt.subplots(figsize=(8, 4.5))
     dep = report["deployment"]
     curve = report["curve"]
-    acceptance = (f"{dep['expected_tokens']:.2f} tokens/iteration" if dep["tree"] else f"α={dep['alpha']:.2f}")
-    label = f"{dep['target']['name']} + {dep['draft']['name']}, {_k_text(report)}, {acceptance}"
-    batches = [b for b, _ in curve] or [1]
-    ax = plots.speedup_vs_batch(ax, [(label, batches, [s for _, s in curve] or [float("nan")], "model")],
-                                bstar=None if report["crossover_batch"] in (None, 1) else report["crossover_batch"],
-                                title=title or f"{dep['gpu']['name']} × {dep['tp']}, {dep['math_dtype']}, "
-                                               f"L = {dep['context_tokens']}")
-    if dep["interval"] and curve:
-        low, high = dep["interval"]
-        about = dep.get("interval_about")
-        covered = f" (covered {about['share']:.0%} of held-out points)" if about else ""
-        ax.fill_between(batches, [s * low for _, s in curve], [s * high for _, s in curve], color="C0", alpha=0.12,
-                        linewidth=0, label=f"the model's cross-validated error{covered}")
+    acceptance = (f"{dep['expected_tokens']:.2f} tokens/iteration" if dep["tree"] else f"α = {dep['alpha']:.2f}")
+    drafter = dep["draft"]["name"] if dep["draft"]["kind"] == "model" else dep["draft"]["kind"]
+    label = f"{_k_text(report)}, {acceptance}"
+    batches = [c[0] for c in curve] or [1]
+    model = [c[1] for c in curve] or [float("nan")]
+    banded = dep["band"] is not None and bool(curve)
+    lines = [(f"central estimate ({label})" if banded else label, batches,
+              [c[1] * c[3] for c in curve] if banded else model, "model")]
+    if banded:
+        lines.append(("before the band's correction", batches, model, "model"))
+    ax = plots.speedup_vs_batch(ax, lines, bstar=None if report["crossover_batch"] in (None, 1)
+                                else report["crossover_batch"],
+                                title=title or f"{dep['target']['name']} + {drafter}, {dep['gpu']['name']} × "
+                                               f"{dep['tp']}, {dep['math_dtype']}, L = {dep['context_tokens']}")
+    if banded:
+        ax.get_lines()[1].set_linestyle("--")
+        ax.fill_between(batches, [c[1] * c[2] for c in curve], [c[1] * c[4] for c in curve], color="C0",
+                        alpha=0.15, linewidth=0, label=f"band: {dep['band']['nominal']:.0%} of held-out errors")
     lo, hi = dep["batch"]
     right = hi if lo < hi else max(batches[-1], hi)
-    plots.shade_batches(ax, [(a, min(b, right)) for a, b in report["paying_batches"] if a <= right],
-                        "speculation pays (S > 1)")
+    v = report["verdict_batches"]
+    pays = v["pays"] if v else report["paying_batches"]
+    plots.shade_batches(ax, [(a, min(b, right)) for a, b in pays if a <= right],
+                        "pays (band above 1)" if v else "the model's S > 1")
     fits = report["max_batch"]
     if fits is not None and fits < right:
         plots.shade_batches(ax, [(max(fits, 1), right)], "does not fit in memory", color="0.6")
     if lo == hi:
         ax.axvline(lo, color="0.2", linewidth=1, label=f"your batch B = {lo}")
-        ax.legend(loc="best")
+    ax.legend(loc="lower left", fontsize=9)
     return ax
 
 
@@ -1255,7 +1783,23 @@ FLAGS = {"target": "--target", "target_shape": "--target-shape", "draft": "--dra
          "overhead": "--overhead-ms", "draft_overhead": "--draft-overhead-ms", "overlap": "--overlap",
          "layer_overhead": "--layer-overhead-us", "layers": "--exit-layer", "mean_tokens": "--mean-accepted",
          "plot": "--plot", "engine": "--engine", "engine_version": "--engine-version", "tree": "--tree",
-         "verified": "--verified", "draft_vocab": "--draft-vocab"}
+         "verified": "--verified", "draft_vocab": "--draft-vocab", "measured": "--measured",
+         "from_record": "--from-record", "record_batches": "--record-batches"}
+
+
+def _alpha_arg(text) -> str:
+    try:
+        alpha_range(text)
+    except validate.BadArgument as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("alpha ")) from None
+    return text
+
+
+def _batch_list(text) -> list[int]:
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"must be batches B[,B...] such as 1,2; got {text!r}")
+    return [int(p) for p in parts]
 
 
 def flag_message(message: str) -> str:
@@ -1271,6 +1815,14 @@ def flag_message(message: str) -> str:
     return name + sep + rest
 
 
+class _Parser(argparse.ArgumentParser):
+    """The CLI's parser: an error prints its message first and one line on where the options are, not the
+    whole usage (exit status 2, as argparse)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n(python -m specnotes.advise --help lists every option)\n")
+
+
 class _RaisingParser(argparse.ArgumentParser):
     """For ``run``: a command line that argparse rejects raises BadArgument instead of exiting."""
 
@@ -1282,7 +1834,8 @@ POSITIVE = validate.cli(validate.number, low=0, low_open=True)  # GB/s, TFLOP/s,
 TOKENS = validate.cli(validate.integer, low=0)
 
 
-def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
+def parser(cls=None) -> argparse.ArgumentParser:
+    cls = cls or _Parser
     p = cls(prog="python -m specnotes.advise",
             description="Does speculative decoding pay for my deployment? A one-page report from the book's cost "
                         "model, with its cross-validated error.",
@@ -1317,11 +1870,22 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "the KV heads")
     w = p.add_argument_group("workload")
     w.add_argument("--batch", default="1", help="a batch size, or a range such as 1-512 (default 1)")
-    w.add_argument("--context", type=TOKENS, default=0, help="context length L, tokens (default 0)")
+    w.add_argument("--context", type=validate.cli(validate.integer, low=0, high=MAX_CONTEXT),
+                   help="context length L your requests decode at, tokens (required; a --from-record of llama-server "
+                        "gives it)")
     w.add_argument("--draft-context", type=TOKENS, help="the draft's own KV length (a window), tokens")
-    w.add_argument("--alpha", type=validate.cli(validate.probability), help="acceptance rate α in [0, 1]")
+    w.add_argument("--alpha", type=_alpha_arg, help="acceptance rate α in [0, 1], or a range LO-HI such as 0.5-0.8 "
+                                                    "when you do not know it yet")
     w.add_argument("--mean-accepted", help="mean tokens per iteration (bonus included), measured at --k, or M@K")
     w.add_argument("--k", help=f"draft tokens per iteration, or 'best' (default {K_DEFAULT}, and the report says so)")
+    m = p.add_argument_group("your measurement (anchors the model's level on it)")
+    m.add_argument("--measured", metavar="B:S[,B:S...]",
+                   help="S measured on your engine at batch B (TPOT off over on), such as 1:1.42,8:1.30; needs --k")
+    m.add_argument("--from-record", metavar="FILE", help="a record of python -m specnotes.bench serve-speedup or "
+                                                          "python -m specnotes.engine measure: its S(B), k, models and "
+                                                          "device (a record that disagrees with the flags is refused)")
+    m.add_argument("--record-batches", type=_batch_list, metavar="B[,B...]",
+                   help="anchor on these of the record's batches only (the others are shown, held back)")
     c = p.add_argument_group("the engine")
     c.add_argument("--engine", help=f"the engine you serve with ({', '.join(ENGINES)} are in the published record; "
                                     "another gets the knobs pooled over them)")
@@ -1342,16 +1906,202 @@ def parser(cls=argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+# ---------------------------------------------------------------------------------------------- records
+
+
+def _shipped_shapes() -> dict[str, ModelShape]:
+    """The book's shipped pair as llama-server serves them (float32 GGUF): "specnotes-target", "specnotes-draft"
+    (data/models.json's configurations; multi-head KV)."""
+    from importlib import resources
+
+    card = json.loads(resources.files("specnotes").joinpath("data", "models.json").read_text())
+    return {f"specnotes-{w}": _fp32_shape(card[w]["config"], f"specnotes-{w}") for w in ("target", "draft")}
+
+
+def _record_shape(c: dict, name: str) -> ModelShape:
+    """A model's shape as a record writes it (``notes["target_config"]``: n_layers, d_model, n_heads, d_ff,
+    vocab_size, and optionally n_kv_heads, weight_bytes, kv_bytes, compute)."""
+    try:
+        return ModelShape(int(c["n_layers"]), int(c["d_model"]), int(c["n_heads"]),
+                          int(c.get("n_kv_heads") or c["n_heads"]), int(c["d_ff"]), int(c["vocab_size"]),
+                          weight_bytes=float(c.get("weight_bytes", 4)), kv_bytes=float(c.get("kv_bytes", 4)),
+                          compute=c.get("compute", "fp32"), name=name)
+    except (KeyError, TypeError, ValueError) as err:
+        raise validate.BadArgument(f"from_record: the record's config of {name!r} lacks {err}") from None
+
+
+def _fp32_shape(c: dict, name: str) -> ModelShape:
+    return ModelShape(c["n_layers"], c["d_model"], c["n_heads"], c["n_heads"], c["d_ff"], c["vocab_size"],
+                      weight_bytes=4, kv_bytes=4, compute="fp32", name=name)
+
+
+def _model_name(name) -> str:
+    """A model's name as a record writes it, without folders, .gguf and a float-format suffix."""
+    stem = Path(str(name)).name
+    stem = re.sub(r"\.gguf$", "", stem, flags=re.I)
+    return re.sub(r"[-_.](f32|f16|bf16|q\d\w*)$", "", stem, flags=re.I)
+
+
+def _same_model(asked: str, recorded: str) -> bool:
+    """Whether a model asked for (a preset's or config's name) is the one a record names: the asked name, in
+    lower case without punctuation, inside the recorded one ("Llama-3.1-8B" is in
+    "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf")."""
+    flat = lambda x: re.sub(r"[^a-z0-9]", "", str(x).lower())
+    return flat(asked) in flat(recorded) or flat(recorded) in flat(asked)
+
+
+def llama_server_record(kind: str = "shipped") -> Path:
+    """The book's llama-server record of ``kind`` ("shipped": the shipped pair; "big"), as ``python -m
+    specnotes.engine measure --record`` wrote it into data/reference/llama-server."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("specnotes").joinpath("data", "reference", "llama-server")))
+    found = sorted(folder.glob(f"{validate.choice('kind', kind, ('shipped', 'big'))}-*.json"))
+    if not found:
+        raise validate.BadArgument(f"no {kind}-*.json in {folder}")
+    return found[0]
+
+
+def _device_name(name) -> str | None:
+    """A CPU's name as a record writes it, without trademark marks ("Intel(R) Xeon(R)" → "Intel Xeon")."""
+    return None if name is None else re.sub(r"\s+", " ", re.sub(r"\((R|TM)\)", "", str(name), flags=re.I)).strip()
+
+
+def read_record(path) -> dict:
+    """The measurement in a record that ``python -m specnotes.bench serve-speedup`` or ``python -m
+    specnotes.engine measure`` wrote (schema specnotes.results/1, section engine_speedup): S per concurrency
+    (the median over the record's pairs of the engine's own TPOT ratio where it timed itself, else the
+    client's), their quartiles, and what the record says of the deployment: k, the target and draft, the
+    device (a CPU's measured roofs), the context and the acceptance specnotes measured."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise validate.BadArgument(f"from_record: cannot read {str(path)!r} as JSON ({type(err).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "specnotes.results/1" or not isinstance(
+            doc.get("sections"), dict) or not doc["sections"].get("engine_speedup"):
+        raise validate.BadArgument(f"from_record: {str(path)!r} is not an S(B) record (schema specnotes.results/1 with "
+                                   "an engine_speedup section, as bench serve-speedup and engine measure write)")
+    by: dict[int, list] = {}
+    for r in doc["sections"]["engine_speedup"]:
+        extra = r.get("extra", {})
+        s = extra.get("speedup_engine_tpot", extra.get("speedup"))
+        if s is not None:
+            by.setdefault(int(r["params"]["concurrency"]), []).append(float(s))
+    if not by:
+        raise validate.BadArgument(f"from_record: {str(path)!r} holds no speedup")
+    prov, notes = doc.get("provenance", {}), doc.get("notes", {})
+    build = prov.get("engine_build") or {}
+    labels = " ".join(str(x) for x in (prov.get("label"), (notes.get("on") or {}).get("label")) if x)
+    k = notes.get("k", build.get("k"))
+    if k is None and re.search(r"\bk\s*=\s*(\d+)", labels):
+        k = int(re.search(r"\bk\s*=\s*(\d+)", labels).group(1))
+    roofs = notes.get("roofs")
+    params = doc["sections"]["engine_speedup"][0].get("params", {})
+    context = None
+    if "llama-server" in str(build.get("engine", "")) and "prompt_chars" in params and "max_tokens" in params:
+        context = int(params["prompt_chars"]) + int(params["max_tokens"]) // 2  # one token per byte, mid-decode
+    median = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:][:2]) / 2
+    quart = lambda xs: (sorted(xs)[len(xs) // 4], sorted(xs)[(3 * len(xs)) // 4]) if len(xs) > 1 else (xs[0], xs[0])
+    big = notes.get("big_config")
+    return {"path": str(path), "speedups": {b: median(v) for b, v in sorted(by.items())},
+            "quartiles": {b: quart(v) for b, v in sorted(by.items())}, "pairs": {b: len(v) for b, v in by.items()},
+            "k": int(k) if k is not None else None, "model": build.get("model") or prov.get("engine_model"),
+            "draft": build.get("draft"),
+            "device": _device_name(build.get("cpu") or prov.get("host")) if roofs else None,
+            "roofs": roofs, "gpu": build.get("gpu") or prov.get("gpu"), "context": context,
+            "alpha": (notes.get("specnotes_acceptance") or {}).get("alpha"), "engine": build.get("engine"),
+            "big_config": big, "configs": {w: notes.get(f"{w}_config") for w in ("target", "draft")}}
+
+
+def record_inputs(rec: dict, given: dict, use=None) -> dict:
+    """``deployment`` arguments from a record (``read_record``) merged with the ones given on the command line
+    (``given``: deployment's keyword arguments, None where not given): what the record says fills what is not
+    given, and a record that disagrees with what is given (the model, the draft, k, the GPU) is refused, saying
+    both. ``use``: the batches of the record to anchor on (default: all); the others are held back."""
+    out = dict(given)
+    where = rec["path"]
+    names = {**_shipped_shapes()}
+    if rec.get("big_config"):
+        c = rec["big_config"]
+        names[_model_name(rec["model"])] = _fp32_shape({**c, "vocab_size": c.get("vocab_size", 256)},
+                                                       _model_name(rec["model"]))
+    for which in ("target", "draft"):
+        recorded = rec["model"] if which == "target" else rec["draft"]
+        if recorded is None:
+            continue
+        asked = given.get(which)
+        shape_given = given.get(f"{which}_shape") is not None
+        if asked is None and not shape_given:
+            name = _model_name(recorded)
+            config = (rec.get("configs") or {}).get(which)
+            if name not in names and config:  # a GGUF pair of the reader's own: the record says its shape
+                names[name] = _record_shape(config, name)
+            if name not in names:
+                raise validate.BadArgument(f"{which}: the record {where} ran {recorded!r}, which is no preset: give "
+                                           f"--{which} (a preset or a config.json) or --{which}-shape")
+            out[which] = names[name]
+        elif asked is not None and not _same_model(getattr(asked, "name", asked), _model_name(recorded)):
+            raise validate.BadArgument(f"{which} {getattr(asked, 'name', asked)!r} disagrees with the record {where}, "
+                                       f"which ran {recorded!r}: drop --{which} or pass a record of this model")
+    if rec["k"] is not None:
+        if given.get("k") is not None and str(given["k"]).strip() != str(rec["k"]):
+            raise validate.BadArgument(f"k {given['k']} disagrees with the record {where}, which ran k = {rec['k']}: "
+                                       "drop --k or pass a record measured at this k")
+        out["k"] = str(rec["k"])
+    if rec["roofs"]:
+        if given.get("gpu_name") is not None:
+            roofs = rec["roofs"]
+            raise validate.BadArgument(
+                f"gpu {given['gpu_name']} disagrees with the record {where}, which was measured on "
+                f"{rec['device'] or 'a CPU'} (its roofs: {roofs['bandwidth'] / 1e9:.1f} GB/s, "
+                f"{roofs['flops'] / 1e9:.0f} GFLOP/s): drop --gpu (the record's roofs are used) or pass a record "
+                "measured on that GPU")
+        if given.get("bandwidth") is None and given.get("peak") is None:
+            out["bandwidth"], out["peak"] = rec["roofs"]["bandwidth"] / 1e9, rec["roofs"]["flops"] / 1e12
+            out["dtype"] = rec["roofs"].get("dtype", "fp32") if given.get("dtype") in (None, "bf16") else given["dtype"]
+            out["device_label"] = f"{rec['device'] or 'the recording CPU'} (roofs measured by the record)"
+    elif rec["gpu"] and given.get("gpu_name") and not _same_model(given["gpu_name"], rec["gpu"]):
+        raise validate.BadArgument(f"gpu {given['gpu_name']} disagrees with the record {where}, which was measured on "
+                                   f"{rec['gpu']}: pass --gpu {rec['gpu']} or a record measured on {given['gpu_name']}")
+    if given.get("context") is None and rec["context"] is not None:
+        out["context"] = rec["context"]
+    if given.get("alpha") is None and given.get("mean_accepted") is None and rec["alpha"] is not None:
+        out["alpha"] = rec["alpha"]
+        out["alpha_note"] = "from the record: specnotes' own decoder on the engine's prompts, at temperature 0"
+    use = sorted(rec["speedups"]) if use is None else use
+    missing = [b for b in use if b not in rec["speedups"]]
+    if missing:
+        raise validate.BadArgument(f"record_batches: the record {where} has no B = {', '.join(map(str, missing))}; it "
+                                   f"has {', '.join(map(str, rec['speedups']))}")
+    points = [(b, rec["speedups"][b]) for b in use]
+    out["measured"] = list(points) + [tuple(p) for p in measured_points(given["measured"])] \
+        if given.get("measured") else points
+    out["held_back"] = tuple((b, s) for b, s in rec["speedups"].items() if b not in use)
+    out["quartiles"] = rec["quartiles"]
+    out["measured_from"] = f"the record {Path(where).name}"
+    return out
+
+
 def from_args(args: argparse.Namespace, calibration_lookup=None) -> Deployment:
-    return deployment(args.target, args.draft, target_shape=args.target_shape, draft_shape=args.draft_shape,
-                      drafter_kind=args.drafter, exit_layer=args.exit_layer, gpu_name=args.gpu,
-                      bandwidth=args.bandwidth, peak=args.peak, memory=args.memory, link=args.link, dtype=args.dtype,
-                      weight_bits=args.weight_bits, tp=args.tp, batch=args.batch, context=args.context,
-                      draft_context=args.draft_context, alpha=args.alpha, mean_accepted=args.mean_accepted, k=args.k,
-                      calibration=args.calibration, overhead=args.overhead, draft_overhead=args.draft_overhead,
-                      overlap=args.overlap, calibration_lookup=calibration_lookup, engine=args.engine,
-                      engine_version=args.engine_version, layer_overhead=args.layer_overhead, tree=args.tree,
-                      verified=args.verified, draft_vocab=args.draft_vocab)
+    kwargs = deployment_kwargs(args, calibration_lookup)
+    if args.from_record:
+        use = None if args.record_batches is None else [int(b) for b in args.record_batches]
+        kwargs = record_inputs(read_record(args.from_record), kwargs, use)
+    return deployment(**kwargs)
+
+
+def deployment_kwargs(args: argparse.Namespace, calibration_lookup=None) -> dict:
+    """``deployment``'s keyword arguments from the parsed command line."""
+    return dict(target=args.target, draft=args.draft, target_shape=args.target_shape, draft_shape=args.draft_shape,
+                drafter_kind=args.drafter, exit_layer=args.exit_layer, gpu_name=args.gpu, bandwidth=args.bandwidth,
+                peak=args.peak, memory=args.memory, link=args.link, dtype=args.dtype, weight_bits=args.weight_bits,
+                tp=args.tp, batch=args.batch, context=args.context, draft_context=args.draft_context,
+                alpha=args.alpha, mean_accepted=args.mean_accepted, k=args.k, calibration=args.calibration,
+                overhead=args.overhead, draft_overhead=args.draft_overhead, overlap=args.overlap,
+                calibration_lookup=calibration_lookup, engine=args.engine, engine_version=args.engine_version,
+                layer_overhead=args.layer_overhead, tree=args.tree, verified=args.verified,
+                draft_vocab=args.draft_vocab, measured=args.measured)
 
 
 def run(argv: list[str], calibration_lookup=None, progress: bool | None = False) -> dict:
@@ -1359,7 +2109,7 @@ def run(argv: list[str], calibration_lookup=None, progress: bool | None = False)
     with the flag's name."""
     args = parser(_RaisingParser).parse_args(argv)
     try:
-        return advise(from_args(args, calibration_lookup), progress)
+        return advise(from_args(args, calibration_lookup), progress, argv)
     except validate.BadArgument as err:
         raise type(err)(flag_message(str(err))) from None
 
@@ -1409,11 +2159,11 @@ def main(argv=None) -> int:
                     f"{', '.join(c['fitted_to']['drafters'])}, {', '.join(c['fitted_to']['targets'])}")
             print(f"{c['gpu']:10} {c['name']:18} {what}")
         return 0
-    if args.target is None and args.target_shape is None:
+    if args.target is None and args.target_shape is None and args.from_record is None:
         p.error(f"--target is required: one of {', '.join(cost.PRESETS)}, a config.json path, or --target-shape")
     try:
         plot_file = plot_path(args.plot) if args.plot else None
-        report = advise(from_args(args), progress=None)
+        report = advise(from_args(args), progress=None, argv=argv if argv is not None else sys.argv[1:])
     except validate.BadArgument as err:
         p.error(flag_message(str(err)))
     if plot_file:  # drawn before the report is printed: a failure prints nothing but the error
@@ -1425,7 +2175,7 @@ def main(argv=None) -> int:
         except (OSError, RuntimeError, ValueError) as err:
             p.error(f"--plot: could not write {str(plot_file)!r}: {err}")
         print(f"plot: {plot_file}", file=sys.stderr)
-    print(json.dumps(report, indent=2) if args.json else render(report))
+    print(json.dumps(report, indent=2) if args.json else wrap(render(report)))
     return 0
 
 

@@ -20,9 +20,15 @@ describes one engine (name and version) on one GPU.
 3. ``cross_validate``: leave one series out, and leave one source out; per variant the median
    |log(predicted/measured)|, the signed bias, the verdict agreement on S > 1 and the worst point.
    ``python -m specnotes.calibrate --cv`` prints it.
-4. ``write_calibrations``: the chosen variant fitted to the whole record, stored in
+4. The advisor's bands (issue 34): ``batch_band``, the held-out errors of the points predicted from their
+   acceptance alone as a function of the batch (``Band``: the central share of the nearest errors in log B,
+   and the central estimate their median supports), judged per batch bucket on sources it was not built
+   from (``band_table``, ``verdict_of``); ``anchor_band``, predictions of one batch of a series from another
+   (``anchor_pairs``, ``anchor_table``); ``judge_band``, issue 34's goals. ``term_search``: candidate costs
+   that grow with the batch, kept only by the rule ``keeps``.
+5. ``write_calibrations``: the chosen variant fitted to the whole record, stored in
    ``data/calibrations.json`` with each engine's identity, what it was fitted to, and the cross-validated
-   error and prediction interval; ``cost.calibration(accelerator, name)`` reads it.
+   error and the advisor's bands; ``cost.calibration(accelerator, name)`` reads it.
 
 ``fit`` (one set of knobs to a handful of points, every overlap mode tried) stays: it is how a reader
 calibrates their own engine in Chapter 6, Problem 3.
@@ -436,6 +442,7 @@ class Variant:
     heads: str = "eagle"
     stored: dict | None = None
     fitted_on: str | None = None  # the record's source a stored variant was fitted to: it is never held out
+    tiles: tuple[int, ...] = ()  # GEMM row tiles to try (``Features.base``); () prices every row exactly
 
 
 VARIANTS = {v.name: v for v in (
@@ -452,12 +459,22 @@ VARIANTS = {v.name: v for v in (
             "none", ("draft_overhead", "layer_overhead")),
     Variant("per-layer cost, overlapped", "the same with each kernel's memory and compute overlapped", "kernel",
             ("draft_overhead", "layer_overhead")),
+    Variant("+ GEMM tiles", "per-layer cost, and each GEMM's math priced in row tiles of 16 to 128 (tile fitted)",
+            "none", ("draft_overhead", "layer_overhead"), tiles=(16, 32, 64, 128)),
+    Variant("+ per-verified-token cost", "per-layer cost, and a time per drafted token the verify pass scores",
+            "none", ("draft_overhead", "layer_overhead", "spec_token_overhead")),
+    Variant("+ per-sequence cost", "per-layer cost, and a time per sequence in every pass (scheduling)", "none",
+            ("draft_overhead", "layer_overhead", "seq_overhead")),
 )}
 CHOSEN = "per-layer cost"  # the variant the stored calibrations use: the best by leave-one-source-out (--cv)
 SHRINK = 0.1  # weight of the pull toward the family's and the pooled knobs (log-knob units)
 KNEES = (1.0, 2.0, 4.0, math.inf)  # the p the soft knee may take (1: memory plus compute; inf: the larger)
-LINEAR = ("overhead", "draft_overhead", "layer_overhead", "token_overhead", "allreduce_latency")
-_INIT = {"overhead": 1e-3, "draft_overhead": 5e-4, "layer_overhead": 3e-5, "token_overhead": 2e-6}
+LINEAR = ("overhead", "draft_overhead", "layer_overhead", "token_overhead", "allreduce_latency", "seq_overhead",
+          "spec_token_overhead")
+_INIT = {"overhead": 1e-3, "draft_overhead": 5e-4, "layer_overhead": 3e-5, "token_overhead": 2e-6,
+         "seq_overhead": 5e-6, "spec_token_overhead": 2e-6}
+COST_KNOBS = ("overhead", "draft_overhead", "layer_overhead", "allreduce_latency")  # what cost's time functions take
+MATMULS = ("matmul", "lm head", "heads")  # the kernels whose rows a GEMM tile rounds up
 
 
 def as_first_calibration(c: Case) -> Case:
@@ -479,7 +496,7 @@ class Features:
 
     def __init__(self, cases_, heads: str = "eagle"):
         self.cases = [(as_first_calibration(c) if heads == "one-layer" else c) for c in cases_]
-        mem, comp, kpass, link, lin, pcase, pplain = [], [], [], [], [], [], []
+        mem, comp, kpass, link, lin, pcase, pplain, rows = [], [], [], [], [], [], [], []
         for i, c in enumerate(self.cases):
             accel = cost.accelerator(c.accel)
             widths = c.widths or (1,) * c.k
@@ -489,20 +506,24 @@ class Features:
                       + cost.draft_passes(c.draft, c.batch, c.k, dctx, c.tp, c.target, widths))
             for plain, group in enumerate(passes[::-1]):  # iteration passes first, then the plain pass
                 for p in group:
+                    w = _weight_bytes(c, p)
                     n = len(pcase)
                     peak = accel.peak(cost._math_dtype(accel, p.dtype, p.compute)) if p.kernels else 1.0
                     parts = [k for k in p.kernels if k.flops or k.bytes]
                     mem += [k.bytes / accel.mem_bandwidth for k in parts]
                     comp += [k.flops / peak for k in parts]
+                    rows += [k.flops * w / (2 * k.bytes) if k.name in MATMULS and k.bytes else 0.0 for k in parts]
                     kpass += [n] * len(parts)
                     links = sum(k.link_bytes for k in p.kernels)
                     link.append(links / (accel.link_bandwidth / 2) if links else 0.0)
                     tokens = c.batch * (1 if plain else c.k + 1)
                     lin.append([0.0 if p.draft else 1.0, 1.0 if p.draft else 0.0, float(p.layers),
-                                0.0 if p.draft else float(tokens), float(sum(k.calls for k in p.kernels))])
+                                0.0 if p.draft else float(tokens), float(sum(k.calls for k in p.kernels)),
+                                float(c.batch), 0.0 if (p.draft or plain) else float(c.batch * c.k)])
                     pcase.append(i)
                     pplain.append(bool(plain))
         self.mem, self.comp, self.kpass = np.array(mem), np.array(comp), np.array(kpass)
+        self.rows = np.array(rows)
         self.link, self.lin = np.array(link), np.array(lin)
         self.pcase, self.pplain = np.array(pcase), np.array(pplain)
         self.n = len(self.cases)
@@ -521,11 +542,14 @@ class Features:
         np.add.at(out, self.pcase[sel], values[sel])
         return out
 
-    def base(self, knee: float) -> tuple[np.ndarray, np.ndarray]:
+    def base(self, knee: float, tile: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(T_plain, T_iter) with every linear knob at 0: kernels combined with exponent ``knee`` (1: memory
-        plus compute, "none"; inf: the larger, "kernel"), plus the link time."""
-        if knee not in self._base:
-            big, small = np.maximum(self.mem, self.comp), np.minimum(self.mem, self.comp)
+        plus compute, "none"; inf: the larger, "kernel"), plus the link time. ``tile``: a GEMM computes its
+        rows in tiles of this many, so its math costs ceil(M / tile)·tile rows (``gemm_rows``)."""
+        if (knee, tile) not in self._base:
+            rows = np.where(self.rows > 0, self.rows, 1)
+            comp = self.comp * np.where(self.rows > 0, gemm_rows(rows, tile) / rows, 1.0) if tile else self.comp
+            big, small = np.maximum(self.mem, comp), np.minimum(self.mem, comp)
             if knee == math.inf:
                 per_kernel = big
             else:
@@ -533,25 +557,52 @@ class Features:
                     per_kernel = np.where(big > 0, big * (1 + (small / np.where(big > 0, big, 1)) ** knee)
                                           ** (1 / knee), 0.0)
             per_pass = np.bincount(self.kpass, per_kernel, minlength=len(self.pcase)) + self.link
-            self._base[knee] = (self._per_case(per_pass, True), self._per_case(per_pass, False))
-        return self._base[knee]
+            self._base[(knee, tile)] = (self._per_case(per_pass, True), self._per_case(per_pass, False))
+        return self._base[(knee, tile)]
 
-    def times(self, knee: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def times(self, knee: float, x: np.ndarray, tile: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(T_plain, T_iter) per case; ``x`` [cases, LINEAR]: each case's linear knobs in seconds."""
-        plain0, iter0 = self.base(knee)
+        plain0, iter0 = self.base(knee, tile)
         return plain0 + (self.lin_plain * x).sum(1), iter0 + (self.lin_iter * x).sum(1)
 
-    def predict(self, knee: float, x: np.ndarray) -> np.ndarray:
+    def ratio(self, knee: float, x: np.ndarray, tile: int | None = None) -> np.ndarray:
+        """T_plain / T_iter per case: S per token of E[N]."""
+        plain, it = self.times(knee, x, tile)
+        return plain / it
+
+    def predict(self, knee: float, x: np.ndarray, tile: int | None = None) -> np.ndarray:
         """S per case: E[N]·T_plain/T_iter, an anchored case scaled from its anchor's measured S."""
-        plain, it = self.times(knee, x)
+        plain, it = self.times(knee, x, tile)
         ratio = plain / it
         return np.where(self.anchored, self.measured[self.anchor] * ratio / ratio[self.anchor], self.tokens * ratio)
 
-    def gradient(self, knee: float, x: np.ndarray) -> np.ndarray:
+    def gradient(self, knee: float, x: np.ndarray, tile: int | None = None) -> np.ndarray:
         """d log S / d x_j per case [cases, LINEAR] (an anchored case: its own minus its anchor's)."""
-        plain, it = self.times(knee, x)
+        plain, it = self.times(knee, x, tile)
         g = self.lin_plain / plain[:, None] - self.lin_iter / it[:, None]
         return np.where(self.anchored[:, None], g - g[self.anchor], g)
+
+
+def gemm_rows(rows, tile: int | None):
+    """The rows a GEMM of ``rows`` rows computes when its kernel tiles M by ``tile`` (None: exactly ``rows``)."""
+    rows = np.asarray(rows, float)
+    return rows if not tile else np.ceil(rows / tile) * tile
+
+
+def _weight_bytes(c: Case, p) -> float:
+    """Bytes per weight of the model a pass of case ``c`` runs (the target's, or the draft's)."""
+    if not p.draft:
+        return c.target.weight_bytes
+    d = c.draft
+    shape = d.layer if isinstance(d, cost.EagleHead) else getattr(d, "shape", d)
+    return getattr(shape, "weight_bytes", c.target.weight_bytes)
+
+
+def priceable(variant: str) -> bool:
+    """Whether ``cost``'s time functions can price a variant: its free knobs are ``cost``'s, it combines a
+    kernel's times as ``cost`` does (no soft knee) and prices GEMM rows exactly (no tiles)."""
+    v = VARIANTS[variant]
+    return set(v.free) <= set(COST_KNOBS) and v.overlap != "knee" and not v.tiles
 
 
 def _knee_of(v: Variant) -> list[float]:
@@ -563,7 +614,7 @@ def _knobs_of(v: Variant, knee: float, x: dict) -> dict:
     overlap = {1.0: "none", math.inf: "kernel"}.get(knee, f"knee p={knee:g}")
     out = {"overlap": overlap}
     for name in LINEAR:
-        if name != "token_overhead" or name in v.free:  # cost has no per-token knob: that variant stays in the CV
+        if name in COST_KNOBS or name in v.free:  # a term cost has no knob for stays in the CV
             out[name] = float(x.get(name, 0.0))
     return out
 
@@ -584,6 +635,7 @@ class EngineFit:
     keys: dict
     sse: float
     n: int
+    tile: int | None = None  # the GEMM row tile the fit chose (``Variant.tiles``), None: exact rows
 
     def log_knobs(self, key) -> tuple[dict, str]:
         engine = key[0]
@@ -605,7 +657,10 @@ class EngineFit:
         x = {j: math.exp(v) for j, v in logs.items()}
         if self.variant.free:
             x["allreduce_latency"] = ALLREDUCE_LATENCY
-        return _knobs_of(self.variant, self.knee, x), how
+        knobs = _knobs_of(self.variant, self.knee, x)
+        if self.tile:
+            knobs["gemm_tile"] = self.tile
+        return knobs, how
 
 
 def _x(fit_: EngineFit, cases_) -> np.ndarray:
@@ -677,11 +732,11 @@ def fit_engines(variant: str | Variant, cases_=None, train=None, features: Featu
         return x
 
     best = None
-    for knee in _knee_of(v):
-        def residual(theta, knee=knee):
+    for knee, tile in [(p, t) for p in _knee_of(v) for t in (v.tiles or (None,))]:
+        def residual(theta, knee=knee, tile=tile):
             x = unpack(theta)
-            r = np.log(features.predict(knee, x)[scored]) - measured
-            g = features.gradient(knee, x)[scored][:, cols] * x[scored][:, cols]  # d/d log x
+            r = np.log(features.predict(knee, x, tile)[scored]) - measured
+            g = features.gradient(knee, x, tile)[scored][:, cols] * x[scored][:, cols]  # d/d log x
             jac = (member_scored * g[:, None, :]).reshape(len(scored), -1)
             return np.concatenate([r, penalty * theta]), np.vstack([jac, np.diag(penalty)])
 
@@ -692,17 +747,17 @@ def fit_engines(variant: str | Variant, cases_=None, train=None, features: Featu
             theta0 = best[1].copy()
         theta, sse = _lm(residual, theta0)
         if best is None or sse < best[2]:
-            best = (knee, theta, sse)
-    knee, theta, sse = best
+            best = (knee, theta, sse, tile)
+    knee, theta, sse, tile = best
     t = theta.reshape(len(layout), m)
     pick = lambda row: {name: float(t[row, j]) for j, name in enumerate(free)}
     return EngineFit(v, knee, pick(0), {f: pick(1 + i) for i, f in enumerate(families)},
-                     {k: pick(1 + len(families) + i) for i, k in enumerate(keys)}, float(sse), len(scored))
+                     {k: pick(1 + len(families) + i) for i, k in enumerate(keys)}, float(sse), len(scored), tile)
 
 
 def fit_predict(fit_: EngineFit, features: Features, idx=None) -> np.ndarray:
     """The fitted variant's S for the cases ``idx`` of ``features`` (every case by default)."""
-    s = features.predict(fit_.knee, _x(fit_, features.cases))
+    s = features.predict(fit_.knee, _x(fit_, features.cases), fit_.tile)
     return s if idx is None else s[idx]
 
 
@@ -725,6 +780,7 @@ class CrossValidation:
     predicted: dict
     how: dict
     in_sample: dict
+    ratio: dict = dataclasses.field(default_factory=dict)  # [scheme][variant]: held-out T_plain / T_iter per case
 
     @property
     def measured(self) -> np.ndarray:
@@ -754,8 +810,10 @@ class CrossValidation:
         return [self.summary(s, v, regime=r) for s in schemes for v in self.predicted[s] for r in regimes]
 
     def best(self, scheme: str = "source") -> str:
-        """The variant with the smallest median |log ratio| under ``scheme`` (ties: the first listed)."""
-        return min(self.predicted[scheme], key=lambda v: self.summary(scheme, v)["median |log ratio|"])
+        """The variant ``cost`` can price (``priceable``) with the smallest median |log ratio| under ``scheme``
+        (ties: the first listed). The candidate batch terms are judged by ``term_search`` instead."""
+        return min((v for v in self.predicted[scheme] if priceable(v)),
+                   key=lambda v: self.summary(scheme, v)["median |log ratio|"])
 
 
 def regime_mask(rec: Record, regime: str) -> np.ndarray:
@@ -801,7 +859,7 @@ def _cross_validate(variants, schemes, shrink, rec: Record) -> CrossValidation:
     variants = tuple(VARIANTS) if variants is None else tuple(validate.choice("variant", v, VARIANTS)
                                                                 for v in variants)
     feats = {h: Features(rec.cases, h) for h in {VARIANTS[v].heads for v in variants}}
-    predicted, how, in_sample = {}, {}, {}
+    predicted, how, in_sample, ratio = {}, {}, {}, {}
     for v in variants:
         f = feats[VARIANTS[v].heads]
         full = fit_engines(v, features=f, shrink=shrink)
@@ -809,85 +867,228 @@ def _cross_validate(variants, schemes, shrink, rec: Record) -> CrossValidation:
     for scheme in schemes:
         validate.choice("scheme", scheme, ("series", "source"))
         groups = _groups(rec, scheme)
-        predicted[scheme], how[scheme] = {}, {}
+        predicted[scheme], how[scheme], ratio[scheme] = {}, {}, {}
         for v in variants:
             f = feats[VARIANTS[v].heads]
             out, said = np.full(rec_len := len(rec.cases), np.nan), [""] * rec_len
+            r = np.full(rec_len, np.nan)
             for g in dict.fromkeys(groups):
                 test = np.flatnonzero(groups == g)
                 fold = fit_engines(v, features=f, train=np.flatnonzero(groups != g), shrink=shrink)
                 out[test] = fit_predict(fold, f, test)
+                r[test] = f.ratio(fold.knee, _x(fold, f.cases), fold.tile)[test]
                 for i in test:
                     said[i] = fold.knobs(rec.cases[i].key)[1]
             out[~rec.scored] = np.nan
-            predicted[scheme][v], how[scheme][v] = out, said
-    return CrossValidation(rec, predicted, how, in_sample)
+            predicted[scheme][v], how[scheme][v], ratio[scheme][v] = out, said, r
+    return CrossValidation(rec, predicted, how, in_sample, ratio)
 
 
-NOMINAL = 0.95  # the central share of held-out errors the interval spans
-ADVISOR_REGIME = "acceptance only"  # the advisor predicts from --alpha / --mean-accepted: it never anchors
+ADVISOR_REGIME = "acceptance only"  # the advisor predicts from --alpha / --mean-accepted unless it is anchored
+NOMINAL = 0.90  # the central share of held-out errors a band spans
+BUCKETS = ((1, 1), (2, 8), (9, 64), (65, None))  # the batch buckets coverage is reported in (None: no upper end)
+DISTANCES = ((1, 2), (2, 8), (8, None))  # how far, as a factor on B either way, an anchored prediction reaches
 
 
 def min_points(nominal: float = NOMINAL) -> int:
-    """The fewest errors whose quantiles may set an interval: with n errors the tail quantile (1 − nominal)/2
-    is an order statistic inside the sample only when n·tail ≥ 1 (40 points for 95%); below that it is the
-    most extreme error, or past it."""
+    """The fewest errors whose quantiles may set a band: with n errors the tail quantile (1 − nominal)/2 is an
+    order statistic inside the sample only when n·tail ≥ 1 (20 points for 90%, 40 for 95%); below that it is
+    the most extreme error, or past it."""
     tail = (1 - validate.number("nominal", nominal, low=0, high=1, low_open=True, high_open=True)) / 2
     return math.ceil(round(1 / tail, 9))
 
 
-def interval_source(cv: CrossValidation, variant: str = CHOSEN, nominal: float = NOMINAL, scheme: str = "source",
-                    mask=None, regime: str = ADVISOR_REGIME) -> dict:
-    """Where an interval's errors come from: the held-out errors of ``regime`` (and ``mask``) when there are at
-    least ``min_points(nominal)`` of them, else every scored held-out error (``mask``), "pooled" over the two
-    regimes. {"errors": array, "regime": the regime used, "pooled": bool, "points": n}."""
-    keep = regime_mask(cv.record, regime) if mask is None else regime_mask(cv.record, regime) & mask
-    err = cv.errors(scheme, variant, keep)
-    pooled = len(err) < min_points(nominal)
-    if pooled:
-        err = cv.errors(scheme, variant, mask)
-    return {"errors": err, "regime": "all" if pooled else regime, "pooled": pooled, "points": len(err)}
+def bucket_label(lo: int, hi: int | None) -> str:
+    """"B = 1", "B = 2–8", "B > 64": how a batch bucket is named."""
+    return f"B = {lo}" if lo == hi else f"B > {lo - 1}" if hi is None else f"B = {lo}–{hi}"
 
 
-def interval(cv: CrossValidation | None = None, variant: str = CHOSEN, nominal: float = NOMINAL,
-             scheme: str = "source", mask=None, regime: str = ADVISOR_REGIME) -> tuple[float, float]:
-    """(low, high) factors on a prediction: the measured S lay between predicted·low and predicted·high for
-    the central ``nominal`` share of the held-out points of ``regime`` (default: predicted from the
-    acceptance alone, as the advisor predicts; ``mask``: of these points only). The quantiles are of
-    log(measured/predicted), so a model biased high gets an interval below 1. Fewer than
-    ``min_points(nominal)`` such points: the errors of both regimes (``interval_source``)."""
+def in_bucket(batch, lo: int, hi: int | None) -> np.ndarray:
+    batch = np.asarray(batch)
+    return (batch >= lo) & (batch <= (np.inf if hi is None else hi))
+
+
+@dataclass(frozen=True)
+class Band:
+    """Held-out errors e = log(predicted / measured), each at a coordinate ``at`` (log2 of its batch; for an
+    anchored prediction, log2 of its batch over the measured one), and the source each came from.
+
+    ``quantiles(x)``: the central ``nominal`` share and the median of the ``points`` errors nearest to x
+    (every error tied with the last one included; all of them when there are fewer). ``factors(x)``:
+    (low, centre, high) multipliers on the model's S, exp(−q_high), exp(−median), exp(−q_low): the measured
+    S lay within model·low to model·high for that share of the nearest held-out points, and model·centre is
+    the central estimate they support (always inside the band)."""
+
+    at: tuple[float, ...]
+    errors: tuple[float, ...]
+    sources: tuple[str, ...]
+    nominal: float = NOMINAL
+    points: int = 20
+
+    def __post_init__(self):
+        if not len(self.at) == len(self.errors) == len(self.sources) or not self.errors:
+            raise validate.BadArgument("a band needs one coordinate and one source per error, and at least one error")
+
+    def nearest(self, x: float) -> np.ndarray:
+        """Indices of the ``points`` errors nearest to ``x`` (ties at the cut included)."""
+        d = np.abs(np.asarray(self.at) - float(x))
+        if len(d) <= self.points:
+            return np.arange(len(d))
+        cut = np.sort(d)[self.points - 1]
+        return np.flatnonzero(d <= cut + 1e-9)
+
+    def quantiles(self, x: float) -> tuple[float, float, float]:
+        e = np.asarray(self.errors)[self.nearest(x)]
+        tail = (1 - self.nominal) / 2
+        return float(np.quantile(e, tail)), float(np.median(e)), float(np.quantile(e, 1 - tail))
+
+    def factors(self, x: float) -> tuple[float, float, float]:
+        low, mid, high = self.quantiles(x)
+        return math.exp(-high), math.exp(-mid), math.exp(-low)
+
+    def span(self) -> tuple[float, float]:
+        """The coordinates the errors cover: past them the band is the nearest errors' (an extrapolation)."""
+        return min(self.at), max(self.at)
+
+    def without(self, source: str) -> Band:
+        keep = [i for i, s in enumerate(self.sources) if s != source]
+        return replace(self, at=tuple(self.at[i] for i in keep), errors=tuple(self.errors[i] for i in keep),
+                       sources=tuple(self.sources[i] for i in keep))
+
+    def to_json(self) -> dict:
+        return {"nominal": self.nominal, "points": self.points, "at": [round(x, 4) for x in self.at],
+                "errors": [round(e, 4) for e in self.errors], "sources": list(self.sources)}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Band:
+        return cls(tuple(doc["at"]), tuple(doc["errors"]), tuple(doc["sources"]), doc["nominal"], doc["points"])
+
+
+def batch_band(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADVISOR_REGIME, nominal: float = NOMINAL,
+               mask=None) -> Band:
+    """The band of ``variant`` as a function of the batch: its held-out errors (leaving one source out) over
+    the scored points of ``regime`` (and ``mask``), each at log2 of its batch."""
+    keep = cv.record.scored & regime_mask(cv.record, regime) & (True if mask is None else mask)
+    cases_ = [c for c, k in zip(cv.record.cases, keep, strict=True) if k]
+    err = cv.errors("source", variant, regime_mask(cv.record, regime) & (True if mask is None else mask))
+    return Band(tuple(math.log2(c.batch) for c in cases_), tuple(map(float, err)), tuple(c.source for c in cases_),
+                nominal, min_points(nominal))
+
+
+def anchor_pairs(cv: CrossValidation, variant: str = CHOSEN) -> list[dict]:
+    """Every prediction of one point from another point of the same series at another batch (same k, tree,
+    context and acceptance), as a reader who measured S at one batch asks about another: S_i = S_a ·
+    r_i / r_a, r = T_plain / T_iter from the fit without the source (leaving one source out). One dict per
+    ordered pair: source, series, the measured batch ``anchor``, the batch asked ``batch``, the
+    ``error`` log(predicted / measured) and ``at`` = log2(batch / anchor)."""
+    rec, ratio, meas = cv.record, cv.ratio["source"][variant], cv.measured
+    groups: dict = {}
+    for i, c in enumerate(rec.cases):
+        groups.setdefault((c.source, c.series, c.k, c.widths, c.context, c.alpha, c.tokens), []).append(i)
+    out = []
+    for members in groups.values():
+        for a in members:
+            for i in members:
+                ca, ci = rec.cases[a], rec.cases[i]
+                if ci.batch == ca.batch:
+                    continue
+                pred = meas[a] * ratio[i] / ratio[a]
+                out.append({"source": ci.source, "series": ci.series, "anchor": ca.batch, "batch": ci.batch,
+                            "error": math.log(pred / meas[i]), "at": math.log2(ci.batch / ca.batch)})
+    return out
+
+
+def anchor_band(cv: CrossValidation, variant: str = CHOSEN, nominal: float = NOMINAL, pairs=None) -> Band:
+    """The band of an anchored prediction as a function of how far it reaches: the errors of ``anchor_pairs``,
+    each at log2(batch asked / batch measured) (negative: below the measured batch)."""
+    pairs = anchor_pairs(cv, variant) if pairs is None else pairs
+    return Band(tuple(p["at"] for p in pairs), tuple(p["error"] for p in pairs), tuple(p["source"] for p in pairs),
+                nominal, min_points(nominal))
+
+
+def verdict_of(low: float, high: float) -> str:
+    """What a band on S says: "pays" when its lower edge is above 1, "loses" when its upper edge is below 1,
+    else "uncertain" (measure it)."""
+    if not low <= high:
+        raise validate.BadArgument(f"a band's low edge must not exceed its high edge; got {low:g} > {high:g}")
+    return "pays" if low > 1 else "loses" if high < 1 else "uncertain"
+
+
+def held_out_band(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADVISOR_REGIME,
+                  nominal: float = NOMINAL) -> dict:
+    """The band judged on points it was not built from: for each source, the band built from the other sources'
+    held-out errors (``batch_band(...).without(source)``), applied to that source's points. Per point of
+    ``regime`` (arrays over ``cases``): the model's held-out S, the band's (low, centre, high) S, the
+    measured S, whether the band covered it, and the verdict (``verdict_of``) and whether it was right."""
+    full = batch_band(cv, variant, regime, nominal)
+    keep = cv.record.scored & regime_mask(cv.record, regime)
+    cases_ = [c for c, k in zip(cv.record.cases, keep, strict=True) if k]
+    model, meas = cv.predicted["source"][variant][keep], cv.measured[keep]
+    low, centre, high = (np.zeros(len(cases_)) for _ in range(3))
+    others = {s: full.without(s) for s in dict.fromkeys(c.source for c in cases_)}
+    for i, c in enumerate(cases_):
+        f = others[c.source].factors(math.log2(c.batch))
+        low[i], centre[i], high[i] = (model[i] * x for x in f)
+    verdicts = [verdict_of(lo, hi) for lo, hi in zip(low, high, strict=True)]
+    decisive = np.array([v != "uncertain" for v in verdicts])
+    right = np.array([(v == "pays") == (m > 1) and v != "uncertain" for v, m in zip(verdicts, meas, strict=True)])
+    return {"cases": cases_, "batch": np.array([c.batch for c in cases_]), "model": model, "low": low,
+            "centre": centre, "high": high, "measured": meas, "covered": (low <= meas) & (meas <= high),
+            "verdict": verdicts, "decisive": decisive, "right": right}
+
+
+def _score(h: dict, m) -> dict:
+    """One row of the band's held-out score over the points ``m`` of ``held_out_band``'s result."""
+    n = int(m.sum())
+    if not n:
+        return {"points": 0}
+    model_err, centre_err = np.log(h["model"][m] / h["measured"][m]), np.log(h["centre"][m] / h["measured"][m])
+    dec = int(h["decisive"][m].sum())
+    return {"points": n, "covered": int(h["covered"][m].sum()), "coverage": float(h["covered"][m].mean()),
+            "decisive": dec, "decisive_share": dec / n, "right": int(h["right"][m].sum()),
+            "decisive_right": int(h["right"][m].sum()) / dec if dec else None,
+            "model_bias": float(model_err.mean()), "model_median": float(np.median(np.abs(model_err))),
+            "centre_bias": float(centre_err.mean()), "centre_median": float(np.median(np.abs(centre_err)))}
+
+
+def band_table(cv: CrossValidation | None = None, variant: str = CHOSEN, regime: str = ADVISOR_REGIME,
+               nominal: float = NOMINAL) -> list[dict]:
+    """The band held out by source (``held_out_band``), one row per batch bucket (``BUCKETS``), then B > 1 and
+    every point: points, covered, coverage, decisive verdicts and their share, right ones and their share,
+    and the held-out bias and median |log ratio| of the model's S and of the band's central estimate."""
     cv = cv or cross_validate()
-    return band(interval_source(cv, variant, nominal, scheme, mask, regime)["errors"], nominal)
+    h = held_out_band(cv, variant, regime, nominal)
+    rows = [{"bucket": bucket_label(lo, hi), **_score(h, in_bucket(h["batch"], lo, hi))} for lo, hi in BUCKETS]
+    rows.append({"bucket": "B > 1", **_score(h, h["batch"] > 1)})
+    rows.append({"bucket": "all", **_score(h, h["batch"] >= 1)})
+    return rows
 
 
-def band(errors, nominal: float = NOMINAL) -> tuple[float, float]:
-    """(low, high) factors spanning the central ``nominal`` share of ``errors`` (log(predicted/measured))."""
-    tail = (1 - nominal) / 2
-    return float(np.exp(-np.quantile(errors, 1 - tail))), float(np.exp(-np.quantile(errors, tail)))
-
-
-def interval_coverage(cv: CrossValidation | None = None, variant: str = CHOSEN, nominal: float = NOMINAL,
-                      regime: str = ADVISOR_REGIME) -> dict:
-    """How often the interval covers a measured S it was not built from: for each source, the interval from
-    the other sources' held-out errors (``interval``, the same rule and minimum), applied to that source's
-    held-out points of ``regime``. ``covered`` of ``points``, ``share``; ``pooled_folds``: the sources whose
-    interval fell back to both regimes' errors (too few of ``regime`` left without them)."""
+def anchor_table(cv: CrossValidation | None = None, variant: str = CHOSEN, nominal: float = NOMINAL) -> list[dict]:
+    """Anchored predictions held out by source, by how far they reach (``DISTANCES``, the factor between the
+    batch asked and the batch measured, either way), and up to 8× above the measured batch: pairs, median
+    |log ratio|, bias, and how often the anchored band built without the source covered them."""
     cv = cv or cross_validate()
-    rec = cv.record
-    sources = np.array([c.source for c in rec.cases])
-    pred, meas = cv.predicted["source"][variant], cv.measured
-    mine_all = rec.scored & regime_mask(rec, regime)
-    covered = np.zeros(len(rec.cases), bool)
-    pooled = []
-    for s in dict.fromkeys(sources[mine_all]):
-        built = interval_source(cv, variant, nominal, mask=sources != s, regime=regime)
-        if built["pooled"]:
-            pooled.append(str(s))
-        lo, hi = band(built["errors"], nominal)
-        mine = mine_all & (sources == s)
-        covered[mine] = (pred[mine] * lo <= meas[mine]) & (meas[mine] <= pred[mine] * hi)
-    return {"regime": regime, "covered": int(covered[mine_all].sum()), "points": int(mine_all.sum()),
-            "share": float(covered[mine_all].mean()), "pooled_folds": pooled}
+    pairs = anchor_pairs(cv, variant)
+    full = anchor_band(cv, variant, nominal, pairs)
+    covered = []
+    by_source = {s: full.without(s) for s in dict.fromkeys(full.sources)}
+    for p in pairs:
+        f = by_source[p["source"]].quantiles(p["at"])
+        covered.append(f[0] <= p["error"] <= f[2])
+    reach = np.array([abs(p["at"]) for p in pairs])
+    err, covered = np.array([p["error"] for p in pairs]), np.array(covered)
+
+    def row(label, m):
+        n = int(m.sum())
+        return {"distance": label, "pairs": n, "median": float(np.median(np.abs(err[m]))) if n else None,
+                "bias": float(err[m].mean()) if n else None, "coverage": float(covered[m].mean()) if n else None}
+
+    rows = [row(f"{lo}–{hi}×" if hi else f"> {lo}×", (reach > math.log2(lo) + 1e-9)
+                & (reach <= (math.log2(hi) if hi else np.inf) + 1e-9)) for lo, hi in DISTANCES]
+    up = np.array([p["at"] for p in pairs])
+    rows.append(row("up to 8× above", (up > 0) & (up <= 3 + 1e-9)))
+    return rows
 
 
 def bias_by_source(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADVISOR_REGIME) -> dict:
@@ -897,6 +1098,90 @@ def bias_by_source(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADV
     rows = {str(s): cv.summary("source", variant, sources == s, regime)
             for s in dict.fromkeys(sources[cv.record.scored & regime_mask(cv.record, regime)])}
     return {s: (float(np.exp(row["bias"])), row["points"]) for s, row in rows.items()}
+
+
+# ---------------------------------------------------------------------------------------------- batch terms
+
+# Issue 34: candidate costs that grow with the batch, each added to the chosen variant and kept only if
+# leaving one source out improves the bias at B > 1 without making the median error worse.
+BASE = "per-layer cost"
+CANDIDATES = {
+    "+ GEMM tiles": "a GEMM computes its rows in tiles (16 to 128, fitted): a verify pass of B(k+1) rows pays for "
+                    "the whole last tile, so small-M GEMMs run below the roofline",
+    "+ per-verified-token cost": "a time for each drafted token the verify pass scores: sampling, the acceptance "
+                                 "test, tree masks, KV writes",
+    "+ per-sequence cost": "a time per sequence in every pass, draft passes included: the engine's scheduling "
+                           "and metadata per request per step",
+}
+
+
+def residual_rows(cv: CrossValidation, variant: str = BASE, regime: str = ADVISOR_REGIME) -> list[dict]:
+    """One row per held-out point of ``regime`` (leaving one source out): where it comes from, what might
+    explain its error (batch B, verify rows B·(k+1) or B·(tree + 1), the tokens a sequence drafts, weight
+    bits, engine) and the error log(predicted / measured)."""
+    keep = cv.record.scored & regime_mask(cv.record, regime)
+    pred = cv.predicted["source"][variant]
+    out = []
+    for i in np.flatnonzero(keep):
+        c = cv.record.cases[i]
+        out.append({"source": c.source, "series": c.series, "batch": c.batch, "k": c.k,
+                    "verify_rows": c.batch * (c.k + 1), "drafted": sum(c.widths) if c.widths else c.k,
+                    "tree": bool(c.widths), "weight_bits": round(8 * c.target.weight_bytes),
+                    "engine": calibration_name(c.engine, c.version), "gpu": getattr(c.accel, "name", c.accel),
+                    "error": float(np.log(pred[i] / cv.measured[i]))})
+    return out
+
+
+def term_search(cv: CrossValidation | None = None, base: str = BASE, candidates=tuple(CANDIDATES)) -> list[dict]:
+    """The base variant and each candidate term, held out by source: over the points predicted from their
+    acceptance alone the bias at B = 1 and at B > 1, the median |log ratio| at B > 1 and over every B, the
+    bias at B > 1 of each source, and the anchored regime's median; ``kept`` by ``keeps``."""
+    cv = cv or cross_validate()
+    rows = []
+    for v in (base, *candidates):
+        acc = residual_rows(cv, v)
+        err, batch = np.array([r["error"] for r in acc]), np.array([r["batch"] for r in acc])
+        sources = np.array([r["source"] for r in acc])
+        big = batch > 1
+        rows.append({"variant": v, "what": CANDIDATES.get(v, VARIANTS[v].what),
+                     "bias B = 1": float(err[~big].mean()), "bias B > 1": float(err[big].mean()),
+                     "median B > 1": float(np.median(np.abs(err[big]))), "median": float(np.median(np.abs(err))),
+                     "anchored median": cv.summary("source", v, regime="anchored")["median |log ratio|"],
+                     "bias B > 1 by source": {str(s): float(err[big & (sources == s)].mean())
+                                              for s in dict.fromkeys(sources[big])}})
+    for r in rows[1:]:
+        r["kept"] = keeps(rows[0], r)
+    rows[0]["kept"] = None
+    return rows
+
+
+def keeps(base: dict, candidate: dict) -> bool:
+    """The rule: a term is kept when, leaving one source out, its |bias| at B > 1 is smaller than the base's,
+    and neither its median |log ratio| at B > 1 (acceptance only) nor the anchored regime's median is larger."""
+    return (abs(candidate["bias B > 1"]) < abs(base["bias B > 1"]) and candidate["median B > 1"] <= base["median B > 1"]
+            and candidate["anchored median"] <= base["anchored median"])
+
+
+def term_text(rows: list[dict]) -> str:
+    """``term_search`` as plain text (what ``--cv`` prints): one line per variant, then what the rule keeps."""
+    lines = ["candidate batch terms (acceptance only, leaving one source out): kept only if the bias at B > 1 "
+             "shrinks and neither median grows",
+             f"{'variant':27} {'bias B=1':>8} {'bias B>1':>8} {'med B>1':>7} {'median':>7} {'anch med':>8}  kept  "
+             "bias B>1 by source"]
+    for r in rows:
+        by = ", ".join(f"{s} {b:+.3f}" for s, b in r["bias B > 1 by source"].items())
+        kept = "base" if r["kept"] is None else "yes" if r["kept"] else "no"
+        lines.append(f"{r['variant']:27} {r['bias B = 1']:+8.3f} {r['bias B > 1']:+8.3f} {r['median B > 1']:7.3f} "
+                     f"{r['median']:7.3f} {r['anchored median']:8.3f}  {kept:4}  {by}")
+    kept = kept_term(rows)
+    lines.append(f"kept: {kept}" if kept else f"kept: none; {rows[0]['variant']} stays")
+    return "\n".join(lines)
+
+
+def kept_term(rows: list[dict]) -> str | None:
+    """The kept candidate with the smallest |bias| at B > 1, or None."""
+    kept = [r for r in rows[1:] if r["kept"]]
+    return min(kept, key=lambda r: abs(r["bias B > 1"]))["variant"] if kept else None
 
 
 # ---------------------------------------------------------------------------------------------- goals
@@ -914,10 +1199,11 @@ class Goals:
     ok: bool
     sentence: str
     numbers: dict
+    said: dict = dataclasses.field(default_factory=dict)  # {goal: its number and target, in words}
 
 
 def judge(row: dict, coverage: float | None = None) -> Goals:
-    """Judge a ``CrossValidation.summary`` row (and the interval's held-out coverage of the same points, if
+    """Judge a ``CrossValidation.summary`` row (and the band's held-out coverage of the same points, if
     given) against ``GOALS``: median |log ratio| ≤ 0.10, |bias| ≤ 0.05, verdict agreement ≥ 95%, coverage
     ≥ 80%. The sentence names the goals met and those not, with the numbers."""
     for key in ("median |log ratio|", "bias", "verdict agreement", "points"):
@@ -932,24 +1218,91 @@ def judge(row: dict, coverage: float | None = None) -> Goals:
             "bias": f"bias {numbers['bias']:+.3f} (goal within ±{GOALS['bias']:.2f})",
             "verdict": f"verdict agreement {numbers['verdict']:.1%} (goal ≥ {GOALS['verdict']:.0%})",
             "coverage": None if coverage is None else
-            f"interval coverage {coverage:.0%} (goal ≥ {GOALS['coverage']:.0%})"}
+            f"band coverage {coverage:.0%} (goal ≥ {GOALS['coverage']:.0%})"}
+    what = f"{row.get('variant', 'the model')}, {row.get('regime', 'all')} ({row['points']} points)"
+    return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers)
+
+
+def _goal_sentence(what: str, said: dict, met: dict) -> str:
+    """"what: every goal is met: ...", "what: no goal is met: ...", or "what: met: .... Not met: ...": each goal
+    judged (``met`` True or False; None: not judged) said with its number (``said``)."""
     good = [said[g] for g, m in met.items() if m]
     bad = [said[g] for g, m in met.items() if m is False]
-    what = f"{row.get('variant', 'the model')}, {row.get('regime', 'all')} ({row['points']} points)"
     if not bad:
-        sentence = f"{what}: every goal is met: " + "; ".join(good) + "."
-    elif not good:
-        sentence = f"{what}: no goal is met: " + "; ".join(bad) + "."
-    else:
-        sentence = f"{what}: met: " + "; ".join(good) + ". Not met: " + "; ".join(bad) + "."
-    return Goals(met, not bad, sentence, numbers)
+        return f"{what}: every goal is met: " + "; ".join(good) + "."
+    if not good:
+        return f"{what}: no goal is met: " + "; ".join(bad) + "."
+    return f"{what}: met: " + "; ".join(good) + ". Not met: " + "; ".join(bad) + "."
 
 
 def goals_table(cv: CrossValidation | None = None, variant: str = CHOSEN) -> dict:
-    """{regime: Goals} for ``variant`` leaving one source out, coverage of each regime's own interval included."""
+    """{regime: Goals} for ``variant`` leaving one source out, the held-out coverage of each regime's own band
+    (``held_out_band``) included."""
     cv = cv or cross_validate()
-    return {r: judge(cv.summary("source", variant, regime=r), interval_coverage(cv, variant, regime=r)["share"])
+    return {r: judge(cv.summary("source", variant, regime=r), float(held_out_band(cv, variant, r)["covered"].mean()))
             for r in REGIMES}
+
+
+# Issue 34's goals, for the advisor's band held out by source (``band_table``, ``anchor_table``).
+BAND_GOALS = {"bias": 0.10, "median": 0.15, "median_all": 0.12, "coverage": 0.80, "bucket_points": 10,
+              "right": 0.95, "decisive": 0.70, "anchor_median": 0.08}
+
+
+def judge_band(rows: list[dict], anchor_rows: list[dict] | None = None, estimate: str = "centre") -> Goals:
+    """Judge the band's held-out table (``band_table``; ``anchor_table`` for the anchored goal) against
+    ``BAND_GOALS``: for the points with B > 1, |bias| ≤ 0.10 and median |log ratio| ≤ 0.15 and over every
+    point median ≤ 0.12, of ``estimate`` ("centre": the band's central estimate, what the advisor reports;
+    "model": the model's S alone); coverage ≥ 80% in every batch bucket with at least 10 points; decisive
+    verdicts right ≥ 95% with at least 70% of the points decisive; anchored up to 8× above the measured batch,
+    median ≤ 0.08. A bound is met when the number is on its side or equal to it."""
+    validate.choice("estimate", estimate, ("centre", "model"))
+    by = {r["bucket"]: r for r in rows}
+    for key in ("B > 1", "all"):
+        if key not in by or not by[key].get("points"):
+            raise validate.BadArgument(f"judge_band needs band_table rows with points in {key!r}")
+    g, e = BAND_GOALS, estimate
+    big = [r for r in rows if r["bucket"] not in ("B > 1", "all") and r.get("points", 0) >= g["bucket_points"]]
+    worst = min(big, key=lambda r: r["coverage"]) if big else None
+    every = by["all"]
+    numbers = {"bias": by["B > 1"][f"{e}_bias"], "median": by["B > 1"][f"{e}_median"],
+               "median_all": every[f"{e}_median"], "coverage": worst["coverage"] if worst else None,
+               "right": every["decisive_right"], "decisive": every["decisive_share"]}
+    anchor = {r["distance"]: r for r in anchor_rows or []}.get("up to 8× above")
+    numbers["anchor_median"] = anchor["median"] if anchor and anchor["pairs"] else None
+    met = {"bias": abs(numbers["bias"]) <= g["bias"], "median": numbers["median"] <= g["median"],
+           "median_all": numbers["median_all"] <= g["median_all"],
+           "coverage": None if worst is None else numbers["coverage"] >= g["coverage"],
+           "right": None if numbers["right"] is None else numbers["right"] >= g["right"],
+           "decisive": numbers["decisive"] >= g["decisive"],
+           "anchor_median": None if numbers["anchor_median"] is None
+           else numbers["anchor_median"] <= g["anchor_median"]}
+    said = {"bias": f"bias at B > 1 {numbers['bias']:+.3f} (goal within ±{g['bias']:.2f})",
+            "median": f"median |log ratio| at B > 1 {numbers['median']:.3f} (goal ≤ {g['median']:.2f})",
+            "median_all": f"over every B {numbers['median_all']:.3f} (goal ≤ {g['median_all']:.2f})",
+            "coverage": None if worst is None else f"coverage {numbers['coverage']:.0%} in {worst['bucket']}, the "
+                                                    f"lowest of the buckets with {g['bucket_points']} points or more "
+                                                    f"(goal ≥ {g['coverage']:.0%})",
+            "right": None if numbers["right"] is None else f"{numbers['right']:.0%} of decisive verdicts right "
+                                                            f"(goal ≥ {g['right']:.0%})",
+            "decisive": f"{numbers['decisive']:.0%} of points decisive (goal ≥ {g['decisive']:.0%})",
+            "anchor_median": None if numbers["anchor_median"] is None else
+            f"anchored up to 8× above the measured batch, median {numbers['anchor_median']:.3f} "
+            f"(goal ≤ {g['anchor_median']:.2f})"}
+    what = "the band's central estimate" if e == "centre" else "the model's S"
+    return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers, said)
+
+
+def decisive_text(row: dict) -> str:
+    """What a ``band_table`` row says of its verdicts, in one sentence: the share of points given a decisive
+    verdict, and how many of those were right ("all" only when every one was)."""
+    if not row.get("points"):
+        raise validate.BadArgument("decisive_text needs a band_table row with points")
+    if not row["decisive"]:
+        return f"None of the {row['points']} points got a decisive verdict."
+    right = ("all of them were right" if row["right"] == row["decisive"] else
+             "none of them was right" if row["right"] == 0 else f"{row['right']} of them were right")
+    return (f"{row['decisive_share']:.0%} of the {row['points']} points got a decisive verdict ({row['decisive']}), "
+            f"and {right}.")
 
 
 # ---------------------------------------------------------------------------------------------- one fit
@@ -1103,21 +1456,33 @@ def _rounded(knobs: dict) -> dict:
     return {k: (v if isinstance(v, str) else float(f"{v:.4g}")) for k, v in knobs.items()}
 
 
-def interval_record(cv: CrossValidation, variant: str = CHOSEN) -> dict:
-    """The advisor's interval as stored: its factors, the regime and number of errors it is built from, and
-    its held-out coverage (``interval_coverage``) over the points of that regime and over all points."""
-    src = interval_source(cv, variant)
-    lo, hi = band(src["errors"])
-    return {"nominal": NOMINAL, "low": round(lo, 4), "high": round(hi, 4), "regime": src["regime"],
-            "points": src["points"], "min_points": min_points(), "variant": variant,
-            "held_out": interval_coverage(cv, variant),
-            "held_out_all_points": interval_coverage(cv, variant, regime="all")}
+ANCHOR_NOMINAL = 0.95  # the anchored band: the central 95% of the 40 nearest pairs (pairs are many and alike)
+
+
+def band_record(cv: CrossValidation, variant: str = CHOSEN) -> dict:
+    """The advisor's bands as stored: the batch band (``batch_band``, acceptance-only errors) and the anchored
+    band (``anchor_band``) with their held-out tables (``band_table``, ``anchor_table``)."""
+    pairs = anchor_pairs(cv, variant)
+    return {"variant": variant, "regime": ADVISOR_REGIME, "batch": batch_band(cv, variant).to_json(),
+            "held_out": _rounded_rows(band_table(cv, variant)),
+            "anchor": anchor_band(cv, variant, ANCHOR_NOMINAL, pairs).to_json(),
+            "anchor_held_out": _rounded_rows(anchor_table(cv, variant, ANCHOR_NOMINAL))}
+
+
+def _rounded_rows(rows: list[dict]) -> list[dict]:
+    return [{k: (round(x, 4) if isinstance(x, float) else x) for k, x in r.items()} for r in rows]
+
+
+def _compact_lists(text: str) -> str:
+    """Indented JSON with every list of plain values (numbers, strings) on one line."""
+    return re.sub(r"\[\n\s*((?:[^\[\]{}\n]+,\n\s*)*[^\[\]{}\n]+)\n\s*\]",
+                  lambda m: "[" + " ".join(x.strip() for x in m.group(1).split("\n")) + "]", text)
 
 
 def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
     """Fit the chosen variant (``CHOSEN``) to the whole record and write data/calibrations.json (or ``path``):
     one calibration per (engine, version, GPU) in the record, the families' and the pooled knobs for engines
-    the record has not seen, the cross-validation table and the prediction interval."""
+    the record has not seen, the cross-validation table and the advisor's bands."""
     rec = record()
     cv = cv or cross_validate()
     v = VARIANTS[CHOSEN]
@@ -1133,11 +1498,7 @@ def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
                      "chosen_by": "smallest median |log ratio| leaving one source out (cross_validation)"},
            "cross_validation": {"rows": [{k: (round(x, 4) if isinstance(x, float) else x) for k, x in r.items()}
                                          for r in cv.rows()],
-                                "interval": interval_record(cv),
-                                "intervals": {name: [round(x, 4) for x in interval(cv, name)]
-                                              for name in ("idealized", CHOSEN)},
-                                "interval_held_out": {name: interval_record(cv, name)
-                                                      for name in ("idealized", CHOSEN)},
+                                "bands": {name: band_record(cv, name) for name in ("idealized", CHOSEN)},
                                 "skipped": rec.skipped},
            "pooled": {"knobs": _rounded(full.knobs(("", None, ""))[0]), "fitted_to": fitted_to(rec.cases)},
            "families": {f: {"knobs": _rounded(full.knobs((f, None, ""))[0]),
@@ -1155,8 +1516,7 @@ def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
             doc[accel][alias] = {"alias_of": name, "why": "the name the chapters first used for this calibration"}
     path = path or resources.files("specnotes").joinpath("data", "calibrations.json")
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
+        fh.write(_compact_lists(json.dumps(doc, indent=1)) + "\n")
     cost._stored.cache_clear()
     return doc
 
@@ -1199,38 +1559,53 @@ def lookup(accelerator_name: str, engine: str, version: str | None = None) -> tu
         where = sorted({a for a, names in doc.items() if a in ACCELERATORS
                         for n in names if n == engine or n.startswith(engine + "-")})
         return None, dict(doc["families"][engine]["knobs"]), (
-            f"{ENGINE_NAMES.get(engine, engine)} was fitted on {', '.join(where)} ({', '.join(gpus)}), not on "
+            f"{ENGINE_NAMES.get(engine, engine)} was fitted on {', '.join(where)} (from {', '.join(gpus)}), not on "
             f"{accelerator_name}: its knobs are carried over")
     return None, dict(doc["pooled"]["knobs"]), (f"the record has no {label} at all: the knobs pooled over every "
                                                 "engine in it")
 
 
-def interval_text(cv: CrossValidation | None = None, variant: str = CHOSEN) -> str:
-    """The advisor's interval in one paragraph: what it is built from and how often it covered held-out points."""
+def band_text(cv: CrossValidation | None = None, variant: str = CHOSEN) -> str:
+    """The advisor's bands held out by source, as plain text (what ``--cv`` prints after the table): per batch
+    bucket the points, how many the band covered, the decisive verdicts and the right ones, and the bias and
+    median |log ratio| of the model's S and of the band's central estimate; then the anchored predictions by
+    reach; then the goals judged (``judge_band``)."""
     cv = cv or cross_validate()
-    rec = interval_record(cv, variant)
-    cover, every = rec["held_out"], rec["held_out_all_points"]
-    built = (f"the {rec['points']} held-out points predicted from their published acceptance alone" if not
-             rec["regime"] == "all" else f"all {rec['points']} held-out points (fewer than {rec['min_points']} "
-             "predicted from the acceptance alone)")
-    pooled = (f"; holding out {' or '.join(cover['pooled_folds'])} left fewer than {rec['min_points']} such points, "
-              "so those folds used the errors of both regimes" if cover["pooled_folds"] else "")
-    return (f"interval ({variant}): the central {rec['nominal']:.0%} of the errors of {built}: measured S within "
-            f"x{rec['low']:.2f} to x{rec['high']:.2f} of the prediction. Built without their own source it covers "
-            f"{cover['covered']} of those {cover['points']} points ({cover['share']:.0%}{pooled}); the same rule "
-            f"over every regime covers {every['covered']} of {every['points']} ({every['share']:.0%}).")
+    rows, anchors_ = band_table(cv, variant), anchor_table(cv, variant, ANCHOR_NOMINAL)
+    band = batch_band(cv, variant)
+    lines = [f"the advisor's band ({variant}, {ADVISOR_REGIME}): the central {band.nominal:.0%} of the {band.points} "
+             "held-out errors nearest in log B; each source judged with the band built from the others",
+             f"{'bucket':9} {'points':>6} {'covered':>9} {'decisive':>9} {'right':>7} {'model bias':>10} "
+             f"{'median':>7} {'centre bias':>11} {'median':>7}"]
+    for r in rows:
+        if not r["points"]:
+            lines.append(f"{r['bucket']:9} {0:6d}   (no published point)")
+            continue
+        right = f"{r['right']}/{r['decisive']}"
+        lines.append(f"{r['bucket']:9} {r['points']:6d} {r['covered']:4d} {r['coverage']:4.0%} {r['decisive']:4d} "
+                     f"{r['decisive_share']:4.0%} {right:>7} {r['model_bias']:+10.3f} {r['model_median']:7.3f} "
+                     f"{r['centre_bias']:+11.3f} {r['centre_median']:7.3f}")
+    lines += ["", f"anchored on one measured batch ({variant}): pairs of points of one series, the central "
+                  f"{ANCHOR_NOMINAL:.0%} of the nearest {min_points(ANCHOR_NOMINAL)} pairs in log(B / measured B)",
+              f"{'reach':15} {'pairs':>6} {'median':>7} {'bias':>7} {'covered':>8}"]
+    for r in anchors_:
+        lines.append(f"{r['distance']:15} {r['pairs']:6d} " + ("   (none)" if not r["pairs"] else
+                     f"{r['median']:7.3f} {r['bias']:+7.3f} {r['coverage']:8.0%}"))
+    lines += ["", "goals (issue 34): " + judge_band(rows, anchors_).sentence,
+              "the model alone: " + judge_band(rows, anchors_, "model").sentence]
+    return "\n".join(lines)
 
 
 def cv_table(cv: CrossValidation | None = None) -> str:
     """The cross-validation as plain text (what ``--cv`` prints): per scheme and variant, the points predicted
     from their published acceptance alone, the anchored points, and the two mixed; leaving one source out,
     which of issue 24's goals (``GOALS``, ``judge``) each row meets (m: median, b: bias, v: verdict, c:
-    coverage of that regime's interval; "-" not met). A stored variant fitted to a source of the record is
+    coverage of that regime's band; "-" not met). A stored variant fitted to a source of the record is
     marked "not held out"."""
     cv = cv or cross_validate()
     lines = [f"{'variant':28} {'held out':12} {'regime':15} {'points':>6} {'median':>7} {'bias':>7} {'verdict':>8} "
              f"{'goals':>5}  worst point"]
-    coverage = {(v, r): interval_coverage(cv, v, regime=r)["share"] for v in cv.predicted.get("source", {})
+    coverage = {(v, r): float(held_out_band(cv, v, r)["covered"].mean()) for v in cv.predicted.get("source", {})
                 for r in REGIMES}
     for r in cv.rows():
         goals = ""
@@ -1246,7 +1621,7 @@ def cv_table(cv: CrossValidation | None = None) -> str:
             lines.append(f"\nnot held out: {name}'s knobs were fitted to {v.fitted_on}, the source of {n} of the "
                          f"{int(cv.record.scored.sum())} points; its rows are not out-of-sample.")
     lines.append(f"goals (leaving one source out, per row): median <= {GOALS['median']}, |bias| <= {GOALS['bias']}, "
-                 f"verdict >= {GOALS['verdict']:.0%}, interval coverage >= {GOALS['coverage']:.0%}")
+                 f"verdict >= {GOALS['verdict']:.0%}, band coverage >= {GOALS['coverage']:.0%}")
     return "\n".join(lines)
 
 
@@ -1271,7 +1646,10 @@ def main(argv: list[str] | None = None) -> int:
         print(cv_table(cv))
         best = cv.best("source")
         print(f"\nbest leaving one source out: {best}; stored calibrations use: {CHOSEN}")
-        print(interval_text(cv))
+        print()
+        print(band_text(cv))
+        print()
+        print(term_text(term_search(cv)))
     if args.write:
         write_calibrations(cv=cv)
         print("written to data/calibrations.json")

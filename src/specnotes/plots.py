@@ -1080,3 +1080,63 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
         ax.set_title(title or "What the hit rule costs, per request")
         _legend(ax, source, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)  # under the axes
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# held-out residuals against what might explain them (Chapter 6)
+
+
+RESIDUAL_PANELS = (("batch", "Batch B (sequences)"), ("verify_rows", "Verify rows B·(k+1) (tokens per pass)"),
+                   ("drafted", "Tokens each sequence drafts (k, or the tree's)"), ("engine", "Engine (weight bits)"))
+
+
+def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str, source: str | None = None,
+                    band: Sequence | None = None, band_label: str = "model: its band"):
+    """Held-out errors log(predicted / measured) against what might explain them, one panel per quantity:
+    numeric ones on a log2 x axis, ``engine`` as categories (with the weight bits), one marker colour and
+    shape per published source, zero (an exact prediction) marked. ``rows``: ``calibrate.residual_rows``.
+    ``band``: ``(batch, low, median, high)`` errors to draw on the batch panel (the band as a function of
+    B: shaded between low and high, the median as a line). Returns the figure."""
+    if not rows:
+        raise ValueError("residual_panels needs at least one row")
+    sources = list(dict.fromkeys(r["source"] for r in rows))
+    with house_style():
+        cols = 2
+        rows_ = math.ceil(len(panels) / cols)
+        fig, axes = plt.subplots(rows_, cols, figsize=(8, 3.2 * rows_ + 1.0), sharey=True, squeeze=False)
+        for ax, (key, label) in zip(axes.flat, panels, strict=False):
+            if key == "engine":
+                names = sorted({f"{r['engine']} ({r['weight_bits']}-bit)" for r in rows})
+                place = {n: i for i, n in enumerate(names)}
+                x = lambda r, place=place: place[f"{r['engine']} ({r['weight_bits']}-bit)"]
+            else:
+                x = lambda r, key=key: r[key]
+            for i, s in enumerate(sources):
+                mine = [r for r in rows if r["source"] == s]
+                ax.plot([x(r) for r in mine], [r["error"] for r in mine], color=PALETTE[i % len(PALETTE)],
+                        marker=MARKERS[i % len(MARKERS)], label=f"measured: {s} ({len(mine)})",
+                        **{**MEASURED, "markersize": 6})
+            ax.axhline(0, color="0.2", linewidth=1, label="model = measured")
+            if band is not None and key == "batch":
+                b, lo, mid, hi = (list(col) for col in zip(*band, strict=True))
+                ax.fill_between(b, lo, hi, color="0.5", alpha=0.2, linewidth=0, label=band_label)
+                ax.plot(b, mid, color="0.3", linestyle="--", linewidth=1.5, label="model: its central estimate")
+            if key == "engine":
+                ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+                ax.set_xlim(-0.5, len(names) - 0.5)
+                ax.grid(False, axis="x")
+            else:
+                ax.set_xscale("log", base=2)
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlabel(label)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("log(predicted / measured)")
+        for ax in list(axes.flat)[len(panels):]:
+            ax.axis("off")
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.suptitle(title, fontweight="bold")
+        fig.tight_layout(rect=(0, 0.1, 1, 1))
+        leg = fig.legend(handles, labels, loc="lower center", ncol=3, title=source, frameon=False)
+        if source:
+            leg.get_title().set_color("0.35")
+    return fig
