@@ -375,7 +375,8 @@ SHOWN = """() => [...document.querySelectorAll('article.bd-article img')]
     .filter(i => !i.classList.contains('specnotes-thumb-image') && i.getBoundingClientRect().width > 0)
     .map(i => { const f = i.closest('figure'); const n = f && f.querySelector('.caption-number');
                 return {url: i.currentSrc || i.src, shown: i.getBoundingClientRect().width, natural: i.naturalWidth,
-                        name: (n ? n.textContent.trim() + ' ' : '') + (i.getAttribute('src') || '').slice(-40)}; })"""
+                        name: (n ? n.textContent.trim() + ' ' : '') + ((i.getAttribute('src') || '').startsWith('data:')
+                              ? "a widget's image" : (i.getAttribute('src') || '').split('/').pop().slice(-24))}; })"""
 
 
 def _png(url: str) -> bytes:
@@ -402,13 +403,15 @@ def _illegible(page, screen: str) -> list[str]:
 @pytest.mark.parametrize("rel", PAGES)
 def test_figure_text_is_legible_at_1280px(visits, rel):
     """Every figure's smallest text renders at MIN_RENDERED_PX["desktop"] or more in the 1280-px layout."""
-    assert _illegible(visits(rel).page, "desktop") == [], f"text under {MIN_RENDERED_PX['desktop']:g} px"
+    bad = _illegible(visits(rel).page, "desktop")
+    assert not bad, f"text under {MIN_RENDERED_PX['desktop']:g} px at 1280 px:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("rel", PAGES)
 def test_figure_text_is_legible_on_a_phone(phone_visits, rel):
     """... and MIN_RENDERED_PX["phone"] or more on a 390-px phone."""
-    assert _illegible(phone_visits(rel).page, "phone") == [], f"text under {MIN_RENDERED_PX['phone']:g} px"
+    bad = _illegible(phone_visits(rel).page, "phone")
+    assert not bad, f"text under {MIN_RENDERED_PX['phone']:g} px on a 390-px phone:\n" + "\n".join(bad)
 
 
 WIDEST = f"""() => {{ const out = [];  // what runs past the phone's edge: inline content (code, links, tables)
