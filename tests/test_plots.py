@@ -626,3 +626,15 @@ def test_a_cache_story_of_four_panels_is_legible():
                             title="eager policy: publish a block once every slot is written",
                             notes=["B's output diverges from decoding without a cache"], source="shipped pair")
     plots.check_legible(fig)
+
+
+def test_shared_legend_moves_one_panels_legend_under_the_grid():
+    fig, axes = plots.figure(4, ncols=2)
+    for i, ax in enumerate(axes):
+        plots.speedup_vs_batch(ax, [("a", [1, 2, 4], [2.0, 1.5, 0.9], "model")], title=f"panel {i}")
+    legend = plots.shared_legend(fig, axes[0])
+    assert axes[0].get_legend() is None and fig.legends == [legend]
+    assert "model: a" in [t.get_text() for t in legend.get_texts()]
+    plots.check_legible(fig)
+    with pytest.raises(ValueError, match="no legend to share"):
+        plots.shared_legend(fig, axes[0])

@@ -111,6 +111,23 @@ def figure(panels: int = 1, *, ncols: int = 1, height: float | None = None, **su
     return (fig, axes[0]) if panels == 1 else (fig, axes[:panels])
 
 
+def shared_legend(fig, ax):
+    """One legend under all of ``fig``'s panels: ``ax``'s legend, moved (for a grid whose panels would repeat it,
+    where a legend under one narrow panel would squeeze its column). Returns the figure's legend."""
+    leg = ax.get_legend()
+    if leg is None:
+        raise ValueError("shared_legend: the axes has no legend to share (draw it with its legend first)")
+    handles, labels = leg.legend_handles, [t.get_text() for t in leg.get_texts()]
+    title = leg.get_title().get_text() or None
+    leg.remove()
+    with house_style():
+        shared = fig.legend(handles, labels, loc="outside lower center", ncol=_legend_columns(labels), title=title,
+                            frameon=False)
+    if title:
+        shared.get_title().set_color("0.35")
+    return shared
+
+
 # ----------------------------------------------------------------------------------------------
 # legibility: the smallest text of a figure, at the width the website shows it
 
@@ -258,7 +275,7 @@ def _plain_log_ticks(ax):
 
 def _axes(ax):
     if ax is None:
-        _, ax = plt.subplots()
+        _, ax = figure()
     return ax
 
 
