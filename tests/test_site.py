@@ -222,3 +222,12 @@ def test_png_text_reads_the_font_record_plots_writes():
     assert smallest_text_px({}, 700, 350) is None  # a PNG made without the record
     with pytest.raises(ValueError, match="not a PNG"):
         png_text(b"GIF89a")
+
+
+def test_the_pages_stylesheets_are_in_the_static_path():
+    """_config.yml's html_css_files (book/_assets/specnotes/pages.css: pages that fit a phone) exist where Sphinx
+    copies them from, so a renamed file fails here, not silently on the website."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    assert "specnotes/pages.css" in config["html_css_files"]
+    for path in config["html_css_files"]:
+        assert (ROOT / "book" / "_assets" / path).is_file(), path
