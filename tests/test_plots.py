@@ -476,6 +476,8 @@ def test_recompute_vs_hit_rate_draws_measured_ends_and_the_linear_model():
 def test_cache_story_stacks_a_rows_panels_at_the_house_width():
     fig = plots.cache_story([[(VIEW, "one"), (VIEW, "two"), (VIEW, "three")]], title="story")
     assert fig.get_size_inches()[0] == plots.WIDTH
+    no_hit = plots.cache_story([[(_view(), "one")]], title="no hit")  # no block served by a hit: no legend entry
+    assert "block served by a prefix-cache hit" not in [t.get_text() for t in no_hit.legends[0].texts]
     visible = [ax for ax in fig.get_axes() if ax.get_visible()]
     lefts = {round(ax.get_position().x0, 3) for ax in visible}
     assert len(visible) == 3 and len(lefts) == 1  # one column

@@ -1222,9 +1222,11 @@ def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (),
         seen = [s for s in SLOT_COLORS if any(s in b.states for r in rows for panel in r for b in panel[0].blocks)]
         handles = [plt.Rectangle((0, 0), 1, 1, facecolor=SLOT_COLORS[s], edgecolor="0.6",
                                  hatch="xx" if s.startswith("pending over") else None) for s in seen]
-        handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
-        fig.legend(handles, [SLOT_LABELS[s] for s in seen] + ["block served by a prefix-cache hit"],
-                   loc="outside lower center", ncol=1, frameon=False, title=source)
+        labels = [SLOT_LABELS[s] for s in seen]
+        if any(b.hit for r in rows for panel in r for b in panel[0].blocks):
+            handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
+            labels.append("block served by a prefix-cache hit")
+        fig.legend(handles, labels, loc="outside lower center", ncol=1, frameon=False, title=source)
         fig.suptitle(title, wrap=True)
     return fig
 
