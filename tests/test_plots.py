@@ -632,11 +632,16 @@ def test_a_cache_story_of_four_panels_is_legible():
 
 def test_shared_legend_moves_one_panels_legend_under_the_grid():
     fig, axes = plots.figure(4, ncols=2)
+    height = fig.get_figheight()
+    curves = [("a, a label long enough to go under the axes", [1, 2, 4], [2.0, 1.5, 0.9], "model")]
     for i, ax in enumerate(axes):
-        plots.speedup_vs_batch(ax, [("a", [1, 2, 4], [2.0, 1.5, 0.9], "model")], title=f"panel {i}")
-    legend = plots.shared_legend(fig, axes[0])
-    assert axes[0].get_legend() is None and fig.legends == [legend]
-    assert "model: a" in [t.get_text() for t in legend.get_texts()]
+        plots.speedup_vs_batch(ax, curves, title=f"panel {i}")
+    assert fig.get_figheight() > height  # each legend under its axes made room for itself
+    legend = plots.shared_legend(fig, axes)
+    assert all(ax.get_legend() is None for ax in axes) and fig.legends == [legend]
+    # ... gave it back, and the one legend under the grid takes room for its own lines (2, one column)
+    assert fig.get_figheight() == pytest.approx(height + 0.22 * 2 + 0.1)
+    assert "model: a, a label long enough to go under the axes" in [t.get_text() for t in legend.get_texts()]
     plots.check_legible(fig)
     with pytest.raises(ValueError, match="no legend to share"):
         plots.shared_legend(fig, axes[0])

@@ -111,20 +111,30 @@ def figure(panels: int = 1, *, ncols: int = 1, height: float | None = None, **su
     return (fig, axes[0]) if panels == 1 else (fig, axes[:panels])
 
 
-def shared_legend(fig, ax):
-    """One legend under all of ``fig``'s panels: ``ax``'s legend, moved (for a grid whose panels would repeat it,
-    where a legend under one narrow panel would squeeze its column). Returns the figure's legend."""
-    leg = ax.get_legend()
-    if leg is None:
-        raise ValueError("shared_legend: the axes has no legend to share (draw it with its legend first)")
+def shared_legend(fig, axes):
+    """One legend under all of ``fig``'s panels, for a grid whose panels would each repeat it (a legend under one
+    narrow panel would also squeeze its column): the first of ``axes``' legends (an Axes or a list of them),
+    moved under the figure; the others removed, and the height their legends added to the figure given back.
+    Returns the figure's legend."""
+    axes = [axes] if not isinstance(axes, Sequence) else list(axes)
+    legends = [ax.get_legend() for ax in axes]
+    if not axes or legends[0] is None:
+        raise ValueError("shared_legend: the (first) axes has no legend to share (draw it with its legend first)")
+    leg = legends[0]
     handles, labels = leg.legend_handles, [t.get_text() for t in leg.get_texts()]
     title = leg.get_title().get_text() or None
-    leg.remove()
+    root = fig.get_figure(root=True)
+    for other in legends:
+        if other is not None:
+            root.set_figheight(root.get_figheight() - getattr(other, "specnotes_added_height", 0.0))
+            other.remove()
+    ncol = _legend_columns(labels)
     with house_style():
-        shared = fig.legend(handles, labels, loc="outside lower center", ncol=_legend_columns(labels), title=title,
-                            frameon=False)
+        shared = fig.legend(handles, labels, loc="outside lower center", ncol=ncol, title=title, frameon=False)
     if title:
         shared.get_title().set_color("0.35")
+    if isinstance(root.get_layout_engine(), ConstrainedLayoutEngine):  # its lines add to the figure's height
+        root.set_figheight(root.get_figheight() + 0.22 * (math.ceil(len(labels) / ncol) + bool(title)) + 0.1)
     return shared
 
 
@@ -327,7 +337,8 @@ def _legend(ax, source: str | None, *, below: bool = False, **kwargs):
     if "bbox_transform" in kwargs and isinstance(root.get_layout_engine(), ConstrainedLayoutEngine):
         # a constrained figure would shrink the axes to make room: the legend's lines add to its height instead
         lines = math.ceil(len(labels) / kwargs["ncol"]) + bool(source) + sum(str(lb).count("\n") for lb in labels)
-        root.set_figheight(root.get_figheight() + 0.22 * lines + 0.1)
+        leg.specnotes_added_height = 0.22 * lines + 0.1  # shared_legend gives it back
+        root.set_figheight(root.get_figheight() + leg.specnotes_added_height)
     if source:
         leg.get_title().set_fontsize(MIN_FONT)
         leg.get_title().set_color("0.35")
