@@ -283,6 +283,19 @@ def _plain_log_ticks(ax):
             axis.set_minor_formatter(_PlainLogFormatter(base, labelOnlyBase=False))
 
 
+def _title(ax, text: str, **kwargs):
+    """The axes' title, broken into lines that fit over the axes (matplotlib's own wrapping measures the whole
+    figure, so titles of side-by-side panels would run into each other)."""
+    import textwrap
+
+    size = kwargs.get("fontsize", plt.rcParams["axes.titlesize"])
+    size = size if isinstance(size, int | float) else MIN_FONT * 1.2
+    width_in = ax.get_position().width * ax.get_figure(root=True).get_figwidth()
+    chars = max(12, int(width_in * 72 / (0.62 * size)))  # a bold character is about 0.62 em wide
+    lines = [textwrap.fill(line, chars) for line in str(text).split("\n")]
+    return ax.set_title("\n".join(lines), **kwargs)
+
+
 def _axes(ax):
     if ax is None:
         _, ax = figure()
@@ -478,7 +491,7 @@ def roofline(ax=None, *, roofs=(), points=(), dtype: str = "bf16", title: str | 
         ax.set_ylim(min(ylo) / 3, ymax / scale * 3)
         ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
         ax.set_ylabel(f"Attainable performance ({unit})")
-        ax.set_title(title or f"Roofline ({dtype}): min(peak, intensity × bandwidth)", wrap=True)
+        _title(ax, title or f"Roofline ({dtype}): min(peak, intensity × bandwidth)")
         _legend(ax, source, loc="best")
     return ax
 
@@ -540,7 +553,7 @@ def time_vs_batch(ax=None, batches: Sequence[float] = (), measured_times: Sequen
             ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Batch size B (sequences, 1 new token each)")
         ax.set_ylabel(f"Time ({unit})")
-        ax.set_title(title or "Decode step time and time per token vs batch size", wrap=True)
+        _title(ax, title or "Decode step time and time per token vs batch size")
         _legend(ax, source, loc="best")
     return ax
 
@@ -590,7 +603,7 @@ def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, max_batch: i
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Batch size B (sequences)")
         ax.set_ylabel("Speedup S(B) (× plain decoding)")
-        ax.set_title(title or "Speculative decoding speedup vs batch size", wrap=True)
+        _title(ax, title or "Speculative decoding speedup vs batch size")
         _legend(ax, source, loc="best")
     return ax
 
@@ -688,7 +701,7 @@ def speedup_by_gpu(ax=None, curves: Sequence = (), points: Sequence = (), *, tit
         ax.set_ylim(0, top)
         ax.set_xlabel("Batch size B (sequences decoding together)")
         ax.set_ylabel("Speedup S(B) (× plain decoding)")
-        ax.set_title(title or "Speculative decoding speedup vs batch size, by GPU", wrap=True)
+        _title(ax, title or "Speculative decoding speedup vs batch size, by GPU")
         _legend(ax, source, handles=handles, labels=labels, below=True)
     return ax
 
@@ -766,7 +779,7 @@ def speedup_map(ax=None, batches: Sequence[int] = (), contexts: Sequence[int] = 
         ax.grid(False)
         ax.set_xlabel("Batch size B (sequences)")
         ax.set_ylabel("Context length L (tokens)")
-        ax.set_title(title or "Speculative decoding speedup S(B, L), roofline model", wrap=True)
+        _title(ax, title or "Speculative decoding speedup S(B, L), roofline model")
         if colorbar:
             bar = ax.figure.colorbar(mesh, ax=ax, extend="both")
             bar.set_label("S(B, L), model (× plain decoding)")
@@ -807,7 +820,7 @@ def time_vs_context(ax=None, curves: Sequence = (), *, title: str | None = None,
         _plain_log_ticks(ax)
         ax.set_xlabel("Context length L (cached tokens per sequence)")
         ax.set_ylabel(f"Time ({unit})")
-        ax.set_title(title or "Time against context length", wrap=True)
+        _title(ax, title or "Time against context length")
         _legend(ax, source, loc="best")
     return ax
 
@@ -827,7 +840,7 @@ def ratio_vs_context(ax=None, curves: Sequence = (), *, ylabel: str = "Verify / 
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Context length L (cached tokens per sequence)")
         ax.set_ylabel(ylabel)
-        ax.set_title(title or "Verify pass over decode pass against context length", wrap=True)
+        _title(ax, title or "Verify pass over decode pass against context length")
         _legend(ax, source, loc="best")
     return ax
 
@@ -890,7 +903,7 @@ def speedup_vs_k(ax=None, curves: Sequence = (), *, best: bool = False, title: s
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Draft tokens per iteration, k")
         ax.set_ylabel("Speedup S (× plain decoding)")
-        ax.set_title(title or "Speculative decoding speedup vs k", wrap=True)
+        _title(ax, title or "Speculative decoding speedup vs k")
         _legend(ax, source, loc="best")
     return ax
 
@@ -927,7 +940,7 @@ def bars(ax=None, categories: Sequence = (), series: Sequence = (), *, xlabel: s
         ax.grid(False, axis="x")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_title(title, wrap=True)
+        _title(ax, title)
         _legend(ax, source, loc="best")
     return ax
 
@@ -962,7 +975,7 @@ def ratio_vs_tokens(ax=None, curves: Sequence = (), *, k: int, title: str | None
         _plain_log_ticks(ax)
         ax.set_xlabel("Tokens per weight read in the pass (B(k+1) or B+k)")
         ax.set_ylabel("Pass time / decode pass time (×)")
-        ax.set_title(title or "What verifying costs, relative to decoding", wrap=True)
+        _title(ax, title or "What verifying costs, relative to decoding")
         _legend(ax, source, loc="best")
     return ax
 
@@ -1015,7 +1028,7 @@ def predicted_vs_measured(ax=None, groups: Sequence = (), *, band: tuple[float, 
             axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Measured speedup S (× plain decoding, published)")
         ax.set_ylabel("Predicted speedup S (×, held out)")
-        ax.set_title(title or "The model against the published record", wrap=True)
+        _title(ax, title or "The model against the published record")
         _legend(ax, source, loc="upper left")
     return ax
 
@@ -1087,7 +1100,7 @@ def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, tit
         ax.grid(False, axis="y")
         ax.set_xlim(0, max(sum(s for _, s in segments) for _, segments, _ in rows) / scale * 1.18)
         ax.set_xlabel(f"Time ({unit}), to scale")
-        ax.set_title(title or "One speculative iteration against the decode steps it replaces", wrap=True)
+        _title(ax, title or "One speculative iteration against the decode steps it replaces")
         handles = [Patch(facecolor=PASS_COLORS[n], edgecolor="white", label=PASS_NAMES[n]) for n in PASS_COLORS]
         kinds = {kind for _, _, kind in rows}
         if "model" in kinds:
@@ -1187,7 +1200,7 @@ def paged_cache(ax=None, view=None, *, title: str | None = None, legend: bool = 
             ax.spines[side].set_visible(False)
         ax.set_xlabel(f"slot in the block ({bs} per block)\nverified {view.verified} · known {view.known} · "
                       f"written {view.written}", fontsize=MIN_FONT)
-        ax.set_title(title or f"Paged KV cache, {view.stage}", fontsize=MIN_FONT, wrap=True)
+        _title(ax, title or f"Paged KV cache, {view.stage}", fontsize=MIN_FONT)
         if legend:
             states = [s for s in SLOT_COLORS if any(s in b.states for b in view.blocks)]
             handles = [plt.Rectangle((0, 0), 1, 1, facecolor=SLOT_COLORS[s], edgecolor="0.6",
@@ -1279,6 +1292,6 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Fraction of requests that hit the prefix cache")
         ax.set_ylabel("Admission time per request (ms)")
-        ax.set_title(title or "What the hit rule costs, per request", wrap=True)
+        _title(ax, title or "What the hit rule costs, per request")
         _legend(ax, source, below=True)
     return ax
