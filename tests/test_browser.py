@@ -4,7 +4,9 @@ Serves ``_build/html`` on 127.0.0.1 from a thread and loads every page of ``_toc
 chromium through Playwright. Every request that leaves 127.0.0.1 is recorded and aborted. Per page:
 no such request, no failed request, no JavaScript error (but the theme's known one), math typeset by
 MathJax, every image decoded, every stored widget rendered by the html-manager, and every Vega-Lite
-chart drawn and re-drawn when one of its sliders moves.
+chart drawn and re-drawn when one of its sliders moves. Every page again on a 390-px phone: nothing wider
+than the screen. Every figure at both sizes: its smallest text (recorded in its PNG by specnotes.plots) renders at
+``plots.MIN_RENDERED_PX`` or more at the width the page shows it.
 
 Needs the built book (make book; selected by ``-m browser``) and ``/usr/bin/chromium``
 (``apt-get install chromium``; or set ``CHROMIUM=/path``). Without chromium the tests skip, except
@@ -22,7 +24,7 @@ import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pytest
 import yaml
@@ -39,6 +41,8 @@ KNOWN_CONSOLE_ERRORS = {
     "theme: THEBE_JS_URL declared twice": re.compile(r"Identifier 'THEBE_JS_URL' has already been declared"),
 }
 LOCAL_HOSTS = {"127.0.0.1"}
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
 
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -91,12 +95,13 @@ def browser():
 class Visit:
     """One page load with everything the browser reported about it."""
 
-    def __init__(self, browser, base: str, rel: str):
+    def __init__(self, browser, base: str, rel: str, viewport: dict | None = None, phone: bool = False):
         self.rel = rel
         self.external: list[str] = []
         self.failed: list[str] = []
         self.errors: list[str] = []
-        self.context = browser.new_context(service_workers="block", viewport={"width": 1280, "height": 900})
+        screen = {"device_scale_factor": 2, "is_mobile": True, "has_touch": True} if phone else {}
+        self.context = browser.new_context(service_workers="block", viewport=viewport or DESKTOP, **screen)
         self.page = self.context.new_page()
         self.context.route("**/*", self._route)
         self.page.on("requestfailed", self._request_failed)
@@ -158,20 +163,36 @@ CHARTS_DRAWN = f"""() => document.querySelectorAll('.vega-embed').length >= ({CH
     || document.querySelector('.cell_output .error')"""
 
 
-@pytest.fixture(scope="module")
-def visits(browser, site):
-    """Each page loaded once, shared by the checks below; screenshots if asked for."""
+def _visits(browser, site, phone: bool):
+    """Each page loaded once at one screen size, shared by the checks below; screenshots if asked for."""
     cache: dict[str, Visit] = {}
     shots = os.environ.get("SPECNOTES_SCREENSHOTS")
 
     def visit(rel: str) -> Visit:
         if rel not in cache:
-            cache[rel] = Visit(browser, site, rel)
+            cache[rel] = Visit(browser, site, rel, PHONE if phone else DESKTOP, phone=phone)
             if shots:
                 Path(shots).mkdir(parents=True, exist_ok=True)
-                cache[rel].page.screenshot(path=str(Path(shots) / f"{rel.replace('/', '__')}.png"), full_page=True)
+                name = ("phone__" if phone else "") + rel.replace("/", "__")
+                cache[rel].page.screenshot(path=str(Path(shots) / f"{name}.png"), full_page=True)
         return cache[rel]
 
+    return visit, cache
+
+
+@pytest.fixture(scope="module")
+def visits(browser, site):
+    """Every page at 1280 px."""
+    visit, cache = _visits(browser, site, phone=False)
+    yield visit
+    for v in cache.values():
+        v.close()
+
+
+@pytest.fixture(scope="module")
+def phone_visits(browser, site):
+    """Every page on a 390-px phone (device scale 2, mobile viewport), settled as at 1280 px."""
+    visit, cache = _visits(browser, site, phone=True)
     yield visit
     for v in cache.values():
         v.close()
@@ -294,7 +315,6 @@ FIGURES = """() => [...document.querySelectorAll('article.bd-article img')].map(
     return {src: i.getAttribute('src'), alt: i.getAttribute('alt'), width: r.width, height: r.height,
             left: r.left, right: r.right, natural: i.naturalWidth};
 })"""
-PHONE = {"width": 390, "height": 844}
 
 
 @pytest.mark.parametrize("rel", PAGES)
@@ -323,23 +343,8 @@ def test_no_figure_runs_under_the_contents_sidebar(visits, rel):
 
 
 @pytest.fixture(scope="module")
-def phone(browser, site):
-    context = browser.new_context(service_workers="block", viewport=PHONE, device_scale_factor=2, is_mobile=True)
-    context.route("**/*", lambda route: route.abort("blockedbyclient")
-                  if urlparse(route.request.url).hostname not in LOCAL_HOSTS else route.continue_())
-    page = context.new_page()
-    shots = os.environ.get("SPECNOTES_SCREENSHOTS")
-
-    def visit(rel: str):
-        page.goto(f"{site}/{rel}.html", wait_until="load")
-        page.wait_for_load_state("networkidle")
-        if shots:
-            Path(shots).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(shots) / f"phone__{rel.replace('/', '__')}.png"), full_page=True)
-        return page
-
-    yield visit
-    context.close()
+def phone(phone_visits):
+    return lambda rel: phone_visits(rel).page
 
 
 @pytest.mark.parametrize("rel", [p for p in PAGES if p.startswith("notebooks/")] + ["book/intro", "book/claims"])
@@ -356,3 +361,83 @@ def test_figures_fit_a_phone(phone, rel):
                           " const h = a.querySelector('h1'); const c = a.querySelector('.cell');"
                           " return {title: !!h, cellFirst: !!(c && h && (c.compareDocumentPosition(h) & 4))}; }")
     assert first == {"title": True, "cellFirst": False}
+
+
+# ---- text a reader can read, pages that fit a phone --------------------------------------------
+
+from site_checks import png_text, smallest_text_px  # noqa: E402
+
+from specnotes.plots import MIN_RENDERED_PX  # noqa: E402
+
+# Every figure of the page but the claims page's thumbnails (links to the figures, small on purpose): where it is
+# shown, its natural width, the figure number it is captioned with, and its PNG (a file of _images or inline).
+SHOWN = """() => [...document.querySelectorAll('article.bd-article img')]
+    .filter(i => !i.classList.contains('specnotes-thumb-image') && i.getBoundingClientRect().width > 0)
+    .map(i => { const f = i.closest('figure'); const n = f && f.querySelector('.caption-number');
+                return {url: i.currentSrc || i.src, shown: i.getBoundingClientRect().width, natural: i.naturalWidth,
+                        name: (n ? n.textContent.trim() + ' ' : '') + ((i.getAttribute('src') || '').startsWith('data:')
+                              ? "a widget's image" : (i.getAttribute('src') || '').split('/').pop().slice(-24))}; })"""
+
+
+def _png(url: str) -> bytes:
+    if url.startswith("data:"):
+        import base64
+
+        return base64.b64decode(url.split(",", 1)[1])
+    return (HTML / unquote(urlparse(url).path).lstrip("/")).read_bytes()
+
+
+def _illegible(page, screen: str) -> list[str]:
+    """Each figure whose smallest text renders under MIN_RENDERED_PX[screen], or that has no record of it."""
+    bad = []
+    for f in page.evaluate(SHOWN):
+        px = smallest_text_px(png_text(_png(f["url"])), f["natural"], f["shown"])
+        if px is None:
+            bad.append(f"{f['name']}: no record of its smallest text (made before specnotes.plots kept one: "
+                       "re-execute the notebook)")
+        elif px < MIN_RENDERED_PX[screen]:
+            bad.append(f"{f['name']}: smallest text {px:.1f} px (shown {f['shown']:.0f} of {f['natural']} px wide)")
+    return bad
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_figure_text_is_legible_at_1280px(visits, rel):
+    """Every figure's smallest text renders at MIN_RENDERED_PX["desktop"] or more in the 1280-px layout."""
+    bad = _illegible(visits(rel).page, "desktop")
+    assert not bad, f"text under {MIN_RENDERED_PX['desktop']:g} px at 1280 px:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_figure_text_is_legible_on_a_phone(phone_visits, rel):
+    """... and MIN_RENDERED_PX["phone"] or more on a 390-px phone."""
+    bad = _illegible(phone_visits(rel).page, "phone")
+    assert not bad, f"text under {MIN_RENDERED_PX['phone']:g} px on a 390-px phone:\n" + "\n".join(bad)
+
+
+WIDEST = f"""() => {{ const out = [];  // what runs past the phone's edge: inline content (code, links, tables)
+    for (const e of document.querySelectorAll('article.bd-article *')) {{
+        const r = e.getBoundingClientRect();
+        if (r.right <= {PHONE["width"]} + 1 || r.width === 0 || !/^inline|^table$/.test(getComputedStyle(e).display))
+            continue;
+        let scrolls = false;  // inside a box that scrolls or clips it: that box's business, not the page's
+        for (let a = e.parentElement; a && a !== document.body; a = a.parentElement)
+            if (getComputedStyle(a).overflowX !== 'visible') {{ scrolls = true; break; }}
+        if (!scrolls) out.push(`${{e.tagName.toLowerCase()}} to ${{Math.round(r.right)}} px: `
+                               + (e.textContent || '').trim().slice(0, 60));
+    }}
+    if (!out.length)  // text with no element of its own (a bare URL): the innermost boxes it overflows
+        for (const e of [...document.querySelectorAll('article.bd-article *')].reverse())
+            if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX === 'visible' && out.length < 2)
+                out.push(`${{e.tagName.toLowerCase()}}.${{String(e.className).split(' ')[0]}} overflows: `
+                         + (e.textContent || '').trim().slice(0, 60));
+    return out.slice(0, 5); }}"""
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_nothing_is_wider_than_a_phone(phone_visits, rel):
+    """At 390 px no page scrolls sideways: its widest element fits the screen (long code breaks, wide tables
+    and equations scroll in their own box, book/_assets/specnotes/pages.css)."""
+    page = phone_visits(rel).page
+    width = page.evaluate("() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})")
+    # a mobile browser widens its layout to what overflows, so innerWidth alone would agree with any page
+    assert width["inner"] == PHONE["width"] and width["scroll"] <= width["inner"], page.evaluate(WIDEST)

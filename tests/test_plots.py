@@ -348,7 +348,7 @@ def test_thesis_figure_draws_the_published_setup():
 
 def test_iteration_rows_put_drafts_then_verify_against_expected_decode_steps():
     plain, spec = plots.iteration_rows("model", 4, 3.36, 10e-3, 2e-3, 12e-3)
-    assert plain[0] == "model: plain decoding, E[N] = 3.36 steps" and plain[2] == "model"
+    assert plain[0] == "model: plain decoding,\nE[N] = 3.36 steps" and plain[2] == "model"
     assert [n for n, _ in plain[1]] == ["decode"] * 4
     assert [s for _, s in plain[1]] == pytest.approx([10e-3] * 3 + [3.6e-3])  # the last step a fraction
     assert spec[1] == [("draft", 2e-3)] * 4 + [("verify", 12e-3)]
@@ -471,3 +471,178 @@ def test_recompute_vs_hit_rate_draws_measured_ends_and_the_linear_model():
         plots.recompute_vs_hit_rate(rules=[("keep", 2.0)], no_cache_ms=10.0, gap=("drop", "keep"))
     with pytest.raises(ValueError, match="finite and positive"):
         plots.recompute_vs_hit_rate(rules=[("keep", -2.0)], no_cache_ms=10.0)
+
+
+def test_cache_story_stacks_a_rows_panels_at_the_house_width():
+    fig = plots.cache_story([[(VIEW, "one"), (VIEW, "two"), (VIEW, "three")]], title="story")
+    assert fig.get_size_inches()[0] == plots.WIDTH
+    no_hit = plots.cache_story([[(_view(), "one")]], title="no hit")  # no block served by a hit: no legend entry
+    assert "block served by a prefix-cache hit" not in [t.get_text() for t in no_hit.legends[0].texts]
+    visible = [ax for ax in fig.get_axes() if ax.get_visible()]
+    lefts = {round(ax.get_position().x0, 3) for ax in visible}
+    assert len(visible) == 3 and len(lefts) == 1  # one column
+    two = plots.cache_story([[(VIEW, "one"), (VIEW, "two"), (VIEW, "three")]], title="story", columns=2)
+    spare = two.get_axes()[3]  # the empty cell of a one-row story holds the legend
+    assert not spare.axison and spare.get_legend() is not None and not two.legends
+    with pytest.raises(ValueError, match="columns: 1 to 2"):
+        plots.cache_story([[(VIEW, "one")]], title="x", columns=4)
+
+
+# ---- legible where it is shown ------------------------------------------------------------------
+
+
+def test_figure_is_the_house_width_and_refuses_a_third_column():
+    fig, ax = plots.figure()
+    assert tuple(fig.get_size_inches()) == (plots.WIDTH, 4.4) and fig.dpi == plots.DPI
+    fig, axes = plots.figure(3, ncols=2, sharey=True)
+    assert len(axes) == 3 and fig.get_size_inches()[1] == pytest.approx(7.2)  # two rows of 3.6 in
+    assert [ax.get_visible() for ax in fig.get_axes()] == [True, True, True, False]
+    for bad in ({"panels": 0}, {"panels": 6, "ncols": 3}, {"panels": 2.0}):
+        with pytest.raises(ValueError, match="split more panels"):
+            plots.figure(**bad)
+
+
+def test_text_sizes_are_what_is_drawn_with_scripts_at_their_drawn_size():
+    fig, ax = plt.subplots()
+    ax.set_title("title", fontsize=14)
+    ax.text(0.5, 0.5, "$x^2$", fontsize=12)
+    ax.text(0.5, 0.2, "   ", fontsize=3)  # draws nothing
+    ax.text(0.5, 0.1, "hidden", fontsize=2).set_visible(False)
+    ax.tick_params(labelsize=11)
+    sizes = dict((t, s) for s, t in plots.text_sizes(fig))
+    assert sizes["title"] == 14 and sizes["$x^2$"] == pytest.approx(12 * 0.7)  # the superscript's size
+    assert "hidden" not in sizes and min(sizes.values()) == pytest.approx(8.4)
+    assert all(s == 11 for t, s in sizes.items() if t not in ("title", "$x^2$"))  # the tick labels
+
+
+def test_legibility_is_the_smallest_text_at_the_width_the_website_shows_it():
+    fig, ax = plots.figure()
+    plots.speedup_vs_batch(ax, [("a", [1, 2, 4], [2.0, 1.5, 0.9], "model")], bstar=3, title="t")
+    found = plots.check_legible(fig)
+    assert found["font_pt"] == plots.MIN_FONT and found["natural_px"] <= plots.WIDTH * plots.DPI * 1.05
+    shown = min(found["natural_px"], plots.COLUMN_PX["phone"])
+    assert found["phone_px"] == pytest.approx(plots.MIN_FONT * plots.DPI / 72 * shown / found["natural_px"])
+    assert found["phone_px"] >= plots.MIN_RENDERED_PX["phone"] and found["desktop_px"] >= 9
+    # the same plot 13 inches wide, as Chapter 4's 2x2 grid was: its text is the same size in points, but
+    # the page shrinks the figure to the column, and the text with it
+    wide, ax = plt.subplots(figsize=(13, 9.5), dpi=110)
+    plots.speedup_vs_batch(ax, [("a", [1, 2, 4], [2.0, 1.5, 0.9], "model")], bstar=3, title="t")
+    found = plots.legibility(wide)
+    assert not found["legible"] and found["phone_px"] < 5
+    with pytest.raises(ValueError, match=r"renders at .* px on a phone"):
+        plots.check_legible(wide)
+    # and a figure of the house width whose text is smaller than MIN_FONT
+    small, ax = plots.figure()
+    ax.set_title("t")
+    ax.legend(handles=[plt.Line2D([], [], label="tiny")], fontsize=6)
+    assert plots.legibility(small)["text"] == "tiny" and not plots.legibility(small)["legible"]
+
+
+def test_figure_png_records_its_smallest_text_for_the_browser_test():
+    import io
+
+    from PIL import Image
+
+    fig, ax = plots.figure()
+    plots.speedup_vs_k(ax, [("a", [1, 2, 3], [1.2, 1.4, 1.3], "model")], title="t")
+    text = Image.open(io.BytesIO(plots.figure_png(fig))).text
+    assert float(text[plots.FONT_RECORD]) == pytest.approx(plots.MIN_FONT * plots.DPI / 72, abs=1e-3)
+    assert float(text["specnotes.min_font_pt"]) == plots.MIN_FONT
+    html = plots.image_html(plt.subplots()[0], "a plot of nothing at all, for the test")
+    assert html.startswith('<img alt="a plot of nothing')
+
+
+def _view(blocks=3):
+    return View([Block(["verified"] * 16, f"{j:08x}") for j in range(blocks - 1)]
+                + [Block(["verified"] * 12 + ["draft"] * 4)], block_size=16)
+
+
+def _thesis_curves():
+    from specnotes.thesis import Points
+
+    return ([_curve("H100-SXM", batches=(1, 8, 64, 512), speedups=(2.0, 2.0, 1.4, 0.7), crossover=300, max_batch=512),
+             _curve("H100-SXM", "calibrated", batches=(1, 8, 64, 512), speedups=(1.6, 1.5, 1.1, 0.6), crossover=90,
+                    fitted_up_to=64),
+             _curve("L4", batches=(1, 8, 64), speedups=(2.1, 1.9, 1.0), crossover=64, max_batch=64)],
+            [Points("SpecDecode-Bench, vLLM 0.10.1", "H100-SXM", (1, 16, 64), (1.7, 1.5, 1.2))])
+
+
+B, S = [1, 2, 4, 8, 16, 32, 64, 128, 256], [2.0, 2.0, 1.9, 1.8, 1.6, 1.3, 1.0, 0.8, 0.7]
+LEGIBLE = {  # every plot, drawn on plots.figure() as a chapter draws it, with labels as long as the chapters'
+    "roofline": lambda ax: plots.roofline(ax, roofs=["H100-SXM", ("this device: copy bandwidth, GEMM peak",
+                                                                   (2e10, 8e10))],
+                                          points=[(f"B={b}", b, b * 1e9) for b in B], source="a host, float32"),
+    "time_vs_batch": lambda ax: plots.time_vs_batch(ax, B, [1e-3 * max(1, b / 16) for b in B],
+                                                    [0.9e-3 * max(1, b / 16) for b in B], source="a host, float32"),
+    "speedup_vs_batch": lambda ax: plots.speedup_vs_batch(ax, [
+        ("roofline, this device's measured roofs, α=0.8", B, S, "model"),
+        ("layer stacks on this device, α=0.8", B, [s * 0.9 for s in S], "measured"),
+        ("the same model, its GEMMs at the measured per-M efficiency", B, [s * 0.95 for s in S], "model")],
+        bstar=[("measured B*", 60), ("model B*", 64)], max_batch=128, source="a host, float32"),
+    "speedup_by_gpu": lambda ax: plots.speedup_by_gpu(ax, *_thesis_curves(), source="published: SpecDecode-Bench"),
+    "speedup_map": lambda ax: plots.speedup_map(
+        ax, [1, 4, 16, 64, 256], [256, 1024, 4096, 16384, 65536],
+        [[2.0, 1.8, 1.2, 0.8, 0.6], [2.0, 1.9, 1.4, 1.0, 0.8], [2.1, 2.0, 1.7, 1.3, 1.1], [2.2, 2.1, 1.9, 1.6, 1.4],
+         [2.2, 2.2, 2.1, 1.9, 1.7]], max_batch=[256, 256, 128, 32, 8],
+        boundaries={"weights | KV cache": ([1, 256], [8000, 300])}, labels=[("weights", 4, 512)]),
+    "time_vs_context": lambda ax: plots.time_vs_context(ax, [
+        ("B=4, 5 queries per sequence", [256, 1024, 4096], [1e-4, 3e-4, 1e-3], "measured"),
+        ("B=4, 5 queries per sequence", [256, 1024, 4096], [0.9e-4, 2.8e-4, 1.1e-3], "model")], source="a host"),
+    "ratio_vs_context": lambda ax: plots.ratio_vs_context(ax, [
+        ("target layer, B=4, k+1=5", [256, 1024, 4096], [2.0, 1.6, 1.2], "measured"),
+        ("roofline with this device's measured roofs", [256, 1024, 4096], [1.9, 1.5, 1.1], "model")], source="a host"),
+    "speedup_vs_k": lambda ax: plots.speedup_vs_k(
+        ax, [(f"α = {a}", range(8), [1 + a * k / 8 for k in range(8)], "model") for a in (0.6, 0.7, 0.8, 0.9)],
+        best=True),
+    "bars": lambda ax: plots.bars(ax, list("abcdefghijkl"), [("target p", [0.1] * 12, "model"),
+                                                            ("draft q", [0.08] * 12, "model"),
+                                                            ("speculative sampling, 20,000 draws", [0.09] * 12,
+                                                             "measured")],
+                                  xlabel="next byte", ylabel="probability", title="t"),
+    "ratio_vs_tokens": lambda ax: plots.ratio_vs_tokens(ax, [
+        ("all speculate, B(k+1) tokens", [5, 10, 20, 40], [1.0, 1.1, 1.5, 2.5], "model"),
+        ("all speculate, B(k+1) tokens", [5, 10, 20, 40], [1.05, 1.2, 1.6, 2.4], "measured")], k=4, source="host"),
+    "predicted_vs_measured": lambda ax: plots.predicted_vs_measured(
+        ax, [("SpecDecode-Bench", [1.2, 1.5, 2.0], [1.1, 1.6, 1.9]), ("MagicDec", [0.8, 1.3], [0.9, 1.2])],
+        band=(0.8, 1.25), source="published"),
+    "iteration_timeline": lambda ax: plots.iteration_timeline(
+        ax, plots.iteration_rows("model", 4, 3.36, 10e-3, 1e-3, 11e-3)
+        + plots.iteration_rows("measured", 4, 3.36, 20e-3, 5e-3, 60e-3), source="a host, float32"),
+    "recompute_vs_hit_rate": lambda ax: plots.recompute_vs_hit_rate(
+        ax, [("keep (wrong)", 2.0), ("drop (the rule)", 3.5), ("lookahead key (right)", 2.1)], no_cache_ms=10.0,
+        gap=("drop (the rule)", "keep (wrong)"), source="measured here (cpu, float32, fastest of 7)"),
+    "paged_cache": lambda ax: plots.paged_cache(ax, _view(), flag={"00000001": "holds A's rejected draft"},
+                                                source="shipped pair"),
+}
+
+
+@pytest.mark.parametrize("name", LEGIBLE)
+def test_every_plot_on_a_house_figure_is_legible_on_a_phone(name):
+    fig, ax = plots.figure()
+    LEGIBLE[name](ax)
+    plots.check_legible(fig)
+
+
+def test_a_cache_story_of_four_panels_is_legible():
+    fig = plots.cache_story([[(_view(), "A, iteration 1: the verify\npass writes k + 1 = 5 slots"),
+                              (_view(4), "B is admitted:\nit hits the stale block", {"00000002": "holds A's draft"})]],
+                            title="eager policy: publish a block once every slot is written",
+                            notes=["B's output diverges from decoding without a cache"], source="shipped pair")
+    plots.check_legible(fig)
+
+
+def test_shared_legend_moves_one_panels_legend_under_the_grid():
+    fig, axes = plots.figure(4, ncols=2)
+    height = fig.get_figheight()
+    curves = [("a, a label long enough to go under the axes", [1, 2, 4], [2.0, 1.5, 0.9], "model")]
+    for i, ax in enumerate(axes):
+        plots.speedup_vs_batch(ax, curves, title=f"panel {i}")
+    assert fig.get_figheight() > height  # each legend under its axes made room for itself
+    legend = plots.shared_legend(fig, axes)
+    assert all(ax.get_legend() is None for ax in axes) and fig.legends == [legend]
+    # ... gave it back, and the one legend under the grid takes room for its own lines (2, one column)
+    assert fig.get_figheight() == pytest.approx(height + 0.22 * 2 + 0.1)
+    assert "model: a, a label long enough to go under the axes" in [t.get_text() for t in legend.get_texts()]
+    plots.check_legible(fig)
+    with pytest.raises(ValueError, match="no legend to share"):
+        plots.shared_legend(fig, axes[0])

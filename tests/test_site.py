@@ -204,3 +204,30 @@ def test_status_page_shows_each_notebooks_recorded_provenance():
     assert version("jupyter-book") in html and version("myst-nb") in html
     for pkg in manifest().values():
         assert pkg["version"] in html
+
+
+def test_png_text_reads_the_font_record_plots_writes():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from site_checks import png_text, smallest_text_px
+
+    from specnotes import plots
+
+    fig, ax = plots.figure()
+    ax.set_title("a title")
+    text = png_text(plots.figure_png(fig))
+    assert float(text[plots.FONT_RECORD]) == pytest.approx(plots.MIN_FONT * plots.DPI / 72, abs=1e-3)
+    # shown at half its natural width, its smallest text renders at half its size
+    assert smallest_text_px(text, 700, 350) == pytest.approx(float(text[plots.FONT_RECORD]) / 2)
+    assert smallest_text_px({}, 700, 350) is None  # a PNG made without the record
+    with pytest.raises(ValueError, match="not a PNG"):
+        png_text(b"GIF89a")
+
+
+def test_the_pages_stylesheets_are_in_the_static_path():
+    """_config.yml's html_css_files (book/_assets/specnotes/pages.css: pages that fit a phone) exist where Sphinx
+    copies them from, so a renamed file fails here, not silently on the website."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    assert "specnotes/pages.css" in config["html_css_files"]
+    for path in config["html_css_files"]:
+        assert (ROOT / "book" / "_assets" / path).is_file(), path

@@ -1,9 +1,16 @@
-"""Plots in one house style: measured = markers, modelled = lines, units on every axis.
+"""Plots in one house style: measured = markers, modelled = lines, units on every axis, text a reader can read.
 
 Introduced in chapter 1 (``01_roofline_decode``); ``speedup_vs_k`` and ``bars`` in chapter 3. Every
 function takes an optional ``ax``, draws on it, and returns it (``ax.figure`` is the figure); none
 calls ``plt.show()``. Every plot has a title, units on both axes, and a legend whose entries start
 with ``measured:`` or ``model:``.
+
+Legible where it is shown: the website shows a figure in its content column, scaled down to fit and never
+up (``COLUMN_PX``), so a figure's text shrinks with the figure's width. ``figure()`` makes every figure
+``WIDTH`` inches wide with no text under ``MIN_FONT`` points, which renders at ``MIN_RENDERED_PX`` or more
+on a 1280-px screen and on a 390-px phone; ``legibility(fig)`` measures a figure against that, and in a
+Jupyter kernel every figure's PNG records the size of its smallest text (``FONT_RECORD``), which the
+website's browser test reads back (tests/test_browser.py). More panels than fit: split them into figures.
 
 Depends on matplotlib and numpy only; roofs can be :class:`specnotes.hardware.Accelerator` rows or
 measured ``(bandwidth, flops)`` pairs such as :func:`specnotes.measure.measured_roofline` returns.
@@ -13,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter
 
 # Okabe-Ito: distinguishable with every common form of colour blindness, and in greyscale by marker.
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -26,15 +35,31 @@ MEASURED = {"linestyle": "none", "markersize": 7, "markeredgecolor": "white", "m
 MODEL = {"linestyle": "-", "linewidth": 2.0, "alpha": 0.9}
 MEASURED_ROOF = {"linestyle": "--", "linewidth": 2.0}
 
+# Where the website shows a figure: its content column, in CSS px, at a 1280-px window and on a 390-px phone
+# (measured in chromium; tests/test_browser.py measures every figure again). A figure wider than the column is
+# scaled down to fit, so text of s points in a figure w inches wide renders at s·column/(72·w) px there.
+COLUMN_PX = {"desktop": 672, "phone": 342}
+MIN_RENDERED_PX = {"desktop": 9.0, "phone": 7.0}  # the smallest text a reader can read, in CSS px
+MIN_FONT = 10.0  # points: no text in a figure is smaller
+WIDTH = 6.4  # inches: MIN_FONT on it renders at 10·342/(72·6.4) = 7.4 px on the phone, 14.6 px at 1280 px
+DPI = 110  # 6.4 in = 704 px: about the desktop column, so a figure is shown near its natural size there
+MAX_COLUMNS = 2  # panels side by side in one figure: a third column leaves no room for a MIN_FONT legend
+# The PNG text chunk where a figure's smallest text is recorded, in the PNG's own pixels (pt · dpi / 72)
+FONT_RECORD = "specnotes.min_font_px"
+
 STYLE = {
-    "figure.figsize": (7.0, 4.5),
-    "figure.dpi": 110,
-    "savefig.dpi": 150,
+    "figure.figsize": (WIDTH, 4.4),
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
     "savefig.bbox": "tight",
-    "font.size": 11,
-    "axes.titlesize": 12,
+    "font.size": MIN_FONT,
+    "axes.titlesize": 11.5,
     "axes.titleweight": "bold",
-    "axes.labelsize": 11,
+    "axes.labelsize": 10.5,
+    "xtick.labelsize": MIN_FONT,
+    "ytick.labelsize": MIN_FONT,
+    "figure.titlesize": 12,
+    "figure.titleweight": "bold",
     "axes.grid": True,
     "axes.grid.which": "both",
     "grid.alpha": 0.25,
@@ -43,7 +68,8 @@ STYLE = {
     "axes.spines.right": False,
     "axes.prop_cycle": plt.cycler(color=PALETTE),
     "legend.frameon": False,
-    "legend.fontsize": 9,
+    "legend.fontsize": MIN_FONT,
+    "legend.title_fontsize": MIN_FONT,
     "lines.linewidth": 2.0,
 }
 
@@ -61,9 +87,218 @@ def house_style():
     plt.interactive(interactive)
 
 
+def figure(panels: int = 1, *, ncols: int = 1, height: float | None = None, **subplots):
+    """A new figure in the house style, ``WIDTH`` inches wide: ``(fig, ax)`` for one panel, ``(fig, axes)`` (a
+    list, row by row) for several. ``panels`` fill ``ncols`` columns (at most ``MAX_COLUMNS``; 1: stacked, how
+    a phone reads best); a grid cell left over is hidden. height: inches in all (default 4.4 for one panel,
+    3.6 per row of several). ``subplots``: keyword arguments of ``plt.subplots`` (sharex, sharey, ...); the
+    layout is "constrained": labels and legends outside the axes shrink the axes, not widen the figure (so
+    call no ``fig.tight_layout()``).
+    More panels than read well in one figure (a grid of 6 or 8): make several figures, one cell each."""
+    if not (isinstance(panels, int) and panels >= 1) or not (isinstance(ncols, int) and 1 <= ncols <= MAX_COLUMNS):
+        raise ValueError(f"need panels >= 1 and 1 <= ncols <= {MAX_COLUMNS} (split more panels into several "
+                         f"figures); got panels={panels!r}, ncols={ncols!r}")
+    ncols = min(ncols, panels)
+    nrows = math.ceil(panels / ncols)
+    if height is None:
+        height = 4.4 if panels == 1 else 3.6 * nrows
+    with house_style():
+        fig, axes = plt.subplots(nrows, ncols, figsize=(WIDTH, height), squeeze=False,
+                                 **{"layout": "constrained", **subplots})
+    axes = list(axes.flat)
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return (fig, axes[0]) if panels == 1 else (fig, axes[:panels])
+
+
+def shared_legend(fig, axes):
+    """One legend under all of ``fig``'s panels, for a grid whose panels would each repeat it (a legend under one
+    narrow panel would also squeeze its column): the first of ``axes``' legends (an Axes or a list of them),
+    moved under the figure; the others removed, and the height their legends added to the figure given back.
+    Returns the figure's legend."""
+    axes = [axes] if not isinstance(axes, Sequence) else list(axes)
+    legends = [ax.get_legend() for ax in axes]
+    if not axes or legends[0] is None:
+        raise ValueError("shared_legend: the (first) axes has no legend to share (draw it with its legend first)")
+    leg = legends[0]
+    handles, labels = leg.legend_handles, [t.get_text() for t in leg.get_texts()]
+    title = leg.get_title().get_text() or None
+    root = fig.get_figure(root=True)
+    for other in legends:
+        if other is not None:
+            root.set_figheight(root.get_figheight() - getattr(other, "specnotes_added_height", 0.0))
+            other.remove()
+    ncol = _legend_columns(labels)
+    with house_style():
+        shared = fig.legend(handles, labels, loc="outside lower center", ncol=ncol, title=title, frameon=False)
+    if title:
+        shared.get_title().set_color("0.35")
+    if isinstance(root.get_layout_engine(), ConstrainedLayoutEngine):  # its lines add to the figure's height
+        root.set_figheight(root.get_figheight() + 0.22 * (math.ceil(len(labels) / ncol) + bool(title)) + 0.1)
+    return shared
+
+
+# ----------------------------------------------------------------------------------------------
+# legibility: the smallest text of a figure, at the width the website shows it
+
+
+def text_sizes(fig) -> list[tuple[float, str]]:
+    """(size in points, text) of every piece of text ``fig`` draws, read by drawing it with a renderer that
+    records its text and paints nothing (tick labels, legends, annotations: what a reader sees)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    width, height = fig.get_size_inches() * fig.dpi
+    renderer = RendererAgg(max(1, int(width)), max(1, int(height)), fig.dpi)
+    drawn: list[tuple[float, str]] = []
+
+    def draw_text(gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if s.strip() and gc.get_alpha() != 0:
+            # mathtext draws a super- or subscript at 0.7 of the size (matplotlib's SHRINK_FACTOR)
+            script = ismath and any(c in s for c in "^_")
+            drawn.append((float(prop.get_size_in_points()) * (0.7 if script else 1.0), s))
+
+    renderer.draw_text = draw_text
+    renderer.draw_tex = draw_text
+    for name in ("draw_path", "draw_markers", "draw_path_collection", "draw_quad_mesh", "draw_image",
+                 "draw_gouraud_triangles"):
+        setattr(renderer, name, lambda *args, **kwargs: None)
+    fig.draw(renderer)
+    return drawn
+
+
+def natural_width_px(fig, dpi: float | None = None) -> float:
+    """The width in pixels of ``fig`` saved as the notebooks save it (``bbox_inches="tight"``, the default pad)."""
+    dpi = fig.dpi if dpi is None else dpi
+    fig.draw_without_rendering()  # as savefig does first: the layout engine places everything
+    return (fig.get_tightbbox().width + 2 * plt.rcParams["savefig.pad_inches"]) * dpi
+
+
+def rendered_px(font_px: float, natural_px: float, shown_px: float) -> float:
+    """How tall text of ``font_px`` image pixels renders, in CSS px, in an image ``natural_px`` wide shown
+    ``shown_px`` wide."""
+    return font_px * shown_px / natural_px
+
+
+def legibility(fig) -> dict:
+    """The smallest text of ``fig`` and what it renders at on the website: {"font_pt", "text", "natural_px",
+    "desktop_px", "phone_px", "legible"}; shown at min(natural width, ``COLUMN_PX``) on each screen."""
+    sizes = text_sizes(fig)
+    if not sizes:
+        raise ValueError("the figure draws no text: it needs a title and axis labels")
+    font_pt, text = min(sizes)
+    natural = natural_width_px(fig)
+    font_px = font_pt * fig.dpi / 72
+    out = {"font_pt": font_pt, "text": text, "natural_px": natural}
+    for screen, column in COLUMN_PX.items():
+        out[f"{screen}_px"] = rendered_px(font_px, natural, min(natural, column))
+    out["legible"] = all(out[f"{screen}_px"] >= limit for screen, limit in MIN_RENDERED_PX.items())
+    return out
+
+
+def check_legible(fig) -> dict:
+    """``legibility(fig)``, or ValueError naming the smallest text and what it renders at."""
+    found = legibility(fig)
+    if not found["legible"]:
+        raise ValueError(
+            f"{found['text']!r} ({found['font_pt']:g} pt in a figure {found['natural_px']:.0f} px wide) renders at "
+            f"{found['desktop_px']:.1f} px at 1280 px and {found['phone_px']:.1f} px on a phone; the least is "
+            f"{MIN_RENDERED_PX['desktop']:g} and {MIN_RENDERED_PX['phone']:g}: make the figure with plots.figure() "
+            f"(WIDTH = {WIDTH} in) and no text under MIN_FONT = {MIN_FONT:g} pt")
+    return found
+
+
+def font_record(fig, dpi: float | None = None) -> dict[str, str]:
+    """PNG text chunks for ``fig`` saved at ``dpi``: its smallest text, in the PNG's pixels (``FONT_RECORD``),
+    in points, and what it says (for the browser test's messages)."""
+    dpi = fig.dpi if dpi is None else dpi
+    sizes = text_sizes(fig)
+    if not sizes:
+        return {}
+    font_pt, text = min(sizes)
+    return {FONT_RECORD: f"{font_pt * dpi / 72:.3f}", "specnotes.min_font_pt": f"{font_pt:g}",
+            "specnotes.min_font_text": text[:80].encode("latin-1", "replace").decode("latin-1")}
+
+
+def figure_png(fig, dpi: float | None = None) -> bytes:
+    """``fig`` as the PNG a notebook shows (tight bounding box, at the figure's dpi), with ``font_record``."""
+    import io
+
+    dpi = fig.dpi if dpi is None else dpi
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", facecolor=fig.get_facecolor(),
+                edgecolor=fig.get_edgecolor(), metadata=font_record(fig, dpi))
+    return buffer.getvalue()
+
+
+def _publish(fig):
+    """Show ``fig`` in a notebook as IPython would, as a PNG that records its smallest text."""
+    import base64
+
+    from IPython.display import publish_display_data
+
+    if not fig.axes and not fig.lines:  # as IPython: nothing for an empty figure
+        return
+    publish_display_data({"image/png": base64.b64encode(figure_png(fig)).decode("ascii"), "text/plain": repr(fig)})
+
+
+def _show_figures_with_font_record() -> bool:
+    """In a Jupyter kernel with the inline backend: display every matplotlib figure through ``_publish``.
+    The IPython display formatter runs before the inline backend's PNG formatter, and the inline backend's
+    set-up (when the kernel's first figure is made) leaves it alone, so the order of imports does not matter."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or not hasattr(shell, "display_formatter") or "inline" not in plt.get_backend():
+        return False
+    from matplotlib.figure import Figure
+
+    shell.display_formatter.ipython_display_formatter.for_type(Figure, _publish)
+    return True
+
+
+_show_figures_with_font_record()
+
+
+def _tick(value: float, pos=None) -> str:
+    """A log axis' tick label as a plain number (64, 4,096, 128k, 0.1), not 2^6: no superscript to shrink."""
+    if value >= 16384 and value % 1024 == 0:
+        return f"{value / 1024:g}k"
+    if value >= 1 and value == int(value):
+        return f"{value:,.0f}"
+    return f"{value:g}"
+
+
+class _PlainLogFormatter(LogFormatter):
+    """Labels the ticks matplotlib's log formatter would label, as plain numbers (``_tick``)."""
+
+    def __call__(self, x, pos=None):
+        return _tick(x) if super().__call__(x, pos) else ""
+
+
+def _plain_log_ticks(ax):
+    """Plain-number tick labels on every log axis of ``ax``."""
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            base = axis.get_transform().base
+            axis.set_major_formatter(_PlainLogFormatter(base))
+            axis.set_minor_formatter(_PlainLogFormatter(base, labelOnlyBase=False))
+
+
+def _title(ax, text: str, **kwargs):
+    """The axes' title, broken into lines that fit over the axes (matplotlib's own wrapping measures the whole
+    figure, so titles of side-by-side panels would run into each other)."""
+    import textwrap
+
+    size = kwargs.get("fontsize", plt.rcParams["axes.titlesize"])
+    size = size if isinstance(size, int | float) else MIN_FONT * 1.2
+    width_in = ax.get_position().width * ax.get_figure(root=True).get_figwidth()
+    chars = max(12, int(width_in * 72 / (0.62 * size)))  # a bold character is about 0.62 em wide
+    lines = [textwrap.fill(line, chars) for line in str(text).split("\n")]
+    return ax.set_title("\n".join(lines), **kwargs)
+
+
 def _axes(ax):
     if ax is None:
-        _, ax = plt.subplots()
+        _, ax = figure()
     return ax
 
 
@@ -82,13 +317,43 @@ def _time_unit(max_s: float) -> tuple[float, str]:
     return 1e-9, "ns"
 
 
-def _legend(ax, source: str | None, **kwargs):
+LEGEND_INSIDE = 4  # legend entries that may sit on the axes ("best"); more, or a long one, go under the axes
+
+
+def _legend_columns(labels: Sequence[str]) -> int:
+    """1 or 2: as many columns as fit the house width at MIN_FONT (a character is about 0.55 em wide)."""
+    longest = max((len(line) for label in labels for line in str(label).split("\n")), default=0)
+    return 2 if len(labels) > 2 and longest * 0.55 * MIN_FONT + 40 <= WIDTH * 72 / 2 else 1
+
+
+def _legend(ax, source: str | None, *, below: bool = False, **kwargs):
     """The legend; ``source`` (where the measurements came from) becomes its title, so it is never
-    cropped and sits next to the ``measured:`` entries it qualifies."""
+    cropped and sits next to the ``measured:`` entries it qualifies. ``below`` (or a "best" legend with more
+    than ``LEGEND_INSIDE`` entries or one over 40 characters): under the axes, where it covers no data, in as
+    many columns as fit the house width."""
+    handles, labels = kwargs.pop("handles", None), kwargs.pop("labels", None)
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    elif labels is None:
+        labels = [h.get_label() for h in handles]
+    crowded = len(labels) > LEGEND_INSIDE or max((len(label) for label in labels), default=0) > 40
+    if below or (kwargs.get("loc", "best") == "best" and crowded):
+        from matplotlib.transforms import ScaledTranslation
+
+        # under the tick labels and the x label: 0.3 in, and 0.2 in per line of the label
+        drop = 0.3 + 0.2 * (ax.get_xlabel().count("\n") + 1) if ax.get_xlabel() else 0.35
+        kwargs.update(loc="upper center", bbox_to_anchor=(0.5, 0), ncol=_legend_columns(labels),
+                      bbox_transform=ax.transAxes + ScaledTranslation(0, -drop, ax.figure.dpi_scale_trans))
     # a light backing box: in a crowded plot the legend stays readable wherever "best" puts it
-    leg = ax.legend(title=source, frameon=True, framealpha=0.85, edgecolor="none", **kwargs)
+    leg = ax.legend(handles, labels, title=source, frameon=True, framealpha=0.85, edgecolor="none", **kwargs)
+    root = ax.get_figure(root=True)
+    if "bbox_transform" in kwargs and isinstance(root.get_layout_engine(), ConstrainedLayoutEngine):
+        # a constrained figure would shrink the axes to make room: the legend's lines add to its height instead
+        lines = math.ceil(len(labels) / kwargs["ncol"]) + bool(source) + sum(str(lb).count("\n") for lb in labels)
+        leg.specnotes_added_height = 0.22 * lines + 0.1  # shared_legend gives it back
+        root.set_figheight(root.get_figheight() + leg.specnotes_added_height)
     if source:
-        leg.get_title().set_fontsize(8)
+        leg.get_title().set_fontsize(MIN_FONT)
         leg.get_title().set_color("0.35")
     return leg
 
@@ -174,7 +439,8 @@ def roofline(ax=None, *, roofs=(), points=(), dtype: str = "bf16", title: str | 
         ``(label, flops_per_s, bytes_per_s[, "measured" | "model"])``.
     points: measured points, markers: ``(label, intensity, flops_per_s)`` or ``measure.Record``\\ s from
         :func:`specnotes.measure.matmul_sweep` (labelled ``B=...``).
-    annotate_points: write each point's label beside it (``"auto"``: when there are at most 6).
+    annotate_points: write each point's label beside it (``"auto"``: when there are at most 6; more are a sweep,
+        one legend entry, its first and last point named).
     source: where the measurements came from (device, dtype), shown as the legend's title.
     Returns the Axes.
     """
@@ -205,25 +471,28 @@ def roofline(ax=None, *, roofs=(), points=(), dtype: str = "bf16", title: str | 
             ax.plot([ridge], [peak / scale], marker="D", markersize=6, color=color, markerfacecolor="white",
                     linestyle="none")
             ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, peak / scale), xytext=(-6, 6), ha="right",
-                        textcoords="offset points", fontsize=8, color=color)
+                        textcoords="offset points", fontsize=MIN_FONT, color=color)
         colors = _point_colors(len(points), len(roofs))
+        sweep = len(points) > 6  # one legend entry for the sweep, its ends named on the plot
         if annotate_points == "auto":
             annotate_points = len(points) <= 6
         for j, (label, ai, flops) in enumerate(points):
-            ax.plot([ai], [flops / scale], marker=MARKERS[j % len(MARKERS)], color=colors[j],
-                    label=f"measured: {label}", **MEASURED)
+            entry = f"measured: {points[0][0]} to {points[-1][0]} (dark to light)" if sweep else f"measured: {label}"
+            ax.plot([ai], [flops / scale], marker="o" if sweep else MARKERS[j % len(MARKERS)], color=colors[j],
+                    label=entry if j == 0 or not sweep else "_nolegend_", **MEASURED)
             ylo.append(flops / scale)
-            if annotate_points:
+            if annotate_points or (sweep and j in (0, len(points) - 1)):
                 ax.annotate(label, (ai, flops / scale), xytext=(5, -10), textcoords="offset points",
-                            fontsize=8)
+                            fontsize=MIN_FONT)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _plain_log_ticks(ax)
         ax.set_xlim(*xlim)
         ax.set_ylim(min(ylo) / 3, ymax / scale * 3)
         ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
         ax.set_ylabel(f"Attainable performance ({unit})")
-        ax.set_title(title or f"Roofline ({dtype}): min(peak, intensity × bandwidth)")
-        _legend(ax, source, loc="best", ncol=1 if len(roofs) + len(points) < 8 else 2)
+        _title(ax, title or f"Roofline ({dtype}): min(peak, intensity × bandwidth)")
+        _legend(ax, source, loc="best")
     return ax
 
 
@@ -277,13 +546,14 @@ def time_vs_batch(ax=None, batches: Sequence[float] = (), measured_times: Sequen
             ax.axvline(knee, color="0.35", linestyle=":", linewidth=1.5, label=f"measured knee: B ≈ {knee:.3g}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        _plain_log_ticks(ax)
         if len(batches) <= 16:
             ax.set_xticks(batches)
             ax.set_xticklabels([f"{b:g}" for b in batches])
             ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Batch size B (sequences, 1 new token each)")
         ax.set_ylabel(f"Time ({unit})")
-        ax.set_title(title or "Decode step time and time per token vs batch size")
+        _title(ax, title or "Decode step time and time per token vs batch size")
         _legend(ax, source, loc="best")
     return ax
 
@@ -329,10 +599,11 @@ def speedup_vs_batch(ax=None, curves: Sequence = (), *, bstar=None, max_batch: i
             ax.axvspan(max(max_batch, left), right, color="0.5", alpha=0.25, linewidth=0,
                        label=f"model: does not fit in memory (B > {max_batch})")
         ax.set_xscale("log", base=2)
+        _plain_log_ticks(ax)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Batch size B (sequences)")
         ax.set_ylabel("Speedup S(B) (× plain decoding)")
-        ax.set_title(title or "Speculative decoding speedup vs batch size")
+        _title(ax, title or "Speculative decoding speedup vs batch size")
         _legend(ax, source, loc="best")
     return ax
 
@@ -407,11 +678,11 @@ def speedup_by_gpu(ax=None, curves: Sequence = (), points: Sequence = (), *, tit
                 high = speedups[-1] > 0.85 * top
                 ax.annotate(c.accelerator, (batches[-1], speedups[-1]), xytext=(0, 10) if high else (8, 0),
                             textcoords="offset points", ha="center" if high else "left",
-                            va="bottom" if high else "center", fontsize=9, fontweight="bold", color=color)
+                            va="bottom" if high else "center", fontsize=MIN_FONT, fontweight="bold", color=color)
             if c.crossover is not None and c.crossover <= batches[-1]:
                 ax.plot([c.crossover], [1.0], color=color, marker="o", markersize=8, markerfacecolor="white",
                         markeredgewidth=2, linestyle="none")
-                ax.annotate(f"B* = {c.crossover:g}", (c.crossover, 1.0), ha="right", fontsize=9,
+                ax.annotate(f"B* = {c.crossover:g}", (c.crossover, 1.0), ha="right", fontsize=MIN_FONT,
                             xytext=(-8, -14 - 13 * crossings), textcoords="offset points", color=color,
                             fontweight="bold")
                 crossings += 1
@@ -430,9 +701,8 @@ def speedup_by_gpu(ax=None, curves: Sequence = (), points: Sequence = (), *, tit
         ax.set_ylim(0, top)
         ax.set_xlabel("Batch size B (sequences decoding together)")
         ax.set_ylabel("Speedup S(B) (× plain decoding)")
-        ax.set_title(title or "Speculative decoding speedup vs batch size, by GPU")
-        _legend(ax, source, handles=handles, labels=labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
-                fontsize=9)
+        _title(ax, title or "Speculative decoding speedup vs batch size, by GPU")
+        _legend(ax, source, handles=handles, labels=labels, below=True)
     return ax
 
 
@@ -499,22 +769,22 @@ def speedup_map(ax=None, batches: Sequence[int] = (), contexts: Sequence[int] = 
             handles.append(Line2D([], [], color="0.1", linestyle=style, linewidth=1.4,
                                   label=f"model: regime boundary, {name}"))
         for text, b, ell in labels:
-            ax.annotate(text, (b, ell), ha="center", va="center", fontsize=9, fontweight="bold", color="0.1",
+            ax.annotate(text, (b, ell), ha="center", va="center", fontsize=MIN_FONT, fontweight="bold", color="0.1",
                         bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.7, "edgecolor": "none"})
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
+        _plain_log_ticks(ax)
         ax.set_xlim(bx[0], bx[-1])
         ax.set_ylim(ly[0], ly[-1])
         ax.grid(False)
         ax.set_xlabel("Batch size B (sequences)")
         ax.set_ylabel("Context length L (tokens)")
-        ax.set_title(title or "Speculative decoding speedup S(B, L), roofline model")
+        _title(ax, title or "Speculative decoding speedup S(B, L), roofline model")
         if colorbar:
             bar = ax.figure.colorbar(mesh, ax=ax, extend="both")
             bar.set_label("S(B, L), model (× plain decoding)")
         if handles and legend:
-            _legend(ax, source, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
-                    fontsize=8)
+            _legend(ax, source, handles=handles, below=True)
     return ax
 
 
@@ -547,10 +817,11 @@ def time_vs_context(ax=None, curves: Sequence = (), *, title: str | None = None,
         _context_curves(ax, curves, scale)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        _plain_log_ticks(ax)
         ax.set_xlabel("Context length L (cached tokens per sequence)")
         ax.set_ylabel(f"Time ({unit})")
-        ax.set_title(title or "Time against context length")
-        _legend(ax, source, loc="best", fontsize=8)
+        _title(ax, title or "Time against context length")
+        _legend(ax, source, loc="best")
     return ax
 
 
@@ -565,11 +836,12 @@ def ratio_vs_context(ax=None, curves: Sequence = (), *, ylabel: str = "Verify / 
         _context_curves(ax, curves)
         ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="1 (verify costs a decode)")
         ax.set_xscale("log", base=2)
+        _plain_log_ticks(ax)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Context length L (cached tokens per sequence)")
         ax.set_ylabel(ylabel)
-        ax.set_title(title or "Verify pass over decode pass against context length")
-        _legend(ax, source, loc="best", fontsize=8)
+        _title(ax, title or "Verify pass over decode pass against context length")
+        _legend(ax, source, loc="best")
     return ax
 
 
@@ -631,7 +903,7 @@ def speedup_vs_k(ax=None, curves: Sequence = (), *, best: bool = False, title: s
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Draft tokens per iteration, k")
         ax.set_ylabel("Speedup S (× plain decoding)")
-        ax.set_title(title or "Speculative decoding speedup vs k")
+        _title(ax, title or "Speculative decoding speedup vs k")
         _legend(ax, source, loc="best")
     return ax
 
@@ -668,7 +940,7 @@ def bars(ax=None, categories: Sequence = (), series: Sequence = (), *, xlabel: s
         ax.grid(False, axis="x")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_title(title)
+        _title(ax, title)
         _legend(ax, source, loc="best")
     return ax
 
@@ -700,10 +972,11 @@ def ratio_vs_tokens(ax=None, curves: Sequence = (), *, k: int, title: str | None
         ax.axhline(1, color="0.4", linestyle="--", linewidth=1, label="1: as cheap as a decode pass")
         ax.axhline(k + 1, color="0.4", linestyle=":", linewidth=1, label=f"k + 1 = {k + 1}: verify fully compute-bound")
         ax.set_xscale("log", base=2)
+        _plain_log_ticks(ax)
         ax.set_xlabel("Tokens per weight read in the pass (B(k+1) or B+k)")
         ax.set_ylabel("Pass time / decode pass time (×)")
-        ax.set_title(title or "What verifying costs, relative to decoding")
-        _legend(ax, source, loc="best", fontsize=8)
+        _title(ax, title or "What verifying costs, relative to decoding")
+        _legend(ax, source, loc="best")
     return ax
 
 
@@ -755,8 +1028,8 @@ def predicted_vs_measured(ax=None, groups: Sequence = (), *, band: tuple[float, 
             axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Measured speedup S (× plain decoding, published)")
         ax.set_ylabel("Predicted speedup S (×, held out)")
-        ax.set_title(title or "The model against the published record")
-        _legend(ax, source, loc="upper left", fontsize=8)
+        _title(ax, title or "The model against the published record")
+        _legend(ax, source, loc="upper left")
     return ax
 
 
@@ -780,8 +1053,8 @@ def iteration_rows(kind: str, k: int, tokens: float, t_decode: float, t_draft: f
     whole, part = int(tokens), tokens - int(tokens)
     plain = [("decode", t_decode)] * whole + ([("decode", part * t_decode)] if part > 1e-9 else [])
     spec = [("draft", t_draft)] * k + [("verify", t_verify)]
-    return [(f"{kind}: plain decoding, E[N] = {tokens:.2f} steps", plain, kind),
-            (f"{kind}: speculative, {k} drafts + verify", spec, kind)]
+    return [(f"{kind}: plain decoding,\nE[N] = {tokens:.2f} steps", plain, kind),
+            (f"{kind}: speculative,\n{k} drafts + verify", spec, kind)]
 
 
 def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, title: str | None = None,
@@ -821,13 +1094,13 @@ def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, tit
                 plain[kind] = start
             elif kind in plain and "verify" in names:
                 ax.annotate(f"S = {plain[kind] / start:.2f}×", (start / scale, y), xytext=(6, 0),
-                            textcoords="offset points", va="center", fontsize=9, fontweight="bold")
+                            textcoords="offset points", va="center", fontsize=MIN_FONT, fontweight="bold")
         ax.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
         ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.grid(False, axis="y")
         ax.set_xlim(0, max(sum(s for _, s in segments) for _, segments, _ in rows) / scale * 1.18)
         ax.set_xlabel(f"Time ({unit}), to scale")
-        ax.set_title(title or "One speculative iteration against the decode steps it replaces")
+        _title(ax, title or "One speculative iteration against the decode steps it replaces")
         handles = [Patch(facecolor=PASS_COLORS[n], edgecolor="white", label=PASS_NAMES[n]) for n in PASS_COLORS]
         kinds = {kind for _, _, kind in rows}
         if "model" in kinds:
@@ -835,7 +1108,7 @@ def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, tit
         if "measured" in kinds:
             handles.append(Patch(facecolor="0.3", edgecolor="white", label="measured: filled"))
         if legend:
-            _legend(ax, source, handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
+            _legend(ax, source, handles=handles, below=True)
     return ax
 
 
@@ -843,20 +1116,19 @@ def iteration_timeline(ax=None, rows: Sequence = (), *, legend: bool = True, tit
 # a figure as an <img> with alt text (widgets: an Output widget's image has no alt on the website)
 
 
-def image_html(fig, alt: str, dpi: int = 100) -> str:
-    """``fig`` as an HTML ``<img>`` (an inline PNG) whose alt text is ``alt``, scaled to fit its container;
-    closes ``fig``. For an ``ipywidgets.HTML`` that shows a plot: stored in the widget state, it keeps its
-    alt text on the website, where an ``Output`` widget's image would have none."""
+def image_html(fig, alt: str, dpi: int | None = None) -> str:
+    """``fig`` as an HTML ``<img>`` (an inline PNG, ``figure_png``: it records its smallest text) whose alt text
+    is ``alt``, scaled to fit its container; closes ``fig``. For an ``ipywidgets.HTML`` that shows a plot:
+    stored in the widget state, it keeps its alt text on the website, where an ``Output`` widget's image would
+    have none. dpi: the figure's own by default."""
     import base64
     import html
-    import io
 
     if not alt or not alt.strip():
         raise ValueError("alt: say what the figure shows (a reader who cannot see it gets this text)")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    png = figure_png(fig, dpi)
     plt.close(fig)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    data = base64.b64encode(png).decode("ascii")
     return (f'<img alt="{html.escape(alt.strip(), quote=True)}" src="data:image/png;base64,{data}" '
             'style="max-width: 100%; height: auto;">')
 
@@ -882,7 +1154,6 @@ SLOT_LABELS = {
 }
 
 
-CACHE_FONT = 10  # pt: the cache figures are about 10 in wide, shown at ~740 CSS px, so 10 pt renders at ~10 px
 WRITTEN_EDGE = {"fill": False, "edgecolor": "#CC79A7", "linewidth": 3.0}  # the slots a verify pass just wrote
 
 
@@ -895,7 +1166,7 @@ def _written_slots(view) -> range:
 
 
 def paged_cache(ax=None, view=None, *, title: str | None = None, legend: bool = True, source: str | None = None,
-                flag: dict | None = None, fontsize: float = CACHE_FONT):
+                flag: dict | None = None, fontsize: float = MIN_FONT):
     """One sequence's paged KV cache at one moment: a row per block (block 0 on top), a cell per slot, coloured
     by its state. A block registered in the prefix cache is labelled with its hash, in dark orange when it was
     published holding something other than verified tokens; a block served by a prefix-cache hit is outlined.
@@ -945,7 +1216,7 @@ def paged_cache(ax=None, view=None, *, title: str | None = None, legend: bool = 
                  if any(b.published == h for b in view.blocks)]
         ax.set_xlabel("\n".join([f"slot ({bs} per block); #hash: published", f"verified {view.verified} · known "
                                  f"{view.known} · written {view.written}", *notes]), fontsize=fontsize, loc="left")
-        ax.set_title(title or f"Paged KV cache, {view.stage}", fontsize=fontsize + 1)
+        _title(ax, title or f"Paged KV cache, {view.stage}", fontsize=fontsize)
         if legend:
             states = [s for s in SLOT_COLORS if any(s in b.states for b in view.blocks)]
             handles = [plt.Rectangle((0, 0), 1, 1, facecolor=SLOT_COLORS[s], edgecolor="0.6",
@@ -966,27 +1237,26 @@ HIT_LABEL = "block served by a prefix-cache hit"
 
 
 def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (), notes: Sequence[str] = (),
-                source: str | None = None, columns: int | None = None, panel_width: float = 4.9,
-                fontsize: float = CACHE_FONT):
-    """Rows of ``paged_cache`` panels: ``panels`` is a list of rows, each a list of ``(view, panel title)`` or
-    ``(view, panel title, flag)`` (``paged_cache``'s flag);
+                source: str | None = None, columns: int = 1, fontsize: float = MIN_FONT):
+    """Rows of ``paged_cache`` panels in one figure at the house width (``WIDTH``): ``panels`` is a list of rows,
+    each a list of ``(view, panel title)`` or ``(view, panel title, flag)`` (``paged_cache``'s flag);
     ``row_titles``: what each row is (e.g. the policy); ``notes``: one line under each row (what happened next).
-    ``columns``: panels side by side (default: the longest row); a longer row wraps onto more lines, so that a
-    figure of 4 panels can be 2 by 2 and its labels large. One legend for every state any panel shows.
-    Returns the Figure."""
+    ``columns``: panels side by side (1: one under another, what a phone reads best; at most ``MAX_COLUMNS``); a
+    longer row wraps onto more lines. One legend for every state any panel shows. Many panels (two rows of four,
+    say): one figure per row, each its own call, so that every panel stays large. Returns the Figure."""
     rows = [list(r) for r in panels]
     if not rows or not all(rows):
         raise ValueError("cache_story needs at least one row of (view, title) panels")
-    cols = max(len(r) for r in rows) if columns is None else columns
-    if not isinstance(cols, int) or cols < 1:
-        raise ValueError(f"columns must be a positive integer, got {columns!r}")
+    if not (isinstance(columns, int) and 1 <= columns <= MAX_COLUMNS):
+        raise ValueError(f"columns: 1 to {MAX_COLUMNS} panels side by side, got {columns!r}")
+    cols = min(columns, max(len(r) for r in rows))
     lines = [math.ceil(len(r) / cols) for r in rows]
     tallest = max(len(panel[0].blocks) for r in rows for panel in r)
     line_height = 0.3 * tallest + 2.4  # the slots, then the title above and the three-line label below
+    heights = [g * line_height + 0.5 * (r < len(row_titles)) + 0.35 * (r < len(notes)) for r, g in enumerate(lines)]
     with house_style():
-        fig = plt.figure(figsize=(panel_width * cols, line_height * sum(lines) + 0.5 * len(rows) + 1.6),
-                         layout="constrained")
-        subfigs = fig.subfigures(len(rows), 1, squeeze=False, height_ratios=lines)[:, 0]
+        fig = plt.figure(figsize=(WIDTH, sum(heights) + 1.9), layout="constrained")
+        subfigs = fig.subfigures(len(rows), 1, squeeze=False, height_ratios=heights)[:, 0]
         spare = None  # a one-row story's empty cell, where the legend goes
         for r, (sub, row) in enumerate(zip(subfigs, rows, strict=True)):
             axes = sub.subplots(lines[r], cols, squeeze=False).flatten()
@@ -1000,7 +1270,7 @@ def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (),
                 else:
                     ax.set_visible(False)
             if r < len(row_titles):
-                sub.suptitle(row_titles[r], fontsize=fontsize + 1, fontweight="bold", x=0.01, ha="left")
+                sub.suptitle(row_titles[r], fontsize=fontsize + 1, fontweight="bold", x=0.01, ha="left", wrap=True)
             if r < len(notes):
                 sub.supxlabel(notes[r], fontsize=fontsize, x=0.01, ha="left", color="0.15")
         views = [panel[0] for r in rows for panel in r]
@@ -1011,17 +1281,18 @@ def cache_story(panels: Sequence, *, title: str, row_titles: Sequence[str] = (),
         if any(_written_slots(v) for v in views):
             handles.append(plt.Rectangle((0, 0), 1, 1, **WRITTEN_EDGE))
             labels.append(WRITTEN_LABEL)
-        handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
-        labels.append(HIT_LABEL)
+        if any(b.hit for v in views for b in v.blocks):
+            handles.append(plt.Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", linewidth=2.2))
+            labels.append(HIT_LABEL)
         if spare is not None:
             import textwrap
 
             spare.legend(handles, [textwrap.fill(label, 34) for label in labels], loc="center left", fontsize=fontsize,
                          frameon=False, title=textwrap.fill(source, 40) if source else None, title_fontsize=fontsize)
         else:
-            fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=fontsize, frameon=False,
+            fig.legend(handles, labels, loc="outside lower center", ncol=1, fontsize=fontsize, frameon=False,
                        title=source, title_fontsize=fontsize)
-        fig.suptitle(title, fontweight="bold", fontsize=fontsize + 2)
+        fig.suptitle(title, wrap=True)
     return fig
 
 
@@ -1061,7 +1332,7 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
             if under:
                 times = dict(rules)
                 ax.annotate(f"{label} ({ms:.2f} ms) lies on\n{' and '.join(f'{o} ({times[o]:.2f} ms)' for o in under)}",
-                            xy=(0.55, 0.55 * ms + 0.45 * miss), xytext=(0.03, 0.28 * top), fontsize=9, color="0.2",
+                            xy=(0.55, 0.55 * ms + 0.45 * miss), xytext=(0.03, 0.28 * top), fontsize=MIN_FONT, color="0.2",
                             arrowprops={"arrowstyle": "->", "color": "0.3"})
             drawn.append((label, ms))
         ax.plot([0.0], [miss], color="0.3", marker="s", label="measured: no prefix caching", **MEASURED)
@@ -1072,13 +1343,13 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
             hi, lo = times[gap[0]], times[gap[1]]
             ax.annotate("", xy=(1.0, hi), xytext=(1.0, lo), arrowprops={"arrowstyle": "<->", "color": "0.2"})
             ax.text(0.98, min(hi, lo) * 0.6, f"recompute per hit: {hi - lo:+.2f} ms", ha="right", va="top",
-                    fontsize=9, color="0.2")  # under the lines, which all end near h = 1
+                    fontsize=MIN_FONT, color="0.2")  # under the lines, which all end near h = 1
         ax.set_xlim(-0.03, 1.03)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Fraction of requests that hit the prefix cache")
         ax.set_ylabel("Admission time per request (ms)")
-        ax.set_title(title or "What the hit rule costs, per request")
-        _legend(ax, source, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8)  # under the axes
+        _title(ax, title or "What the hit rule costs, per request")
+        _legend(ax, source, below=True)
     return ax
 
 

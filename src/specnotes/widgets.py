@@ -205,7 +205,7 @@ def altair_explorer(rows: list[dict], batches=BATCHES, initial: dict | None = No
         lookup="i", from_=alt.LookupData(alt.Data(values=[{"i": i + 1, "B": b} for i, b in enumerate(batches)]),
                                          key="i", fields=["B"]),
     ).transform_calculate(fits="datum.mb == null || datum.B <= datum.mb")
-    x = alt.X("B:Q", scale=x_scale, title="batch size B (sequences)")
+    x = alt.X("B:Q", scale=x_scale, title="batch size B (sequences)", axis=alt.Axis(labelOverlap="greedy"))
     y = alt.Y("S:Q", title="speedup S(B), model", scale=alt.Scale(zero=True))
     tooltip = [alt.Tooltip("B:Q"), alt.Tooltip("S:Q", format=".2f"), alt.Tooltip("fits:N", title="fits in memory")]
     beyond = points.mark_line(color="gray", strokeDash=[4, 3], strokeWidth=1.5).encode(x=x, y=y)
@@ -229,14 +229,15 @@ def altair_explorer(rows: list[dict], batches=BATCHES, initial: dict | None = No
             if set(accs) != set(options["acc"]):
                 layers.append(alt.Chart(alt.Data(values=[{}])).transform_filter(
                     f"model == '{m}' && indexof({accs}, accelerator) < 0").transform_calculate(
-                    label=f"'no calibration for ' + accelerator + ': the {m} fit (Chapter 6) is for "
-                          f"{', '.join(accs)} only'"
-                ).mark_text(color="firebrick", fontSize=13).encode(x=alt.value(280), y=alt.value(150),
-                                                                   text="label:N"))
+                    label=f"'no calibration for ' + accelerator + ':\\nthe {m} fit (Chapter 6)\\nis for "
+                          f"{', '.join(accs)} only'"  # three short lines: they fit a phone
+                ).mark_text(color="firebrick", fontSize=13, lineBreak="\n").encode(
+                    x=alt.value({"expr": "width / 2"}), y=alt.value(150), text="label:N"))
     # data at the top level: the layers that use the grid share one copy of it
+    # as wide as the page's column ("container"): on a phone too, with the title on two short lines
     return alt.layer(*layers, data=alt.Data(values=rows)).add_params(*params.values()).properties(
-        width=560, height=320,
-        title="Speculative decoding: speedup vs batch size (model per the menu; grey: does not fit)")
+        width="container", height=320,
+        title=["Speculative decoding: speedup vs batch size", "(model per the menu; grey: does not fit)"])
 
 
 def model_kwargs(values: dict) -> dict:
@@ -255,7 +256,6 @@ def ipywidgets_explorer(initial: dict | None = None):
     speedups, bstar) and ``box.fits`` the largest batch that fits for that setting. With a calibration
     chosen, the overlap menu is disabled: the calibration brings its own."""
     import ipywidgets as w
-    import matplotlib.pyplot as plt
 
     from specnotes import plots
 
@@ -295,7 +295,7 @@ def ipywidgets_explorer(initial: dict | None = None):
         batches, speedups, bstar = box.last
         how = (OVERLAP_LABELS[c["overlap"]] if c["calibration"] == IDEALIZED
                else f"calibrated ({c['calibration']}, Chapter 6)")
-        fig, ax = plt.subplots(figsize=(8, 4.5))
+        fig, ax = plots.figure()
         plots.speedup_vs_batch(ax, [(f"{c['target']} + {DRAFT.name}, k={c['k']}, α={c['alpha']:.2f}",
                                      batches, speedups, "model")], bstar=bstar, max_batch=box.fits,
                                title=f"{c['accel']}, {c['dtype']}, L={c['context']}, {how}: "
