@@ -509,6 +509,13 @@ def floor_sentence(rows: dict[str, dict], threads: int) -> str:
             f"{grouped('floor is', FLOOR_TERMS)}.")
 
 
+def bar_sentences(at: dict[int, dict[str, dict]], bar: float = SAMPLER_BAR) -> str:
+    """``bar_sentence`` for each thread count in ``at`` (thread count -> case -> row at the bar's shape), then
+    ``near_sentence`` and ``why_sentence``: what a run says of the bar."""
+    return " ".join(s for s in [*(bar_sentence(at[n], n, bar) for n in sorted(at)), near_sentence(at, bar),
+                                why_sentence(at, bar)] if s)
+
+
 def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[str, str]:
     """What ``sampler_case_table`` rows say, as sentences chosen by the numbers. At the bar's shape
     (``CASE_SHAPES[0]``), for each thread count recorded: "bar" (``bar_sentence`` for each thread count, then
@@ -523,8 +530,7 @@ def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[s
     at = {n: cases_at(case_rows, CASE_SHAPES[0], n) for n in counts}
     one = cases_at(case_rows, CASE_SHAPES[1], min((r["threads"] for r in case_rows
                                                    if (r["B"], r["k"], r["V"]) == CASE_SHAPES[1]), default=1))
-    bar_text = " ".join(s for s in [*(bar_sentence(at[n], n, bar) for n in counts), near_sentence(at, bar),
-                                    why_sentence(at, bar)] if s)
+    bar_text = bar_sentences(at, bar)
     by_softmax = any(r["normalizers fastest by"] == "torch.softmax" for n in counts for r in at[n].values())
     floor_text = " ".join(floor_sentence(at[n], n) for n in counts) + (
         " A softmax can beat the log-normalizers alone because torch's softmax kernel computes its exponentials with "
@@ -652,10 +658,8 @@ def print_sampler(results: measure.Results):
 COMMANDS = ("chapters", "sampler", "serve", "serve-speedup")
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
-        argv = ["chapters", *argv]
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """``python -m specnotes.bench``'s arguments: the parser, and each command's own (for its usage errors)."""
     parser = argparse.ArgumentParser(prog="python -m specnotes.bench", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     chapters = commands.add_parser("chapters", help="Chapters 1, 2 and 4's measurements (the default)")
@@ -676,6 +680,15 @@ def main(argv=None) -> int:
     engine_client.serve_arguments(serve)
     combine = commands.add_parser("serve-speedup", help="S(B) records from a serve run off and one on")
     engine_client.speedup_arguments(combine)
+    return parser, {"chapters": chapters, "sampler": sampler, "serve": serve, "serve-speedup": combine}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
+        argv = ["chapters", *argv]
+    parser, sub = build_parser()
+    serve, combine, sampler = sub["serve"], sub["serve-speedup"], sub["sampler"]
     args = parser.parse_args(argv)
     command = "python -m specnotes.bench " + " ".join(argv)
     if args.command == "serve":
