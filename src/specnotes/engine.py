@@ -1,8 +1,9 @@
 """llama.cpp's ``llama-server``, an engine someone else wrote, started and stopped from Python on this machine.
 
     make engine                                   # build it (scripts/build_engine.sh) and convert the shipped pair
-    python -m specnotes.engine measure --out s.json   # S(B) on it: speculation off and on, pairs repeated
-    python -m specnotes.engine serve --slots 4 --k 4  # just serve (on 127.0.0.1), for `bench serve` by hand
+    python -m specnotes.engine measure --out s.json   # S(B) on it: pairs of runs off and on, until S settles
+    python -m specnotes.engine measure --target t.gguf --draft d.gguf --out s.json   # any GGUF pair
+    python -m specnotes.engine serve --slots 4 --k 4  # just serve on 127.0.0.1:8080, for `bench serve` by hand
 
 The binary is built from the pinned ``llama-cpp-python`` sdist (``LLAMA_CPP_PYTHON``), which vendors llama.cpp, into
 ``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1 at a free port with ``slots`` parallel
@@ -85,8 +86,8 @@ def require_binary(version: str = LLAMA_CPP_PYTHON) -> Path:
     path = binary(version)
     if path is None:
         raise EngineNotBuilt(f"no llama-server built for llama-cpp-python {version} under {engine_dir()}: run "
-                             "`make engine` (it builds llama.cpp's server from the pinned sdist, CPU only; about "
-                             "30 minutes on 2 cores)")
+                             "`make engine` (it builds llama.cpp's server from the pinned sdist, CPU only; the "
+                             "book's page 'Run it on your cluster' lists the build times measured on two cores)")
     return path
 
 
