@@ -367,8 +367,8 @@ OLD_VERIFY = ("With every draft accepted, S(B) = 0.73, 0.71, 0.64 at B = 1, 2, 4
 
 def batches(text: str, after: str) -> list[int]:
     """The batch sizes a sentence lists right after ``after``: "B = 1, 2 and 4" -> [1, 2, 4]."""
-    listed = text.split(after, 1)[1]
-    return [int(x) for x in re.match(r"[\d, and]+", listed.strip()).group(0).replace("and", ",").split(",") if x.strip()]
+    listed = re.match(r"[\d, and]+", text.split(after, 1)[1].strip()).group(0)
+    return [int(x) for x in listed.replace("and", ",").split(",") if x.strip()]
 
 
 def test_the_committed_records_sentences_are_true_of_their_numbers_and_the_old_ones_are_not():
@@ -666,3 +666,22 @@ def test_every_command_the_book_prints_parses_as_printed(where, command, tmp_pat
         from specnotes import advise
 
         advise.parser().parse_args(argv)
+
+
+def test_measure_prints_each_level_beside_its_spread_and_the_chosen_sentences():
+    shipped, big = engine.load_reference("shipped"), engine.load_reference("big")
+    lines = []
+    engine.print_measurement(shipped, lines.append)
+    rows = engine.model_beside(shipped)
+    assert lines[0] == "5 pairs (a fixed number)"  # recorded before pairs ran until S settled
+    for line, row in zip(lines[1:5], rows, strict=True):
+        each = row["S each"]
+        assert line == (f"B = {row['concurrency']}: S = {row['S measured']:.3f} (fastest TPOTs); pairs "
+                        f"{min(each):.3f}-{max(each):.3f}, spread {max(each) / min(each):.2f}x; lost in every pair")
+    assert lines[5] == engine.pairs_sentence(rows)
+    assert lines[6] == engine.overhead_verdict(rows, engine.draft_pass_cost(shipped)).sentence
+    lines.clear()
+    engine.print_measurement(big, lines.append)
+    assert "spread" in lines[3] and lines[-1] == engine.verify_verdict(engine.model_beside(big)).sentence
+    # B = 4's pair above the ceiling is left out of the range it prints
+    assert lines[3].startswith("B = 4: S = 0.641") and "pairs 0.638-0.641," in lines[3]
