@@ -384,10 +384,9 @@ def sampler_case_table(results: measure.Results) -> list[dict]:
         t = lambda n: times[n]  # noqa: B023
         ex = r.extra
         read_all = t("copy_inputs") / 2
-        per_row = read_all / (ex["input_bytes"] / (V * 4))  # seconds to read one row of V fp32 logits
+        read_rows = read_all * ex["bytes_read"] / ex["input_bytes"]  # the rows it read, at the copy's bandwidth
         stopped = stopped_sequences(ex, B)
-        probs_rows = ex.get("probs_rows_read", ex["target_rows"] + stopped)
-        read_rows, read_probs = per_row * ex["rows_read"], per_row * probs_rows
+        read_probs = read_rows * ex.get("probs_rows_read", ex["target_rows"] + stopped) / ex["rows_read"]
         floor, term, how = floor_of(times, read_rows, "rows_read")
         floor_target, term_target, _ = floor_of(times, read_probs, "target_rows")
         lse = min(t("lse_rows_read"), t("logsumexp_rows_read"))
