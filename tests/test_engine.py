@@ -221,6 +221,8 @@ def costs(c, c_roof=(0.07, 0.08, 0.09), per_step=3.0):
     ((0.64, 1.3, 1.3), False, "nearer the limit at B = 1."),  # S = L lies between them
     ((0.63, 0.8, 0.9), True, "at B = 1 S is below the limit 0.64: a speculative step cost more than k + 2 plain "
                              "steps."),
+    ((0.7, 0.65, 0.5), True, "At B = 1 and 2 S lies between the overhead-bound limit E[N]/(k + 2) = 0.64 and the "
+                             "roofline's 2.40 and 2.30, nearer the limit; at B = 4 S is below the limit 0.64"),
     ((2.39, 2.31, 2.2), False, "nearer the roofline; at B = 2 S is above the roofline's S."),
 ])
 def test_the_overhead_sentence_at_its_boundaries(measured, ok, says):
@@ -673,7 +675,7 @@ def test_measure_prints_each_level_beside_its_spread_and_the_chosen_sentences():
     lines = []
     engine.print_measurement(shipped, lines.append)
     rows = engine.model_beside(shipped)
-    assert lines[0] == "5 pairs (a fixed number)"  # recorded before pairs ran until S settled
+    assert lines[0] == "5 pairs; a fixed number, asked for"  # recorded before pairs ran until S settled
     for line, row in zip(lines[1:5], rows, strict=True):
         each = row["S each"]
         assert line == (f"B = {row['concurrency']}: S = {row['S measured']:.3f} (fastest TPOTs); pairs "

@@ -817,7 +817,7 @@ def print_measurement(results, out=print):
     notes = results.notes
     rows = (model_beside(results) if "roofs" in notes and notes["kind"] in ("shipped", "big")
             else pair_table(results))
-    out(f"{notes['pairs']} pairs ({notes.get('stop', 'a fixed number')})")
+    out(f"{notes['pairs']} pairs; {notes.get('stop', 'a fixed number, asked for')}")
     for row in rows:
         each = [x for x in row["S each"] if x not in row.get("pairs above the ceiling", [])]
         way = ("lost in every pair" if max(each) < 1 else "won in every pair" if min(each) > 1 else
@@ -1002,16 +1002,16 @@ def overhead_verdict(rows: list[dict], costs: list[dict] | None = None):
     nearer = [abs(math.log(x / limit)) < abs(math.log(x / r)) for x, r in zip(s, roof, strict=True)]
     below = [bb for bb, x in zip(b, s, strict=True) if x < limit]
     above = [bb for bb, x, r in zip(b, s, roof, strict=True) if x > r]
-    between = [(bb, n) for bb, x, r, n in zip(b, s, roof, nearer, strict=True) if limit <= x <= r]
+    between = [(bb, n, r) for bb, x, r, n in zip(b, s, roof, nearer, strict=True) if limit <= x <= r]
     where = []
     if between:
-        near = {n for _, n in between}
+        near = {n for _, n, _ in between}
         which = ("nearer the limit" if near == {True} else "nearer the roofline" if near == {False} else
-                 f"nearer the limit at B = {listed([bb for bb, n in between if n], '{}')}")
+                 f"nearer the limit at B = {listed([bb for bb, n, _ in between if n], '{}')}")
         where.append(("every value lies" if len(between) == len(b) else
-                      f"at B = {listed([bb for bb, _ in between], '{}')} S lies")
+                      f"at B = {listed([bb for bb, _, _ in between], '{}')} S lies")
                      + f" between the overhead-bound limit E[N]/(k + 2) = {limit:.2f} and the roofline's "
-                       f"{listed(roof)}, {which}")
+                       f"{listed(r for _, _, r in between)}, {which}")
     if below:
         where.append(f"at B = {listed(below, '{}')} S is below the limit {limit:.2f}: a speculative step cost more "
                      "than k + 2 plain steps")
