@@ -202,6 +202,23 @@ def test_smoke_s_of_b_on_the_engine(pair, tmp_path):
     json.dumps(result.to_dict())  # plain JSON all through
 
 
+@pytest.mark.engine
+def test_any_gguf_pair_by_path_on_the_engine(pair, tmp_path):
+    """The shipped pair passed as paths, as a reader passes their own: the same measurement, recorded as a custom
+    pair with its files and vocabulary, and the engine's counters say it speculated."""
+    out = tmp_path / "custom.json"
+    argv = ["measure", "--target", str(pair["target"]), "--draft", str(pair["draft"]), "--concurrency", "1",
+            "--pairs", "1", "--max-tokens", "16", "--requests", "4", "--out", str(out)]
+    assert engine.main(argv) == 0
+    result = measure.load_results(out)
+    assert result.notes["kind"] == "custom" and result.notes["pair"]["vocabulary"]["target"] == 256
+    assert result.notes["pair"]["target"] == str(pair["target"]) and "specnotes_acceptance" not in result.notes
+    assert result.notes["context_per_slot"] == engine.CUSTOM_CONTEXT
+    on = [r for r in result.notes["engine_runs"] if r["speculation"] == "on"]
+    assert on and all(r["draft_tokens"] > 0 for r in on)
+    assert result.provenance["engine_build"]["model"] == pair["target"].name
+
+
 def rows(measured, roofline=(2.4, 2.3, 2.2), limit=0.64, each=None):
     return [{"concurrency": b, "k": 4, "S measured": s, "S roofline": r, "S overhead-bound": limit,
              "S each": list(e) if e else [s], "S min": min(e) if e else s, "S max": max(e) if e else s}
