@@ -360,9 +360,10 @@ def test_near_sentence_at_its_boundary(ratio, spread, near):
 
 @pytest.mark.parametrize(("ratios", "second", "said"), [
     ((1.0, 1.0, 1.0), (0.8, 0.4, 0.1), None),  # all within: no reason to give
-    ((2.0, 1.0, 1.0), (0.8, 0.4, 0.1), "the second pass is what puts them over"),  # 2.0 / 1.8 = 1.11
+    ((2.0, 1.0, 1.0), (0.8, 0.4, 0.1), "the second pass is what puts it over"),  # 2.0 / 1.8 = 1.11
     ((1.6, 1.0, 1.0), (0.06, 0.4, 0.1), "the second pass is not all of it"),  # 1.6 / 1.06 = 1.509 > 1.5 ...
-    ((1.6, 1.0, 1.0), (0.07, 0.4, 0.1), "the second pass is what puts them over"),  # ... and 1.6 / 1.07 = 1.495
+    ((1.6, 1.0, 1.0), (0.07, 0.4, 0.1), "the second pass is what puts it over"),  # ... and 1.6 / 1.07 = 1.495
+    ((1.6, 1.6, 1.0), (0.07, 0.4, 0.1), "the second pass is what puts them over"),  # two cases: a range
     ((2.8, 1.7, 1.0), (0.8, 0.1, 0.1), "the second pass is not all of it"),  # 1.7 / 1.1 = 1.55
 ])
 def test_why_sentence_at_its_boundary(ratios, second, said):
@@ -374,11 +375,13 @@ def test_why_sentence_at_its_boundary(ratios, second, said):
         assert "Above the bar" not in text
         return
     assert f"Above the bar, in {bench.cases_named(over)}, it passes a second time over" in text
-    assert (said == "the second pass is what puts them over") == (max(per_pass) <= 1.5)  # the claim, checked
+    assert said.startswith("the second pass is what puts") == (max(per_pass) <= 1.5)  # the claim, checked
     if max(per_pass) <= 1.5:
         assert said in text, text
     else:
         assert "the second pass is not all of it" in text, text
+    if len(per_pass) == 1:  # one case over the bar: one number, not a range of one
+        assert f"that takes {per_pass[0]:.2f}× the floor" in text and " to " not in text.split("per pass")[1], text
 
 
 @pytest.mark.parametrize(("one", "two", "said"), [

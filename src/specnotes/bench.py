@@ -469,12 +469,14 @@ def why_sentence(at: dict[int, dict[str, dict]], bar: float = SAMPLER_BAR) -> st
     per_pass = [at[n][c]["÷ floor"] / (1 + at[n][c]["second pass share"]) for c, ns in over.items() for n in ns]
     lead = (f"Above the bar, in {cases_named(over)}, it passes a second time over {shares} of the rows it read: the "
             "residual needs p and q normalized at the rows it stopped on.")
+    lo, hi = f"{min(per_pass):.2f}×", f"{max(per_pass):.2f}×"
+    one = len(per_pass) == 1 or lo == hi
     if max(per_pass) <= bar:
-        return (lead + f" Counted per pass over a row, those cases take {min(per_pass):.2f}× to {max(per_pass):.2f}× "
-                "the floor, so the second pass is what puts them over; a first pass that kept its exponentials would "
-                "avoid it.")
-    return (lead + f" Even counted per pass over a row, they take up to {max(per_pass):.2f}× the floor: the second "
-            "pass is not all of it.")
+        return (lead + f" Counted per pass over a row, {'that takes ' + hi if one else f'they take {lo} to {hi}'} "
+                f"the floor, so the second pass is what puts {'it' if len(per_pass) == 1 else 'them'} over; a first "
+                "pass that kept its exponentials would avoid it.")
+    return (lead + f" Even counted per pass over a row, {'that takes' if one else 'they take up to'} {hi} the floor: "
+            "the second pass is not all of it.")
 
 
 def reference_sentence(at: dict[int, dict[str, dict]]) -> str:
