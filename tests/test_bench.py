@@ -358,6 +358,15 @@ def test_near_sentence_at_its_boundary(ratio, spread, near):
         assert f"at {ratio:.2f}× (realistic, 1 thread): each lies within half its run's spread of it." in text
 
 
+@pytest.mark.parametrize(("ratio", "below"), [(0.99, True), (1.0, False)])
+def test_below_floor_sentence_at_its_boundary(ratio, below):
+    rows = case_rows((1.2, ratio, 1.1), spread=(0.1, 1.87, 0.1)) + b1()
+    text = bench.sampler_sentences(rows)["bar"]
+    assert ("it took less than its floor, which no exact sampler can" in text) is below, text
+    if below:
+        assert f"At {ratio:.2f}× (realistic, 1 thread) it took less than its floor" in text and "up to 187%." in text
+
+
 @pytest.mark.parametrize(("ratios", "second", "said"), [
     ((1.0, 1.0, 1.0), (0.8, 0.4, 0.1), None),  # all within: no reason to give
     ((2.0, 1.0, 1.0), (0.8, 0.4, 0.1), "the second pass is what puts it over"),  # 2.0 / 1.8 = 1.11

@@ -454,6 +454,19 @@ def near_sentence(at: dict[int, dict[str, dict]], bar: float = SAMPLER_BAR) -> s
     return f"A rerun could land on either side of the bar at {listed}: each lies within half its run's spread of it."
 
 
+def below_floor_sentence(at: dict[int, dict[str, dict]]) -> str:
+    """The cases that took less than their floor (``÷ floor`` < 1), which no exact sampler can: the run timed the
+    floor's parts slow there, and the sentence gives the run's spread beside them; "" when none did."""
+    below = [(n, c) for n in sorted(at) for c in SAMPLER_CASES if at[n][c]["÷ floor"] < 1]
+    if not below:
+        return ""
+    said = [f"{at[n][c]['÷ floor']:.2f}× ({c}, {thread_words(n)})" for n, c in below]
+    spread = max(at[n][c]["spread (IQR / median)"] for n, c in below)
+    listed = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+    return (f"At {listed} it took less than its floor, which no exact sampler can: the run timed the floor's parts "
+            f"slow there, with a spread of up to {spread:.0%}.")
+
+
 def why_sentence(at: dict[int, dict[str, dict]], bar: float = SAMPLER_BAR) -> str:
     """Why the cases above the bar are there, from their second pass share: the residual (or the bonus token) needs
     the rows it stopped on normalized, a second pass over them. "Counted per pass over a row" divides the ratio by
@@ -512,9 +525,9 @@ def floor_sentence(rows: dict[str, dict], threads: int) -> str:
 
 def bar_sentences(at: dict[int, dict[str, dict]], bar: float = SAMPLER_BAR) -> str:
     """``bar_sentence`` for each thread count in ``at`` (thread count -> case -> row at the bar's shape), then
-    ``near_sentence`` and ``why_sentence``: what a run says of the bar."""
+    ``near_sentence``, ``below_floor_sentence`` and ``why_sentence``: what a run says of the bar."""
     return " ".join(s for s in [*(bar_sentence(at[n], n, bar) for n in sorted(at)), near_sentence(at, bar),
-                                why_sentence(at, bar)] if s)
+                                below_floor_sentence(at), why_sentence(at, bar)] if s)
 
 
 def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[str, str]:
