@@ -294,12 +294,15 @@ def test_pairs_above_the_ceiling_are_left_out_and_named():
                                             "being 0.64.")
 
 
-def test_the_acceptance_sentence_follows_the_numbers():
-    ours = {"accepted_per_drafted": 0.54, "alpha": 0.77, "mean_tokens_per_iteration": 3.2, "prompts": 64}
-    good = engine.acceptance_verdict(0.52, ours)
-    assert good.ok and "on all 64 prompts of the set the engine's requests were drawn from" in good.sentence
-    bad = engine.acceptance_verdict(0.30, ours)
-    assert not bad.ok and "do not draft alike" in bad.sentence
+@pytest.mark.parametrize("engine_rate, ok", [(0.545 - 0.0499, True), (0.545 - 0.0501, False), (0.5949, True),
+                                             (0.5951, False)])
+def test_the_acceptance_sentence_at_its_boundaries(engine_rate, ok):
+    ours = {"accepted_per_drafted": 0.545, "alpha": 0.77, "mean_tokens_per_iteration": 3.2, "prompts": 64}
+    verdict = engine.acceptance_verdict(engine_rate, ours)
+    assert verdict.ok is ok and "on all 64 prompts of the set the engine's requests were drawn from" in verdict.sentence
+    assert ("Within 5 points of each other" in verdict.sentence) is ok
+    assert ("do not draft alike" in verdict.sentence) is not ok
+    assert all(len(s.split()) <= 45 for s in verdict.sentence.split(". "))
 
 
 def verify_rows(r, k=4, noise=((), (), ())):

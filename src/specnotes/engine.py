@@ -1043,12 +1043,12 @@ def acceptance_verdict(engine_acceptance: float, ours: dict, margin: float = 0.0
     theirs, mine = engine_acceptance, ours["accepted_per_drafted"]
     ok = abs(theirs - mine) <= margin
     prompts = f"all {ours['prompts']} prompts" if ours.get("prompts") else "every prompt"
-    sentence = (f"llama-server accepted {theirs:.1%} of the tokens it drafted; specnotes' own decoder, with the same "
-                f"k on {prompts} of the set the engine's requests were drawn from, accepts {mine:.1%} (its α, "
-                f"accepted over checked, is {ours['alpha']:.2f}, E[N] = {ours['mean_tokens_per_iteration']:.2f} tokens "
-                "per iteration)"
-                + (": the same pair, the same greedy acceptance." if ok else
-                   f": they differ by more than {margin:.0%}, so the two do not draft alike."))
+    sentence = (f"The engine accepted {theirs:.1%} of the tokens it drafted. With the same k on {prompts} of the "
+                f"set the engine's requests were drawn from, specnotes' own decoder accepts {mine:.1%}: its α, "
+                f"accepted over checked, is {ours['alpha']:.2f}, and E[N] = {ours['mean_tokens_per_iteration']:.2f} "
+                "tokens per iteration. "
+                + (f"Within {100 * margin:.0f} points of each other: the same pair, the same greedy acceptance." if ok
+                   else f"They differ by more than {100 * margin:.0f} points, so the two do not draft alike."))
     return Verdict("the engine accepts what specnotes accepts", ok, True, sentence,
                    {"engine": theirs, "specnotes": mine, "margin": margin})
 
