@@ -429,6 +429,20 @@ def test_sampler_floor_sentence_names_the_term_that_sets_it(floors, softmax, sai
     assert ("faster vectorized exp" in text) == (softmax is not None)  # said only where a softmax was the fastest way
 
 
+def test_the_floor_sentence_says_the_terms_once_where_thread_counts_agree():
+    same = case_rows((1, 1, 1), (1.5, 1.5, 1.5)) + case_rows((1, 1, 1), (1.4, 1.4, 1.2), threads=2) + b1()
+    text = bench.sampler_sentences(same)["floor"]
+    assert text.startswith("Against reading those rows once, their normalizers took 1.50×, 1.50× and 1.50× with 1 "
+                           "thread and 1.40×, 1.40× and 1.20× with 2 threads.")
+    assert text.count("The fastest way to them was") == 1 and "With 1 thread, the fastest" not in text
+    apart = case_rows((1, 1, 1), (1.5, 1.5, 1.5)) + case_rows((1, 1, 1), (0.9, 1.4, 1.2), threads=2) + b1()
+    text = bench.sampler_sentences(apart)["floor"]
+    assert "With 1 thread, the fastest way to them was fused.log_normalizers in all three cases, so the floor is " \
+           "the log-normalizers of those rows in all three cases." in text
+    assert "With 2 threads, the fastest way to them was fused.log_normalizers in all three cases, so the floor is " \
+           "reading the rows it reads once in the independent case;" in text
+
+
 def test_sampler_probs_sentence_reads_its_own_floor():
     text = bench.sampler_sentences(case_rows((1, 1, 1), probs=(1.05, 1.1, 1.15)) + b1())["probs"]
     assert "1.05×, 1.10× and 1.15× its own floor with 1 thread" in text

@@ -508,19 +508,33 @@ def reference_sentence(at: dict[int, dict[str, dict]]) -> str:
     return said + f". It took less than that {where}, where it read only {shares} of the rows."
 
 
-def floor_sentence(rows: dict[str, dict], threads: int) -> str:
-    """Which term sets the floor in each case at one thread count, with the normalizers' time over reading the rows
-    once, and which way to the normalizers was fastest."""
+def grouped(rows: dict[str, dict], column: str, names: dict | None = None) -> str:
+    """Each value of ``column`` (as ``names`` names it), with the cases that have it, in case order: "the
+    log-normalizers of those rows in all three cases", "a softmax ... in the independent case; ...". """
+    values = dict.fromkeys(rows[c][column] for c in SAMPLER_CASES)
+    return "; ".join(f"{(names or {}).get(v, v)} in {cases_named([c for c in SAMPLER_CASES if rows[c][column] == v])}"
+                     for v in values)
 
-    def grouped(column, names):
-        values = dict.fromkeys(rows[c][column] for c in SAMPLER_CASES)
-        return "; ".join(f"{names.get(v, v)} in {cases_named([c for c in SAMPLER_CASES if rows[c][column] == v])}"
-                         for v in values)
 
-    return (f"With {thread_words(threads)}, the normalizers of the rows read took "
-            f"{times_listed(rows, 'lse of rows read ÷ read rows')} the time to read those rows once. The fastest way "
-            f"to them was {grouped('normalizers fastest by', {'torch.softmax': 'a softmax'})}, so the floor is "
-            f"{grouped('floor is', FLOOR_TERMS)}.")
+def floor_is_sentence(rows: dict[str, dict]) -> str:
+    """Which term set the floor in each case, at one thread count: "The floor was set by ... in all three cases."."""
+    return f"The floor was set by {grouped(rows, 'floor is', FLOOR_TERMS)}."
+
+
+def floor_sentence(at: dict[int, dict[str, dict]]) -> str:
+    """At each thread count, the normalizers' time over reading the rows once; then the fastest way to the
+    normalizers and the term that sets the floor, said once when every thread count agrees on them."""
+    counts = sorted(at)
+    took = lambda n: f"{times_listed(at[n], 'lse of rows read ÷ read rows')} with {thread_words(n)}"
+    said = [f"Against reading those rows once, their normalizers took {' and '.join(took(n) for n in counts)}."]
+    ways = {n: (grouped(at[n], "normalizers fastest by", {"torch.softmax": "a softmax"}),
+                grouped(at[n], "floor is", FLOOR_TERMS)) for n in counts}
+    for n in (counts[:1] if len(set(ways.values())) == 1 else counts):
+        way, term = ways[n]
+        said.append(("The fastest way to them" if len(set(ways.values())) == 1 else
+                     f"With {thread_words(n)}, the fastest way to them")
+                    + f" was {way}, so the floor is {term}.")
+    return " ".join(said)
 
 
 def bar_sentences(at: dict[int, dict[str, dict]], bar: float = SAMPLER_BAR) -> str:
@@ -546,7 +560,7 @@ def sampler_sentences(case_rows: list[dict], bar: float = SAMPLER_BAR) -> dict[s
                                                    if (r["B"], r["k"], r["V"]) == CASE_SHAPES[1]), default=1))
     bar_text = bar_sentences(at, bar)
     by_softmax = any(r["normalizers fastest by"] == "torch.softmax" for n in counts for r in at[n].values())
-    floor_text = " ".join(floor_sentence(at[n], n) for n in counts) + (
+    floor_text = floor_sentence(at) + (
         " A softmax can beat the log-normalizers alone because torch's softmax kernel computes its exponentials with "
         "a faster vectorized exp than torch.exp." if by_softmax else "")
     probs_text = ("Handed the draft's probabilities, vLLM's interface, it took "
