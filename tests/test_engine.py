@@ -584,21 +584,6 @@ def test_measure_takes_any_gguf_pair_by_path(tmp_path, monkeypatch):
     assert seen["args"][11] == paths["target"].stem  # served under its file's name
 
 
-def gguf_vocab(path, tokens):
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_tokenizer_model("gpt2")
-    writer.add_token_list(tokens)
-    writer.add_add_bos_token(False)
-    writer.add_add_eos_token(False)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 @pytest.mark.parametrize("which, says", [
     ("not gguf", "model.bin is not a GGUF file"),
     ("other vocabulary", "cannot draft for specnotes-target-f32-v1.gguf: its vocabulary differs (400 tokens"),
@@ -611,7 +596,10 @@ def test_a_pair_llama_server_cannot_run_is_a_usage_error(tmp_path, monkeypatch, 
     fake_engine(monkeypatch, tmp_path)
     bad = tmp_path / "model.bin"
     bad.write_bytes(b"PK\x03\x04 a zip, not a model")
-    other = gguf_vocab(tmp_path / "other.gguf", [f"<{i}>" for i in range(400)])
+    pytest.importorskip("gguf")
+    from test_gguf_export import vocab_file  # a GGUF file with a vocabulary and nothing else
+
+    other = vocab_file(tmp_path / "other.gguf", [f"<{i}>" for i in range(400)])
     pair = {"not gguf": ["--target", str(paths["target"]), "--draft", str(bad)],
             "other vocabulary": ["--target", str(paths["target"]), "--draft", str(other)],
             "lone target": ["--target", str(paths["target"])],
