@@ -508,3 +508,43 @@ def test_engine_client_does_not_import_bench():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert not [m for m in imported if "bench" in m], imported
+
+
+class StubServer:
+    """What engine.measure_pairs needs of a llama-server, backed by a stub that streams at a fixed pace."""
+
+    def __init__(self, url, **args):
+        self.url, self.name, self.args = url, args["name"], args
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def metrics(self):
+        return {}
+
+    def command(self):
+        return ["stub"]
+
+
+@pytest.mark.parametrize(("settle", "pairs", "ran", "stop"), [(0.5, 4, 2, "settled: pair 2 moved no level's S"),
+                                                              (1e-9, 3, 3, "the most pairs asked for (3)")])
+def test_engine_measure_stops_once_s_settles(monkeypatch, settle, pairs, ran, stop):
+    """measure_pairs on two stubs (on: the same pace as off): it runs pairs until the last one moved no level's S by
+    ``settle``, at least min_pairs and at most ``pairs`` of them, and says which ended it."""
+    from specnotes import engine
+
+    with serving(Stub(first_delay=0.01, token_delay=0.004)) as off, serving(Stub(first_delay=0.01,
+                                                                                token_delay=0.004)) as on:
+        urls = iter([off, on])
+        monkeypatch.setattr(engine, "Server", lambda **args: StubServer(next(urls), **args))
+        monkeypatch.setattr(engine, "build_info", lambda version=None: {})
+        monkeypatch.setattr(engine, "specnotes_acceptance", lambda *args, **kwargs: {})
+        results = engine.measure_pairs("t.gguf", "d.gguf", [1, 2], pairs=pairs, max_tokens=6, prompt_chars=16,
+                                       requests=4, warmup=0, name=MODEL, progress=lambda *_: None, min_pairs=2,
+                                       settle=settle)
+    assert results.notes["pairs"] == ran and results.notes["stop"].startswith(stop)
+    assert {r.params["pair"] for r in results.sections[engine_client.SPEEDUP]} == set(range(ran))
+    assert results.notes["min_pairs"] == 2 and results.notes["max_pairs"] == pairs

@@ -121,3 +121,56 @@ def test_the_big_model_overflows_a_last_level_cache():
 
     out = generate.generate(m, [model.encode("It is a truth")], 64).tokens[0]
     assert all(32 <= int(t) < 127 for t in out)
+
+
+def vocab_file(path, tokens, tokenizer="gpt2", add_bos=False, bos=11):
+    """A GGUF file with a vocabulary and nothing else: what check_pair reads."""
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tokenizer_model(tokenizer)
+    writer.add_token_list(tokens)
+    writer.add_add_bos_token(add_bos)
+    writer.add_bos_token_id(bos)
+    writer.add_eos_token_id(bos)
+    writer.add_add_eos_token(False)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_pair_with_the_same_vocabulary_passes_llama_cpps_test(tmp_path):
+    byte = gguf_export.byte_vocab()
+    target, draft = vocab_file(tmp_path / "t.gguf", byte), vocab_file(tmp_path / "d.gguf", byte)
+    assert gguf_export.check_pair(target, draft) == {"target": 256, "draft": 256, "tokenizer": "gpt2"}
+    # llama.cpp tolerates up to 128 extra tokens at the end, and differences below id 5
+    longer = vocab_file(tmp_path / "l.gguf", byte + [f"<extra {i}>" for i in range(128)])
+    assert gguf_export.check_pair(target, longer)["draft"] == 384
+    low = vocab_file(tmp_path / "low.gguf", ["<s>"] + byte[1:])
+    assert gguf_export.check_pair(target, low)["draft"] == 256
+
+
+@pytest.mark.parametrize(("draft", "says"), [
+    (dict(tokens=gguf_export.byte_vocab() + [f"<x{i}>" for i in range(129)]), "385 tokens against the target's 256"),
+    (dict(tokens=gguf_export.byte_vocab()[:5] + ["zz"] + gguf_export.byte_vocab()[6:]), "token 5 is 'zz'"),
+    (dict(tokens=gguf_export.byte_vocab(), tokenizer="llama"), "tokenizer type 'llama'"),
+    (dict(tokens=gguf_export.byte_vocab(), add_bos=True), "BOS handling"),
+])
+def test_a_draft_with_another_vocabulary_is_refused_by_name(tmp_path, draft, says):
+    target = vocab_file(tmp_path / "t.gguf", gguf_export.byte_vocab())
+    other = vocab_file(tmp_path / "d.gguf", **draft)
+    with pytest.raises(ValueError, match="cannot draft for t.gguf: its vocabulary differs") as error:
+        gguf_export.check_pair(target, other)
+    assert says in str(error.value)
+
+
+def test_a_file_that_is_not_gguf_is_refused_by_name(tmp_path):
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"\x08\x00\x00\x00{}      ")
+    with pytest.raises(ValueError, match="model.safetensors is not a GGUF file: it starts with"):
+        gguf_export.check_gguf(weights)
+    with pytest.raises(ValueError, match="no model file"):
+        gguf_export.check_gguf(tmp_path / "missing.gguf")
+    empty = vocab_file(tmp_path / "e.gguf", ["a"])
+    with pytest.raises(ValueError, match="not a GGUF file"):
+        gguf_export.check_pair(weights, empty)

@@ -1,8 +1,9 @@
 """llama.cpp's ``llama-server``, an engine someone else wrote, started and stopped from Python on this machine.
 
     make engine                                   # build it (scripts/build_engine.sh) and convert the shipped pair
-    python -m specnotes.engine measure --out s.json   # S(B) on it: speculation off and on, pairs repeated
-    python -m specnotes.engine serve --slots 4 --k 4  # just serve (on 127.0.0.1), for `bench serve` by hand
+    python -m specnotes.engine measure --out s.json   # S(B) on it: pairs of runs off and on, until S settles
+    python -m specnotes.engine measure --target t.gguf --draft d.gguf --out s.json   # any GGUF pair
+    python -m specnotes.engine serve --slots 4 --k 4  # just serve on 127.0.0.1:8080, for `bench serve` by hand
 
 The binary is built from the pinned ``llama-cpp-python`` sdist (``LLAMA_CPP_PYTHON``), which vendors llama.cpp, into
 ``_build/engine/`` (``engine_dir``). :class:`Server` starts it on 127.0.0.1 at a free port with ``slots`` parallel
@@ -85,8 +86,8 @@ def require_binary(version: str = LLAMA_CPP_PYTHON) -> Path:
     path = binary(version)
     if path is None:
         raise EngineNotBuilt(f"no llama-server built for llama-cpp-python {version} under {engine_dir()}: run "
-                             "`make engine` (it builds llama.cpp's server from the pinned sdist, CPU only; about "
-                             "30 minutes on 2 cores)")
+                             "`make engine` (it builds llama.cpp's server from the pinned sdist, CPU only; the "
+                             "book's page 'Run it on your cluster' lists the build times measured on two cores)")
     return path
 
 
@@ -218,6 +219,7 @@ class Server:
     extra: tuple[str, ...] = ()
     ready_timeout_s: float = 120.0
     log_path: Path | None = None
+    listen_port: int = 0  # 0: a free port, chosen at start
     port: int = field(default=0, init=False)
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
 
@@ -263,7 +265,7 @@ class Server:
 
     def start(self) -> Server:
         path = require_binary()
-        self.port = free_port()
+        self.port = self.listen_port or free_port()
         self.log_path = Path(self.log_path or engine_dir() / "logs" / f"llama-server-{self.port}.log")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
@@ -410,33 +412,44 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4, pairs: int = 2,
+MAX_PAIRS, MIN_PAIRS, SETTLE = 8, 3, 0.05  # engine measure's defaults: pairs run until S settles, 3 to 8 of them
+
+
+def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4, pairs: int = MAX_PAIRS,
                   max_tokens: int = 128, prompt_chars: int | None = 64, requests: int | None = None,
                   warmup: int = 2, threads: int | None = None, timeout_s: float = 120.0, name: str = "specnotes-target",
-                  command: str = "", progress=print, kind: str = "shipped", roofs: bool = False):
-    """S(B) on llama-server: two servers with ``max(concurrencies)`` slots, one without speculation and one with
-    ``k`` drafts per step from ``draft``, both up at once; ``pairs`` times, each concurrency in turn on one and
-    then the other (``pair_levels``: interleaved, so a busy minute hits both runs of a pair alike).
+                  command: str = "", progress=print, kind: str = "shipped", roofs: bool = False,
+                  min_pairs: int = MIN_PAIRS, settle: float = SETTLE, context: int = SHIPPED_CONTEXT):
+    """S(B) on llama-server: two servers with ``max(concurrencies)`` slots of ``context`` tokens, one without
+    speculation and one with ``k`` drafts per step from ``draft``, both up at once. Pairs of runs, each concurrency
+    in turn on one and then the other (``pair_levels``: interleaved, so a busy minute hits both runs of a pair
+    alike), until S has settled (``settled``: after at least ``min_pairs`` pairs, the last pair moved no level's S
+    by ``settle`` or more) or ``pairs`` pairs have run; ``notes["stop"]`` says which.
     Each pair gives one ``engine_client.speedup`` document; they go into one ``Results`` (section ``engine_speedup``,
     each record's params saying its ``pair``; sections ``engine_serve_off`` and ``engine_serve_on`` likewise), with
     the engine's provenance and its own counters for every run. Nothing is returned unless every run completed.
     ``kind``: "shipped" (the shipped pair: specnotes' own decoder measures its acceptance on all 64 prompts of the
     set the engine's requests come from, where each level sends the first max(16, 4 × concurrency) (or ``requests``)
-    of them, ``notes["specnotes_acceptance"]``) or "big" (``big_gguf``, its own draft). ``roofs``: measure this
-    machine's copy bandwidth and float32 GEMM peak first (``notes["roofs"]``), for the cost model beside the
-    measurement."""
-    from specnotes import engine_client
+    of them, ``notes["specnotes_acceptance"]``), "big" (``big_gguf``, its own draft) or "custom" (any GGUF pair,
+    checked first by ``gguf_export.check_pair``; ``notes["pair"]`` names the files and their vocabulary).
+    ``roofs``: measure this machine's copy bandwidth and float32 GEMM peak first (``notes["roofs"]``), for the cost
+    model beside the measurement."""
+    from specnotes import engine_client, gguf_export
     from specnotes.measure.records import Results
 
     kind = validate.choice("kind", kind, KINDS)
-    extra_notes = {"kind": kind}
-    if roofs:
-        extra_notes["roofs"] = measured_roofs(threads)
-
     concurrencies = validate.integers("concurrencies", concurrencies, low=1)
     pairs = validate.integer("pairs", pairs, low=1)
+    min_pairs = min(validate.integer("min_pairs", min_pairs, low=1), pairs)
+    settle = validate.number("settle", settle, low=0, low_open=True)
+    extra_notes = {"kind": kind}
+    if kind == "custom":
+        extra_notes["pair"] = {"target": str(model), "draft": str(draft),
+                               "vocabulary": gguf_export.check_pair(model, draft)}
+    if roofs:
+        extra_notes["roofs"] = measured_roofs(threads)
     slots = max(concurrencies)
-    base = {"model": model, "slots": slots, "threads": threads, "name": name, "k": k}
+    base = {"model": model, "slots": slots, "threads": threads, "name": name, "k": k, "context": context}
     labels = {"off": "off", "on": f"on, k={k}"}
     sections = {engine_client.SPEEDUP: [], f"{engine_client.SECTION}_off": [], f"{engine_client.SECTION}_on": []}
     engine_runs = []
@@ -445,8 +458,10 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
         servers = {"off": off_server, "on": on_server}
         for server in servers.values():
             asyncio.run(warm(server, max_tokens, prompt_chars, warmup, timeout_s))
+        stop, done = f"the most pairs asked for ({pairs})", Results({}, sections, {})
         for pair in range(pairs):
-            progress(f"pair {pair + 1}/{pairs}: each concurrency with speculation off, then on")
+            progress(f"pair {pair + 1} (at most {pairs}): each concurrency with speculation off, then on")
+            before_rows = pair_table(done) if pair else None
             before = {which: server.metrics() for which, server in servers.items()}
             runs = asyncio.run(pair_levels(servers, name, concurrencies, max_tokens, prompt_chars, requests, timeout_s,
                                            progress))
@@ -463,26 +478,42 @@ def measure_pairs(model: Path, draft: Path, concurrencies: list[int], k: int = 4
                 for r in records:
                     r.params["pair"] = pair
                 sections[section].extend(records)
+            if pair + 1 >= min_pairs and settled(before_rows, pair_table(done), settle):
+                stop = f"settled: pair {pair + 1} moved no level's S by {settle:.0%} or more"
+                break
+        progress(f"stopped after {pair + 1} pairs: {stop}")
     args = base | {"draft": draft}
     prov = engine_client.provenance(f"llama-server on 127.0.0.1 ({cpu_name()})", name, f"S(B): on, k={k} over off",
                                     command)
     prov |= {"host": cpu_name(), "engine_build": engine_provenance(args)}
+    ran = pair + 1
     notes = {"what": "S(B) on llama.cpp's llama-server, measured by specnotes' own client (engine_client); "
-                     f"{pairs} pairs, each level off then on (interleaved, two servers up at once); "
+                     f"{ran} pairs, each level off then on (interleaved, two servers up at once); "
                      "engine_speedup params.pair says which pair",
-             "engine_runs": engine_runs, "pairs": pairs, "k": k, "max_tokens": max_tokens,
+             "engine_runs": engine_runs, "pairs": ran, "k": k, "max_tokens": max_tokens, "stop": stop,
+             "min_pairs": min_pairs, "max_pairs": pairs, "settle": settle, "context_per_slot": context,
              "seconds": round(time.perf_counter() - start, 1), **extra_notes}
     if kind == "shipped":
         first = sections[engine_client.SPEEDUP][0].params
         prompts = engine_client.default_prompts(64, first["prompt_chars"])
         progress("specnotes' own decoder on the 64 prompts the engine's requests were drawn from")
         notes["specnotes_acceptance"] = specnotes_acceptance(prompts, k, max_tokens)
-    else:
+    elif kind == "big":
         notes["big_config"] = big_shape_notes(model)
     return Results(prov, sections, notes)
 
 
-KINDS = ("shipped", "big")
+KINDS = ("shipped", "big", "custom")
+
+
+def settled(before: list[dict] | None, after: list[dict], settle: float = SETTLE) -> bool:
+    """Has S settled? ``pair_table`` rows before and after the last pair: at every concurrency, S from the fastest
+    TPOTs and the median of the pairs' S each moved by less than ``settle`` (relative). No rows before: not yet."""
+    if not before:
+        return False
+    was = {r["concurrency"]: r for r in before}
+    moved = lambda r, key: abs(r[key] / was[r["concurrency"]][key] - 1)
+    return all(r["concurrency"] in was and moved(r, "S fastest") < settle and moved(r, "S") < settle for r in after)
 
 
 def big_shape_notes(path: Path) -> dict:
@@ -544,7 +575,9 @@ def model_beside(results, batches: list[int] | None = None) -> list[dict]:
     E[N] / (k + 2). α: specnotes' own decoder on the prompt set the engine drew from (the shipped pair), or 1 (the
     big pair, its own draft). For the big pair also the verify/decode time ratio r = T(B, k+1) / T(B, 1) each
     measured S implies (α = 1, draft = target: S = (k + 1) / (k + 2r), so r = ((k + 1)/S − k) / 2), beside the
-    roofline's."""
+    roofline's; and, since a pass over k + 1 tokens cannot cost less than a pass over one (r ≥ 1), the ceiling
+    S ≤ (k + 1)/(k + 2). A pair above it is noise, a burst of load that slowed its plain run: it is listed in
+    "pairs above the ceiling" and left out of the pairs' median, min and max (the fastest TPOTs keep every run)."""
     from specnotes import cost, measure, model
 
     notes = results.notes
@@ -572,8 +605,13 @@ def model_beside(results, batches: list[int] | None = None) -> list[dict]:
                "S roofline": en * t(target, b, 1) / step,
                "S overhead-bound": en / (k + 2)}
         if notes["kind"] == "big":
+            ceiling = (k + 1) / (k + 2)
+            kept = [x for x in row["S each"] if x <= ceiling]
             out |= {"verify/decode measured": ((k + 1) / row["S fastest"] - k) / 2,
-                    "verify/decode roofline": t(target, b, k + 1) / t(target, b, 1)}
+                    "verify/decode roofline": t(target, b, k + 1) / t(target, b, 1), "S ceiling (α = 1)": ceiling,
+                    "pairs above the ceiling": [x for x in row["S each"] if x > ceiling]}
+            if kept:
+                out |= {"S median of pairs": statistics.median(kept), "S min": kept[0], "S max": kept[-1]}
         rows.append(out)
     return rows
 
@@ -686,37 +724,135 @@ def serve_until_stopped(server: Server, poll_s: float = 1.0) -> int:
     return 1
 
 
+DEFAULT_PORT = 8080  # engine serve's: the port the book's printed bench serve commands name
+CUSTOM_CONTEXT = 2048  # tokens per slot for a pair of your own (the shipped pair's block is SHIPPED_CONTEXT)
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """``--help`` with every default that its help text does not state already."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m specnotes.engine``'s arguments (every default shown by ``--help``)."""
+    parser = argparse.ArgumentParser(prog="python -m specnotes.engine", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    helpful = {"formatter_class": DefaultsShown}
+    convert = commands.add_parser("convert", help="write the shipped pair (and --big) as GGUF files", **helpful)
+    convert.add_argument("--big", action="store_true", help="also the random model larger than the LLC")
+    serve = commands.add_parser("serve", help="serve on 127.0.0.1 until interrupted (for bench serve by hand)",
+                                **helpful)
+    measure = commands.add_parser("measure", help="S(B) on llama-server: pairs of runs, speculation off and on, "
+                                                  "until S settles", **helpful)
+    for p in (serve, measure):
+        p.add_argument("--target", type=Path, default=None,
+                       help="your target model, a GGUF file (with --draft; default: the shipped pair)")
+        p.add_argument("--draft", type=Path, default=None,
+                       help="your draft model, a GGUF file with the target's vocabulary")
+        p.add_argument("--k", type=positive_int, default=4, help="drafts per step (speculation on)")
+        p.add_argument("--threads", type=positive_int, default=1,
+                       help="CPU threads for the target and the draft (1: on a shared 2-core machine "
+                            "llama.cpp's spinning worker threads stall each other for seconds)")
+        p.add_argument("--context", type=positive_int, default=None,
+                       help=f"tokens per slot (default: {SHIPPED_CONTEXT} for the shipped pair, the block it was "
+                            f"trained on; {CUSTOM_CONTEXT} for --target)")
+        p.add_argument("--big", action="store_true", help="the random model larger than the LLC, its own draft")
+    serve.add_argument("--slots", type=positive_int, default=4, help="parallel slots: the most requests batched")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port on 127.0.0.1 (0: any free port)")
+    serve.add_argument("--no-draft", action="store_true", help="speculation off")
+    measure.add_argument("--concurrency", type=positive_ints, default="1,2,4",
+                         help="comma-separated requests in flight")
+    measure.add_argument("--pairs", type=positive_int, default=MAX_PAIRS,
+                         help="the most off/on pairs to run; it stops earlier once S has settled")
+    measure.add_argument("--min-pairs", type=positive_int, default=MIN_PAIRS,
+                         help="the fewest pairs before S may count as settled")
+    measure.add_argument("--settle", type=positive_float, default=SETTLE,
+                         help="S has settled when the last pair moved no level's S by this share or more")
+    measure.add_argument("--max-tokens", type=positive_int, default=128, help="output tokens per request")
+    measure.add_argument("--prompt-chars", type=positive_int, default=64, help="characters per prompt")
+    measure.add_argument("--requests", type=positive_int, default=None,
+                         help="requests per level (default: 4 x concurrency, at least 16)")
+    measure.add_argument("--timeout", type=positive_float, default=120.0, help="seconds without data before a "
+                                                                               "request fails")
+    measure.add_argument("--roofs", action="store_true", help="also measure this machine's roofs (for the model)")
+    measure.add_argument("--record", action="store_true",
+                         help="write the book's reference record, data/reference/llama-server/<kind>-<cpu>.json "
+                              "(roofs included)")
+    measure.add_argument("--out", type=Path, default=None, help="the JSON file to write (or --record)")
+    return parser
+
+
+def chosen_pair(args, parser) -> tuple[Path, Path, str, str, int]:
+    """(target, draft, served name, kind, context per slot) for ``args``: --target and --draft, --big, or the
+    shipped pair. A usage error, before anything starts, for a lone --target or --draft, for --big with them, and
+    for a pair llama-server cannot run (``gguf_export.check_pair``)."""
+    from specnotes import gguf_export
+
+    if (args.target is None) != (args.draft is None):
+        parser.error("--target and --draft go together: a GGUF target and a GGUF draft with its vocabulary")
+    if args.target is not None:
+        if args.big:
+            parser.error("--big serves the book's random model: leave out --target and --draft")
+        try:
+            gguf_export.check_pair(args.target, args.draft)
+        except ValueError as e:
+            parser.error(str(e))
+        return args.target, args.draft, args.target.stem, "custom", args.context or CUSTOM_CONTEXT
+    if args.big:
+        path = big_gguf()
+        return path, path, "specnotes-random-big", "big", args.context or SHIPPED_CONTEXT
+    paths = shipped_ggufs()
+    return paths["target"], paths["draft"], MODEL_NAMES["target"], "shipped", args.context or SHIPPED_CONTEXT
+
+
+def print_measurement(results, out=print):
+    """What a ``measure_pairs`` record says: each level's S beside its pairs' range and spread and which way the
+    pairs went, then the sentences the book chooses from such numbers (``pairs_sentence``; with roofs, the
+    overhead sentence for the shipped pair, the verify sentence for the big one)."""
+    notes = results.notes
+    rows = (model_beside(results) if "roofs" in notes and notes["kind"] in ("shipped", "big")
+            else pair_table(results))
+    out(f"{notes['pairs']} pairs; {notes.get('stop', 'a fixed number, asked for')}")
+    for row in rows:
+        each = [x for x in row["S each"] if x not in row.get("pairs above the ceiling", [])]
+        way = ("lost in every pair" if max(each) < 1 else "won in every pair" if min(each) > 1 else
+               "pairs on both sides of 1")
+        fastest = row.get("S measured", row.get("S fastest"))
+        out(f"B = {row['concurrency']}: S = {fastest:.3f} (fastest TPOTs); pairs {min(each):.3f}-{max(each):.3f}, "
+            f"spread {max(each) / min(each):.2f}x; {way}")
+    out(pairs_sentence(rows))
+    if "roofs" in notes and notes["kind"] == "shipped":
+        out(overhead_verdict(rows, draft_pass_cost(results)).sentence)
+    elif "roofs" in notes and notes["kind"] == "big":
+        out(verify_verdict(rows).sentence)
+
+
+def check_measure_arguments(args, kind: str) -> Path:
+    """``measure``'s checks before anything starts (ValueError naming the flag): a file to write (--out, or --record
+    for the book's own pairs), requests enough for every concurrency, and --out writable. -> the file to write."""
+    from specnotes import engine_client
+
+    out = reference_path(kind) if args.record and kind != "custom" else args.out
+    if args.record and kind == "custom":
+        raise validate.BadArgument("--record writes the book's own records: use --out FILE for your pair")
+    if out is None:
+        raise validate.BadArgument("pass --out FILE, or --record to write the book's reference record")
+    engine_client.check_levels(args.concurrency, args.requests)
+    engine_client.check_writable("--out", out)
+    return out
+
+
 def main(argv=None) -> int:
     from specnotes import engine_client
     from specnotes.measure.records import save_results
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m specnotes.engine", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    convert = commands.add_parser("convert", help="write the shipped pair (and --big) as GGUF files")
-    convert.add_argument("--big", action="store_true", help="also the random model larger than the LLC")
-    serve = commands.add_parser("serve", help="serve on 127.0.0.1 until interrupted (for bench serve by hand)")
-    measure = commands.add_parser("measure", help="S(B) on llama-server: pairs of runs, speculation off and on")
-    for p in (serve, measure):
-        p.add_argument("--k", type=positive_int, default=4, help="drafts per step (speculation on)")
-        p.add_argument("--threads", type=positive_int, default=1,
-                       help="CPU threads for the target and the draft (default 1: on a shared 2-core machine "
-                            "llama.cpp's spinning worker threads stall each other for seconds)")
-        p.add_argument("--big", action="store_true", help="the random model larger than the LLC, its own draft")
-    serve.add_argument("--slots", type=positive_int, default=4)
-    serve.add_argument("--no-draft", action="store_true", help="speculation off")
-    measure.add_argument("--concurrency", type=positive_ints, default=[1, 2, 4],
-                         help="comma-separated requests in flight")
-    measure.add_argument("--pairs", type=positive_int, default=2, help="off/on pairs to run (their spread is reported)")
-    measure.add_argument("--max-tokens", type=positive_int, default=128)
-    measure.add_argument("--prompt-chars", type=positive_int, default=64)
-    measure.add_argument("--requests", type=positive_int, default=None)
-    measure.add_argument("--timeout", type=positive_float, default=120.0)
-    measure.add_argument("--roofs", action="store_true", help="also measure this machine's roofs (for the model)")
-    measure.add_argument("--record", action="store_true",
-                         help="write the book's reference record, data/reference/llama-server/<kind>-<cpu>.json "
-                              "(roofs included)")
-    measure.add_argument("--out", type=Path, default=None, help="the JSON file to write")
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "convert":
         paths = shipped_ggufs()
@@ -729,45 +865,30 @@ def main(argv=None) -> int:
         require_binary()
     except EngineNotBuilt as e:
         parser.error(str(e))
-    if args.big:
-        target = draft = big_gguf()
-        name = "specnotes-random-big"
-    else:
-        paths = shipped_ggufs()
-        target, draft, name = paths["target"], paths["draft"], MODEL_NAMES["target"]
+    target, draft, name, kind, context = chosen_pair(args, parser)
     if args.command == "serve":
-        with Server(target, None if args.no_draft else draft, args.k, args.slots, threads=args.threads,
-                    name=name) as server:
+        with Server(target, None if args.no_draft else draft, args.k, args.slots, context=context,
+                    threads=args.threads, name=name, listen_port=args.port) as server:
             print(f"serving {name} on {server.url} (slots {args.slots}, "
                   f"{'no draft' if args.no_draft else f'draft k={args.k}'}); Ctrl-C stops it")
             return serve_until_stopped(server)
-    kind = "big" if args.big else "shipped"
-    out = reference_path(kind) if args.record else args.out
     try:
-        if out is None:
-            raise validate.BadArgument("pass --out FILE, or --record to write the book's reference record")
-        engine_client.check_levels(args.concurrency, args.requests)
-        engine_client.check_writable("--out", out)
+        out = check_measure_arguments(args, kind)
     except ValueError as e:
         parser.error(str(e))
     command = "python -m specnotes.engine " + " ".join(argv)
     try:
         results = measure_pairs(target, draft, args.concurrency, args.k, args.pairs, args.max_tokens,
                                 args.prompt_chars, args.requests, 2, args.threads, args.timeout, name, command,
-                                kind=kind, roofs=args.roofs or args.record)
+                                kind=kind, roofs=args.roofs or args.record, min_pairs=args.min_pairs,
+                                settle=args.settle, context=context)
     except (engine_client.EngineError, EngineStartError) as e:
         print(f"error: {e}\nNothing was written: a record is only written when every run completed.",
               file=sys.stderr)
         return 1
-    for row in pair_table(results):
-        acc = row["engine acceptance"]
-        print(f"B = {row['concurrency']}: S = {row['S fastest']:.3f} (fastest TPOTs; pairs: "
-              f"{', '.join(f'{s:.3f}' for s in row['S each'])}; max/min {row['spread max/min']:.2f}; client tokens/s "
-              f"{row['S (client tokens/s)']:.3f}, client TPOT {row['S (client TPOT)']:.3f}), "
-              f"engine acceptance {'-' if acc is None else f'{acc:.3f}'}")
+    print_measurement(results)
     print(f"wrote {save_results(results, out)}")
     return 0
-
 
 
 def draft_pass_cost(results) -> list[dict]:
@@ -818,37 +939,99 @@ def clock_sentence(low: float, high: float, tolerance: float = 0.1) -> str:
 # ---------------------------------------------------------------------------------------------- what the records say
 
 
-def overhead_verdict(rows: list[dict]):
-    """Is the engine overhead-bound on this pair? ``model_beside`` rows: at every concurrency the measured S(B)
-    must lie nearer (as a ratio) the overhead-bound limit E[N]/(k + 2) than the roofline's S. A
-    ``measure.checks.Verdict`` whose sentence says which, with the numbers."""
+NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+def listed(values, fmt="{:.2f}") -> str:
+    """"0.68, 0.56 and 0.80"."""
+    said = [fmt.format(v) for v in values]
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+
+
+def pairs_sentence(rows: list[dict]) -> str:
+    """Which way speculation went in every pair at each concurrency (``pair_table`` or ``model_beside`` rows, with
+    "S each"; a big record's pairs above the ceiling left out): "lost in every pair" where every pair's S < 1,
+    "won in every pair" where every pair's S > 1, and where the pairs lie on both sides of 1 (or on it), that the run
+    cannot tell whether speculation pays there."""
+    each = {r["concurrency"]: [x for x in r["S each"] if x not in r.get("pairs above the ceiling", [])] for r in rows}
+    lost = [b for b, s in each.items() if max(s) < 1]
+    won = [b for b, s in each.items() if min(s) > 1]
+    mixed = [b for b in each if b not in lost and b not in won]
+    counts = {len(s) for s in each.values()}
+    every = f"every one of the {counts.pop()} pairs" if len(counts) == 1 else "every pair"
+    parts = []
+    if lost:
+        parts.append(f"lost in {every} at B = {listed(lost, '{}')}, the largest S being "
+                     f"{listed(max(each[b]) for b in lost)}")
+    if won:
+        parts.append(f"won in {every} at B = {listed(won, '{}')}, the smallest S being "
+                     f"{listed(min(each[b]) for b in won)}")
+    said = "Speculation " + "; it ".join(parts) + "." if parts else ""
+    if mixed:
+        ranges = listed((f"{min(each[b]):.2f}–{max(each[b]):.2f}" for b in mixed), "{}")
+        said += (f" At B = {listed(mixed, '{}')} the pairs gave S = {ranges}, on both sides of 1: this run cannot "
+                 "tell whether speculation pays there.")
+    return said.strip()
+
+
+def break_even_c(tokens_per_step: float, k: int) -> float:
+    """The draft pass's cost, as a share c of a plain step, at which speculation breaks even on llama-server, taking
+    the verify pass at one plain step: a speculative step costs 1 + (k + 1)c plain steps for ``tokens_per_step``
+    tokens (k draft passes and the re-evaluation), so S = E[N] / (1 + (k + 1)c) = 1 at c = (E[N] − 1) / (k + 1)."""
+    return (tokens_per_step - 1) / (k + 1)
+
+
+def overhead_verdict(rows: list[dict], costs: list[dict] | None = None):
+    """What the shipped pair's record says of the engine's costs, chosen by the numbers. ``rows``: ``model_beside``;
+    ``costs``: ``draft_pass_cost`` (optional). Each measured S is placed against the overhead-bound limit
+    L = E[N]/(k + 2) and the roofline's R at its concurrency: "below the limit" (S < L), "above the roofline"
+    (S > R), else between them, "nearer the limit" or "nearer the roofline" by |log S/L| against |log S/R|. With the
+    costs, the draft pass's inferred c against the roofline's (the smallest ratio of the two), and against the
+    break-even c (``break_even_c``): "loses" where every c is above it, "pays" where every c is below it. The
+    ``Verdict`` holds (the engine is overhead-bound) when every S is nearer the limit than the roofline."""
     import math
 
     from specnotes.measure.checks import Verdict
 
-    nearer = [abs(math.log(r["S measured"] / r["S overhead-bound"])) < abs(math.log(r["S measured"] / r["S roofline"]))
-              for r in rows]
-    s = ", ".join(f"{r['S measured']:.2f}" for r in rows)
-    b = ", ".join(str(r["concurrency"]) for r in rows)
-    limit, roof = rows[0]["S overhead-bound"], ", ".join(f"{r['S roofline']:.2f}" for r in rows)
-    if all(nearer):
-        below = [str(r["concurrency"]) for r in rows if r["S measured"] < 0.9 * limit]
-        sentence = (f"At B = {b} the engine measured S = {s}: far below the roofline's {roof}, and near or below the "
-                    f"overhead-bound limit E[N]/(k + 2) = {limit:.2f}, where every pass costs the same fixed time"
-                    + (f" (below it at B = {', '.join(below)}: there a speculative step cost the engine even more "
-                       "than that)" if below else "")
-                    + ". A pass costs the engine about the same time whatever it reads, the draft's as much as the "
-                    "target's: this engine is overhead-bound on this pair, and speculation, which trades passes for "
-                    "bytes, can only lose.")
-    elif not any(nearer):
-        sentence = (f"At B = {b} the engine measured S = {s}, nearer the roofline's {roof} than the overhead-bound "
-                    f"limit {limit:.2f}: on this machine the pair's passes cost what they read, not a fixed time.")
-    else:
-        which = ", ".join(str(r["concurrency"]) for r, n in zip(rows, nearer, strict=True) if n)
-        sentence = (f"At B = {b} the engine measured S = {s}; only at B = {which} is it nearer the overhead-bound "
-                    f"limit {limit:.2f} than the roofline ({roof}).")
-    return Verdict("the engine is overhead-bound on the shipped pair", all(nearer), True, sentence,
-                   {"S measured": s, "S overhead-bound": limit, "S roofline": roof})
+    b = [r["concurrency"] for r in rows]
+    s = [r["S measured"] for r in rows]
+    limit, roof = rows[0]["S overhead-bound"], [r["S roofline"] for r in rows]
+    spread = max(r["S max"] / r["S min"] for r in rows) if all("S min" in r for r in rows) else None
+    sentences = [f"At B = {listed(b, '{}')} the engine measured S = {listed(s)}"
+                 + (f", with its pairs up to {spread:.2f}× apart." if spread else ".")]
+    nearer = [abs(math.log(x / limit)) < abs(math.log(x / r)) for x, r in zip(s, roof, strict=True)]
+    below = [bb for bb, x in zip(b, s, strict=True) if x < limit]
+    above = [bb for bb, x, r in zip(b, s, roof, strict=True) if x > r]
+    between = [(bb, n, r) for bb, x, r, n in zip(b, s, roof, nearer, strict=True) if limit <= x <= r]
+    where = []
+    if between:
+        near = {n for _, n, _ in between}
+        which = ("nearer the limit" if near == {True} else "nearer the roofline" if near == {False} else
+                 f"nearer the limit at B = {listed([bb for bb, n, _ in between if n], '{}')}")
+        where.append(("every value lies" if len(between) == len(b) else
+                      f"at B = {listed([bb for bb, _, _ in between], '{}')} S lies")
+                     + f" between the overhead-bound limit E[N]/(k + 2) = {limit:.2f} and the roofline's "
+                       f"{listed(r for _, _, r in between)}, {which}")
+    if below:
+        where.append(f"at B = {listed(below, '{}')} S is below the limit {limit:.2f}: a speculative step cost more "
+                     "than k + 2 plain steps")
+    if above:
+        where.append(f"at B = {listed(above, '{}')} S is above the roofline's S")
+    sentences.append("; ".join(where)[0].upper() + "; ".join(where)[1:] + ".")
+    if costs:
+        k = rows[0]["k"]
+        c = [x["c (inferred)"] for x in costs]
+        c_roof = [x["c (roofline)"] for x in costs]
+        even = break_even_c(costs[0]["tokens per step"], k)
+        sentences.append(f"Taking the verify pass at one plain step, a draft pass cost c = {min(c):.2f}–{max(c):.2f} "
+                         f"of a plain step: at least {min(x / y for x, y in zip(c, c_roof, strict=True)):.0f}× what "
+                         f"its bytes cost on the roofline, {min(c_roof):.2f}–{max(c_roof):.2f}.")
+        verdict = ("so at these costs it loses" if min(c) > even else "so at these costs it pays" if max(c) < even
+                   else "and c crosses it between the concurrencies measured")
+        sentences.append(f"With {costs[0]['tokens per step']:.2f} tokens per step, speculation pays only below "
+                         f"c = {even:.2f}, {verdict}.")
+    return Verdict("the engine is overhead-bound on the shipped pair", all(nearer), True, " ".join(sentences),
+                   {"S measured": listed(s), "S overhead-bound": limit, "S roofline": listed(roof)})
 
 
 def acceptance_verdict(engine_acceptance: float, ours: dict, margin: float = 0.05):
@@ -860,44 +1043,57 @@ def acceptance_verdict(engine_acceptance: float, ours: dict, margin: float = 0.0
     theirs, mine = engine_acceptance, ours["accepted_per_drafted"]
     ok = abs(theirs - mine) <= margin
     prompts = f"all {ours['prompts']} prompts" if ours.get("prompts") else "every prompt"
-    sentence = (f"llama-server accepted {theirs:.1%} of the tokens it drafted; specnotes' own decoder, with the same "
-                f"k on {prompts} of the set the engine's requests were drawn from, accepts {mine:.1%} (its α, "
-                f"accepted over checked, is {ours['alpha']:.2f}, E[N] = {ours['mean_tokens_per_iteration']:.2f} tokens "
-                "per iteration)"
-                + (": the same pair, the same greedy acceptance." if ok else
-                   f": they differ by more than {margin:.0%}, so the two do not draft alike."))
+    sentence = (f"The engine accepted {theirs:.1%} of the tokens it drafted. With the same k on {prompts} of the "
+                f"set the engine's requests were drawn from, specnotes' own decoder accepts {mine:.1%}: its α, "
+                f"accepted over checked, is {ours['alpha']:.2f}, and E[N] = {ours['mean_tokens_per_iteration']:.2f} "
+                "tokens per iteration. "
+                + (f"Within {100 * margin:.0f} points of each other: the same pair, the same greedy acceptance." if ok
+                   else f"They differ by more than {100 * margin:.0f} points, so the two do not draft alike."))
     return Verdict("the engine accepts what specnotes accepts", ok, True, sentence,
                    {"engine": theirs, "specnotes": mine, "margin": margin})
 
 
 def verify_verdict(rows: list[dict], bar: float = 1.5):
     """The big pair (α = 1, its own draft): the verify/decode time ratio r = ((k + 1)/S − k)/2 each measured S(B)
-    implies (``model_beside``). Memory-bound, verifying k + 1 tokens costs about one decode pass (r near 1); the
-    sentence says at which concurrencies r stays below ``bar`` and how it grows with B, beside the roofline's r."""
+    implies (``model_beside``), chosen by the numbers as printed (two decimals). "below ``bar``" where r < bar;
+    "under half" where r < (k + 1)/2, half of what a pass that paid per token would cost (r = k + 1; a memory-bound
+    pass, which reads the weights once either way, costs r = 1); "rises with B" where r grows at every step. Pairs
+    above the α = 1 ceiling are named as noise. The ``Verdict`` holds when r is under half at every batch."""
     from specnotes.measure.checks import Verdict
 
-    r = [row["verify/decode measured"] for row in rows]
+    k = rows[0]["k"]
     b = [row["concurrency"] for row in rows]
-    below = [bb for bb, rr in zip(b, r, strict=True) if rr <= bar]
-    listed = ", ".join(f"{rr:.2f}" for rr in r)
-    roof = ", ".join(f"{row['verify/decode roofline']:.2f}" for row in rows)
-    measured = ", ".join(f"{row['S measured']:.2f}" for row in rows)
-    sentence = (f"With every draft accepted, S(B) = {measured} at B = {', '.join(map(str, b))} says one verify "
-                f"pass over k + 1 tokens costs r = {listed} decode passes (the roofline: {roof}). ")
-    k = rows[0].get("k")
-    paid = f" (a pass that paid per token would cost {k + 1})" if k else ""
-    if below == b:
-        sentence += (f"Below {bar} at every batch measured{paid}: reading the weights once for k + 1 tokens costs "
-                     "little more than reading them for one. That is the bandwidth trade, on a real engine.")
-    elif below:
-        sentence += (f"Below {bar} at B = {', '.join(map(str, below))}{paid}: reading the weights once for k + 1 "
-                     "tokens costs little more than reading them for one, and the price rises as the batch's "
-                     "tokens per weight read grow.")
+    r = [round(row["verify/decode measured"], 2) for row in rows]
+    half = (k + 1) / 2
+    sentences = [f"With every draft accepted, S(B) = {listed(row['S measured'] for row in rows)} at "
+                 f"B = {listed(b, '{}')} says one verify pass over k + 1 tokens cost r = {listed(r)} decode passes. "
+                 f"The roofline says {listed(row['verify/decode roofline'] for row in rows)}, and a pass that paid per "
+                 f"token would cost {k + 1}."]
+    below = [bb for bb, rr in zip(b, r, strict=True) if rr < bar]
+    closer = [bb for bb, rr in zip(b, r, strict=True) if rr < half]
+    rising = len(r) > 1 and all(y > x for x, y in zip(r, r[1:], strict=False))
+    claim = ("It stays below {bar} at every batch" if below == b else
+             f"It is below {bar} only at B = {listed(below, '{}')}" if below else f"It is {bar} or more at every batch")
+    claim = claim.format(bar=bar) + (" and rises with B" if rising else "")
+    if closer == b:
+        sentences.append(claim + f": under half the {k + 1} one-token passes it would cost if it paid per token. "
+                         "Reading the weights once for k + 1 tokens is the bandwidth trade, on a real engine.")
     else:
-        sentence += (f"Above {bar} at every batch measured: on this machine the verify pass's arithmetic, not the "
-                     "weight reads, sets its price.")
-    return Verdict("a verify pass costs about one decode pass while memory-bound", bool(below), True, sentence,
-                   {"r": listed, "bar": bar})
+        far = [bb for bb in b if bb not in closer]
+        sentences.append(claim + f". At B = {listed(far, '{}')} it is half of {k + 1} or more: there the verify "
+                         "pass's arithmetic, not the weight reads, sets its price.")
+    noise = [(row["concurrency"], x) for row in rows for x in row.get("pairs above the ceiling", [])]
+    if noise:
+        ceiling = rows[0]["S ceiling (α = 1)"]
+        one = len(noise) == 1
+        who = "One pair" if one else f"{NUMBERS.get(len(noise), len(noise))} pairs".capitalize()
+        sentences.append(f"{who} at B = {listed(sorted({bb for bb, _ in noise}), '{}')} gave "
+                         f"S = {listed(x for _, x in noise)}, above the ceiling (k + 1)/(k + 2) = {ceiling:.2f} "
+                         "that no step at α = 1 can pass. Load slowed "
+                         + ("its plain run, so it is" if one else "their plain runs, so they are")
+                         + " left out of the pairs' range.")
+    return Verdict("a verify pass costs under half of k + 1 decode passes", closer == b, True,
+                   " ".join(sentences), {"r": listed(r), "bar": bar})
 
 
 if __name__ == "__main__":

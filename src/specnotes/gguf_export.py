@@ -173,3 +173,72 @@ def weight_bytes(config: ModelConfig) -> int:
     """Float32 bytes of a model's weights (what one decode pass reads), early-exit head excluded."""
     d, f, v = config.d_model, config.d_ff, config.vocab_size
     return 4 * (2 * v * d + d + config.n_layers * (4 * d * d + 3 * d * f + 2 * d))
+
+
+# ---------------------------------------------------------------------------------------------- any GGUF pair
+
+
+GGUF_MAGIC = b"GGUF"
+# llama.cpp's rule for a draft model (common/speculative.cpp at the pinned version, common_speculative_are_compatible):
+# the same tokenizer type, the same BOS/EOS handling, vocabulary sizes within 128 tokens of each other, and the same
+# text for every token from id 5 up to the smaller vocabulary's size
+VOCAB_MAX_SIZE_DIFFERENCE = 128
+VOCAB_CHECK_START_TOKEN_ID = 5
+
+
+def check_gguf(path) -> Path:
+    """``path`` as a Path, if it is a readable file that starts with GGUF's magic bytes; else a ValueError that
+    says what it is instead."""
+    path = Path(path)
+    if not path.is_file():
+        raise validate.BadArgument(f"no model file at {path}")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head != GGUF_MAGIC:
+        raise validate.BadArgument(f"{path} is not a GGUF file: it starts with {head!r}, not {GGUF_MAGIC!r}. "
+                                   "llama-server reads GGUF; convert a Hugging Face checkpoint with llama.cpp's "
+                                   "convert_hf_to_gguf.py")
+    return path
+
+
+def vocabulary(path) -> dict:
+    """What llama.cpp compares between a target and its draft, read from a GGUF file's metadata: the tokenizer
+    model, whether BOS/EOS are added and their ids, and the token texts. A file without a token list gets a
+    ValueError."""
+    import gguf
+
+    fields = gguf.GGUFReader(str(check_gguf(path))).fields
+    value = lambda key: fields[key].contents() if key in fields else None
+    tokens = value("tokenizer.ggml.tokens")
+    if not tokens:
+        raise validate.BadArgument(f"{path} has no tokenizer.ggml.tokens: llama-server cannot serve it")
+    return {"model": value("tokenizer.ggml.model"), "add_bos": value("tokenizer.ggml.add_bos_token"),
+            "add_eos": value("tokenizer.ggml.add_eos_token"), "bos": value("tokenizer.ggml.bos_token_id"),
+            "eos": value("tokenizer.ggml.eos_token_id"), "tokens": tokens}
+
+
+def check_pair(target, draft) -> dict:
+    """Can ``draft`` draft for ``target`` in llama-server? Both must be GGUF files whose vocabularies pass llama.cpp's
+    own test (``VOCAB_MAX_SIZE_DIFFERENCE``): else a ValueError naming the first difference, before any server
+    starts (llama-server itself would only log it and refuse to load the draft). -> {"target": n tokens, "draft":
+    n tokens, "tokenizer": its model}."""
+    t, d = vocabulary(target), vocabulary(draft)
+    why = None
+    if t["model"] != d["model"]:
+        why = f"tokenizer type {d['model']!r} against the target's {t['model']!r}"
+    for end in ("bos", "eos"):
+        if why is None and (t[f"add_{end}"] != d[f"add_{end}"] or (t[f"add_{end}"] and t[end] != d[end])):
+            why = (f"{end.upper()} handling (added: {d[f'add_{end}']}, id {d[end]}) against the target's "
+                   f"(added: {t[f'add_{end}']}, id {t[end]})")
+    nt, nd = len(t["tokens"]), len(d["tokens"])
+    if why is None and abs(nt - nd) > VOCAB_MAX_SIZE_DIFFERENCE:
+        why = f"{nd} tokens against the target's {nt}, more than {VOCAB_MAX_SIZE_DIFFERENCE} apart"
+    if why is None:
+        for i in range(VOCAB_CHECK_START_TOKEN_ID, min(nt, nd)):
+            if t["tokens"][i] != d["tokens"][i]:
+                why = f"token {i} is {d['tokens'][i]!r} in the draft and {t['tokens'][i]!r} in the target"
+                break
+    if why is not None:
+        raise validate.BadArgument(f"the draft {Path(draft).name} cannot draft for {Path(target).name}: its vocabulary "
+                                   f"differs ({why}). llama-server's draft model needs the target's vocabulary")
+    return {"target": nt, "draft": nd, "tokenizer": t["model"]}
