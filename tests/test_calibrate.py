@@ -794,3 +794,85 @@ def test_lookup_keeps_moe_engines_apart():
     assert name == "vllm-0.10.1" and "no vLLM serving a mixture of experts" in how
     assert calibrate._versions_of("sglang", ["sglang", "sglang-0.5.9", "sglang-moe", "sglangx-1"]) == [
         "sglang", "sglang-0.5.9"]
+
+
+def test_why_a_term_is_not_kept_names_the_rule_it_fails():
+    base = _term(0.10, 0.15, 0.06)
+    assert calibrate.why_not_kept(base, _term(0.099, 0.15, 0.06)) == []
+    assert "no smaller" in calibrate.why_not_kept(base, _term(-0.10, 0.15, 0.06))[0]
+    assert "median at B > 1 grows" in calibrate.why_not_kept(base, _term(0.05, 0.1501, 0.06))[0]
+    assert "anchored median grows" in calibrate.why_not_kept(base, _term(0.05, 0.15, 0.0601))[0]
+    rows = [dict(base, variant="base"), dict(_term(0.05, 0.15, 0.0601), variant="+ GEMM tiles", kept=False),
+            dict(_term(0.04, 0.14, 0.05), variant="+ per-MoE-layer cost", kept=True)]
+    story = calibrate.term_story(rows)
+    assert story.startswith("+ per-MoE-layer cost is kept.") and "GEMM tiles: the anchored median grows" in story
+    rows[2].update(_term(0.11, 0.14, 0.05), kept=False, variant="+ per-MoE-layer cost")
+    story = calibrate.term_story(rows)
+    assert story.startswith("No term is kept.") and "Per-MoE-layer cost: its bias at B > 1, +0.110" in story
+
+
+def _fam(family, points, median, bias, covered, decisive=4, right=4, sources=2):
+    acc = {"points": points, "median": median, "bias": bias, "verdict": 0.9} if points else None
+    band = {"points": points, "covered": covered, "coverage": covered / points, "decisive": decisive,
+            "right": right} if points else None
+    return {"family": family, "points": points, "sources": sources, "acceptance only": acc, "anchored": None,
+            "band": band}
+
+
+@pytest.mark.parametrize(("median", "said"), [(0.1064, "0.1064 in log terms, above 0.1058"),
+                                              (0.1058, "0.106 in log terms, equal to 0.106"),
+                                              (0.1054, "0.105 in log terms, below 0.106")])
+def test_family_story_compares_by_the_printed_numbers(median, said):
+    rows = [_fam("dense", 51, 0.1058, 0.064, 50), _fam("MoE", 16, median, 0.06, 12, decisive=7, right=6)]
+    story = calibrate.family_story(rows)
+    assert said in story and "16 MoE points from 2 sources" in story and "(75%; dense: 98%)" in story
+    assert "6 of the 7 decisive verdicts were right" in story
+    rows[1]["band"]["decisive"] = 0
+    assert "gave no decisive verdict" in calibrate.family_story(rows)
+    assert calibrate.family_story([_fam("dense", 51, 0.1, 0.0, 50), _fam("MoE", 0, 0, 0, 0)]) == (
+        "No MoE point is predicted from its published acceptance alone.")
+
+
+def test_alternative_story_says_where_the_choice_wins():
+    row = lambda regime, a, b: {"choice": "c", "regime": regime, "points": 1, "median": a, "bias": 0,
+                                "other median": b, "other bias": 0}
+    assert "on every regime" in calibrate.alternative_story([row("all", 0.1, 0.11), row("anchored", 0.1, 0.2)], "c")
+    assert "on none of the regimes" in calibrate.alternative_story([row("all", 0.1, 0.1)], "c")  # a tie is not better
+    assert "on anchored only" in calibrate.alternative_story([row("all", 0.2, 0.1), row("anchored", 0.1, 0.2)], "c")
+    with pytest.raises(validate.BadArgument, match="choices"):
+        calibrate.alternative_story([row("all", 0.1, 0.1)], "d")
+
+
+@pytest.mark.parametrize(("coverage", "said"), [(0.80, "80% of the 40 above 64: at least 80% in every bucket"),
+                                                (0.7999, "79.99% of the 40 above 64: below 80% at B > 64")])
+def test_band_story_at_the_coverage_goal(coverage, said):
+    rows = _band_rows(coverage=0.9)
+    rows[3]["coverage"] = coverage  # B > 64, 40 points
+    rows[0]["coverage"], rows[0]["covered"] = 0.0, 0  # B = 1 has 9 points: not judged, said as a count
+    story = calibrate.band_story(rows)
+    assert said in story and "0 of the 9 at B = 1" in story
+    other = [dict(r, coverage=r.get("coverage", 0) - 0.1) if r.get("points") else r for r in rows]
+    assert "less in every bucket" in calibrate.band_story(rows, other)
+    other[0] = dict(rows[0])
+    assert "less in 2 of the 3 buckets" in calibrate.band_story(rows, other)
+
+
+@pytest.mark.parametrize(("x", "goal", "style", "text"), [
+    (0.7999, 0.80, "%", "79.99%"), (0.80, 0.80, "%", "80%"), (0.8001, 0.80, "%", "80.01%"), (0.85, 0.80, "%", "85%"),
+    (0.1001, 0.10, "+f", "+0.1001"), (0.0999, 0.10, "+f", "+0.0999"), (-0.1001, -0.10, "+f", "-0.1001"),
+    (0.1204, 0.12, "f", "0.1204"), (0.124, 0.12, "f", "0.124")])
+def test_a_number_is_never_printed_on_the_wrong_side_of_its_goal(x, goal, style, text):
+    assert calibrate.shown(x, goal, 0 if style == "%" else 3, style) == text
+    assert calibrate.shown_pair(0.0604, 0.0601) == ("0.0604", "0.0601")
+    assert calibrate.shown_pair(0.0601, 0.0601) == ("0.060", "0.060")
+
+
+def test_goal_sentences_print_numbers_on_their_side_of_the_goal():
+    missed = calibrate.judge_band(_band_rows(coverage=0.7999, bias=0.1001), ANCHOR)
+    assert "coverage 79.99% in B = 9–64" in missed.sentence and "bias at B > 1 +0.1001" in missed.sentence
+    assert "Not met: bias" in missed.sentence
+    met = calibrate.judge_band(_band_rows(coverage=0.80, bias=0.10), ANCHOR)
+    assert "coverage 80% in" in met.sentence and "bias at B > 1 +0.100 " in met.sentence
+    row = calibrate.judge(_row(0.1001, -0.0501, 0.9499), coverage=0.7999)
+    for text in ("median |log ratio| 0.1001", "bias -0.0501", "verdict agreement 94.99%", "band coverage 79.99%"):
+        assert text in row.sentence

@@ -110,7 +110,7 @@ SKIP_KINDS = {
     "n-gram": "an n-gram drafter drafts only where the prompt matches",
     "drafted tokens": "the number of drafted tokens or the tree's shape is not published",
     "acceptance": "no acceptance is published and no other batch of the series can anchor it",
-    "context": "the context is not published",
+    "context": "the context is only bounded below",
     "not a decode speedup": "the speedup is against an arrival rate, or counts the prompts' tokens",
     "not a speedup": "the series is not a speedup against the batch",
 }
@@ -1570,6 +1570,155 @@ def kept_term(rows: list[dict]) -> str | None:
     return min(kept, key=lambda r: abs(r["bias B > 1"]))["variant"] if kept else None
 
 
+def shown(x: float, against: float, decimals: int = 3, style: str = "f") -> str:
+    """``x`` printed with ``decimals`` (style "f", "+f" for a sign, or "%"), with more decimals where fewer would
+    print it equal to ``against`` or on its other side: a sentence that says "below 80%" never prints "80%"."""
+    def fmt(v, d):
+        return f"{v:.{d}%}" if style == "%" else f"{v:+.{d}f}" if style == "+f" else f"{v:.{d}f}"
+
+    def value(text):
+        return float(text.rstrip("%")) / (100 if style == "%" else 1)
+
+    for d in range(decimals, decimals + 6):
+        text = fmt(x, d)
+        shown_, goal = value(text), value(fmt(against, d))
+        if x == against or (shown_ != goal and (shown_ < goal) == (x < against)):
+            return text
+    return fmt(x, decimals + 6)
+
+
+def shown_pair(a: float, b: float, decimals: int = 3, style: str = "f") -> tuple[str, str]:
+    """``a`` and ``b`` printed with as many decimals as it takes to tell them apart (as many as asked if equal)."""
+    for d in range(decimals, decimals + 6):
+        fa, fb = (f"{v:.{d}%}" if style == "%" else f"{v:+.{d}f}" if style == "+f" else f"{v:.{d}f}" for v in (a, b))
+        if fa != fb or a == b:
+            return fa, fb
+    return fa, fb
+
+
+def why_not_kept(base: dict, candidate: dict) -> list[str]:
+    """The parts of ``keeps`` a candidate fails, in words with its numbers (empty: it is kept)."""
+    out = []
+    if not abs(candidate["bias B > 1"]) < abs(base["bias B > 1"]):
+        a, b = shown_pair(candidate["bias B > 1"], base["bias B > 1"], style="+f")
+        out.append(f"its bias at B > 1, {a}, is no smaller than {b}")
+    if candidate["median B > 1"] > base["median B > 1"]:
+        a, b = shown_pair(candidate["median B > 1"], base["median B > 1"])
+        out.append(f"its median at B > 1 grows to {a} from {b}")
+    if candidate["anchored median"] > base["anchored median"]:
+        a, b = shown_pair(candidate["anchored median"], base["anchored median"])
+        out.append(f"the anchored median grows to {a} from {b}")
+    return out
+
+
+def term_story(rows: list[dict]) -> str:
+    """What the search for a batch-growing term found (``term_search``), in short sentences: the term kept or
+    that none is, then for each candidate that is not kept the first part of the rule it fails."""
+    kept = kept_term(rows)
+    said = [f"{kept} is kept." if kept else "No term is kept."]
+    for r in rows[1:]:
+        why = why_not_kept(rows[0], r)
+        if why:
+            name = r["variant"].removeprefix("+ ")
+            said.append(f"{name[0].upper() + name[1:]}: {why[0]}.")
+    return " ".join(said)
+
+
+def _than(a: float, b: float) -> tuple[str, str]:
+    """(a as printed, "above b" / "below b" / "equal to b"), printed so that the words are true of them."""
+    sa, sb = shown_pair(a, b)
+    return sa, f"equal to {sb}" if a == b else f"above {sb}" if a > b else f"below {sb}"
+
+
+def family_story(rows: list[dict], family: str = "MoE", against: str = "dense") -> str:
+    """One family's held-out error beside another's (``family_table``), in two sentences chosen by the numbers:
+    the median and bias of the points predicted from their acceptance alone, and the band's coverage of them.
+    A family with no such point says so."""
+    by = {r["family"]: r for r in rows}
+    mine, other = by[family], by[against]
+    acc, ref = mine["acceptance only"], other["acceptance only"]
+    if acc is None:
+        return f"No {family} point is predicted from its published acceptance alone."
+    n = f"{acc['points']} {family} point{'s' if acc['points'] != 1 else ''}"
+    src = f"{mine['sources']} source{'s' if mine['sources'] != 1 else ''}"
+    median, than = _than(acc["median"], ref["median"]) if ref else (f"{acc['median']:.3f}", "")
+    first = (f"The {n} from {src}, predicted from their published acceptance alone, are off by a median "
+             f"{median} in log terms" + (f", {than} for the {against} points" if ref else "")
+             + f"; their bias is {acc['bias']:+.3f}" + (f" ({against}: {ref['bias']:+.3f})" if ref else "") + ".")
+    band, ref_band = mine["band"], other["band"]
+    second = (f"The band covered {band['covered']} of them ({band['coverage']:.0%}"
+              + (f"; {against}: {ref_band['coverage']:.0%}" if ref_band else "") + "), and "
+              + (f"{band['right']} of the {band['decisive']} decisive verdicts were right." if band["decisive"]
+                 else "gave no decisive verdict."))
+    return f"{first} {second}"
+
+
+def alternative_story(rows: list[dict], choice: str) -> str:
+    """Whether the record's ``choice`` (a row group of ``alternative_table``) beats its alternative held out:
+    "on every regime", "on none", or on which, by the median |log ratio|."""
+    mine = [r for r in rows if r["choice"] == choice]
+    if not mine:
+        raise validate.BadArgument(f"no rows for {choice!r}; choices: {sorted({r['choice'] for r in rows})}")
+    better = [r["regime"] for r in mine if r["median"] < r["other median"]]
+    nums = "; ".join(f"{r['regime']} {r['median']:.3f} against {r['other median']:.3f}" for r in mine)
+    where = ("on every regime" if len(better) == len(mine) else "on none of the regimes" if not better
+             else "on " + " and ".join(better) + " only")
+    return f"Held out by source, it predicts better {where} (median |log ratio|: {nums})."
+
+
+def _coverage_list(rows: list[dict]) -> str:
+    said = []
+    for r in rows[:len(BUCKETS)]:
+        if not r.get("points"):
+            continue
+        where = r["bucket"].replace("B > ", "above ").replace("B = ", "at B = ")
+        said.append(f"{r['covered']} of the {r['points']} {where}" if r["points"] < BAND_GOALS["bucket_points"]
+                    else f"{shown(r['coverage'], BAND_GOALS['coverage'], 0, '%')} of the {r['points']} {where}")
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]
+
+
+def band_story(rows: list[dict], other: list[dict] | None = None) -> str:
+    """How the band did held out by source (``band_table``), per batch bucket, against issue 34's coverage goal
+    (``BAND_GOALS``: 80% in every bucket of 10 points or more); with ``other`` (the same table for another
+    build, ``BAND_BUILDS``), how that one did in the same buckets."""
+    g, n = BAND_GOALS["coverage"], BAND_GOALS["bucket_points"]
+    judged = [r for r in rows[:len(BUCKETS)] if r.get("points", 0) >= n]
+    short = [r["bucket"] for r in judged if r["coverage"] < g]
+    said = f"Held out, the band covered {_coverage_list(rows)}"
+    said += (f": at least {g:.0%} in every bucket of {n} points or more." if not short else
+             f": below {g:.0%} at {', '.join(short)}.")
+    if other:
+        by = {r["bucket"]: r for r in other}
+        pairs = [(r, by[r["bucket"]]) for r in rows[:len(BUCKETS)] if r.get("points")]
+        less = sum(o["coverage"] < r["coverage"] for r, o in pairs)
+        more = sum(o["coverage"] > r["coverage"] for r, o in pairs)
+        how = ("less in every bucket" if less == len(pairs) else "never less" if not less else
+               f"less in {less} of the {len(pairs)} buckets" + (f" and more in {more}" if more else ""))
+        said += f" Built from the nearest errors alone, it covered {_coverage_list(other)}: {how}."
+    return said
+
+
+def closed_loop_text(rec: Record | None = None) -> str:
+    """What became of the closed-loop series (speedups at requests in flight): how many are admitted, and what
+    keeps the others out (``Record.kinds``)."""
+    rec = rec or record()
+    loops = [k for k in rec.kinds if published.load(k.split("/")[0])[k.split("/")[1]].columns
+             and "concurrency" in published.load(k.split("/")[0])[k.split("/")[1]].columns]
+    admitted = len({(c.source, c.series) for c in rec.cases if c.load == "concurrency"})
+    kinds: dict = {}
+    for k in loops:
+        for kind in rec.kinds[k]:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    why = "; ".join(f"{SKIP_KINDS[kind]} ({n})" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    if not loops:
+        return f"{admitted} closed-loop series {'is' if admitted == 1 else 'are'} admitted, and none is kept out."
+    if not admitted:
+        return (f"None of the {len(loops)} closed-loop series is admitted: each fails another rule. Series per "
+                f"rule: {why}.")
+    return (f"{admitted} closed-loop series {'is' if admitted == 1 else 'are'} admitted; the other {len(loops)} "
+            f"each fail another rule. Series per rule: {why}.")
+
+
 # ---------------------------------------------------------------------------------------------- goals
 
 # Issue 24's goals for the held-out error, leaving one source out: each row of the table is judged on its own.
@@ -1600,11 +1749,15 @@ def judge(row: dict, coverage: float | None = None) -> Goals:
     met = {"median": numbers["median"] <= GOALS["median"], "bias": abs(numbers["bias"]) <= GOALS["bias"],
            "verdict": numbers["verdict"] >= GOALS["verdict"],
            "coverage": None if coverage is None else coverage >= GOALS["coverage"]}
-    said = {"median": f"median |log ratio| {numbers['median']:.3f} (goal ≤ {GOALS['median']:.2f})",
-            "bias": f"bias {numbers['bias']:+.3f} (goal within ±{GOALS['bias']:.2f})",
-            "verdict": f"verdict agreement {numbers['verdict']:.1%} (goal ≥ {GOALS['verdict']:.0%})",
+    bias = numbers["bias"]
+    said = {"median": f"median |log ratio| {shown(numbers['median'], GOALS['median'])} "
+                      f"(goal ≤ {GOALS['median']:.2f})",
+            "bias": f"bias {shown(bias, math.copysign(GOALS['bias'], bias), 3, '+f')} "
+                    f"(goal within ±{GOALS['bias']:.2f})",
+            "verdict": f"verdict agreement {shown(numbers['verdict'], GOALS['verdict'], 1, '%')} "
+                       f"(goal ≥ {GOALS['verdict']:.0%})",
             "coverage": None if coverage is None else
-            f"band coverage {coverage:.0%} (goal ≥ {GOALS['coverage']:.0%})"}
+            f"band coverage {shown(coverage, GOALS['coverage'], 0, '%')} (goal ≥ {GOALS['coverage']:.0%})"}
     what = f"{row.get('variant', 'the model')}, {row.get('regime', 'all')} ({row['points']} points)"
     return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers)
 
@@ -1662,18 +1815,22 @@ def judge_band(rows: list[dict], anchor_rows: list[dict] | None = None, estimate
            "decisive": numbers["decisive"] >= g["decisive"],
            "anchor_median": None if numbers["anchor_median"] is None
            else numbers["anchor_median"] <= g["anchor_median"]}
-    said = {"bias": f"bias at B > 1 {numbers['bias']:+.3f} (goal within ±{g['bias']:.2f})",
-            "median": f"median |log ratio| at B > 1 {numbers['median']:.3f} (goal ≤ {g['median']:.2f})",
-            "median_all": f"over every B {numbers['median_all']:.3f} (goal ≤ {g['median_all']:.2f})",
-            "coverage": None if worst is None else f"coverage {numbers['coverage']:.0%} in {worst['bucket']}, the "
-                                                    f"lowest of the buckets with {g['bucket_points']} points or more "
-                                                    f"(goal ≥ {g['coverage']:.0%})",
-            "right": None if numbers["right"] is None else f"{numbers['right']:.0%} of decisive verdicts right "
-                                                            f"(goal ≥ {g['right']:.0%})",
-            "decisive": f"{numbers['decisive']:.0%} of points decisive (goal ≥ {g['decisive']:.0%})",
+    said = {"bias": f"bias at B > 1 {shown(numbers['bias'], math.copysign(g['bias'], numbers['bias']), 3, '+f')} "
+                    f"(goal within ±{g['bias']:.2f})",
+            "median": f"median |log ratio| at B > 1 {shown(numbers['median'], g['median'])} "
+                      f"(goal ≤ {g['median']:.2f})",
+            "median_all": f"over every B {shown(numbers['median_all'], g['median_all'])} "
+                          f"(goal ≤ {g['median_all']:.2f})",
+            "coverage": None if worst is None else f"coverage {shown(numbers['coverage'], g['coverage'], 0, '%')} "
+                                                    f"in {worst['bucket']}, the lowest of the buckets with "
+                                                    f"{g['bucket_points']} points or more (goal ≥ {g['coverage']:.0%})",
+            "right": None if numbers["right"] is None else f"{shown(numbers['right'], g['right'], 0, '%')} of "
+                                                            f"decisive verdicts right (goal ≥ {g['right']:.0%})",
+            "decisive": f"{shown(numbers['decisive'], g['decisive'], 0, '%')} of points decisive "
+                        f"(goal ≥ {g['decisive']:.0%})",
             "anchor_median": None if numbers["anchor_median"] is None else
-            f"anchored up to 8× above the measured batch, median {numbers['anchor_median']:.3f} "
-            f"(goal ≤ {g['anchor_median']:.2f})"}
+            f"anchored up to 8× above the measured batch, median {shown(numbers['anchor_median'], g['anchor_median'])}"
+            f" (goal ≤ {g['anchor_median']:.2f})"}
     what = "the band's central estimate" if e == "centre" else "the model's S"
     return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers, said)
 
@@ -1977,7 +2134,9 @@ def band_text(cv: CrossValidation | None = None, variant: str = CHOSEN) -> str:
     rows, anchors_ = band_table(cv, variant), anchor_table(cv, variant, ANCHOR_NOMINAL)
     band = batch_band(cv, variant)
     lines = [f"the advisor's band ({variant}, {ADVISOR_REGIME}): the central {band.nominal:.0%} of the {band.points} "
-             "held-out errors nearest in log B; each source judged with the band built from the others",
+             "held-out errors nearest in log B"
+             + (", widened to the sources' spread (each source's median error), centred on the model's S"
+                if band.between else "") + "; each source judged with the band built from the others",
              f"{'bucket':9} {'points':>6} {'covered':>9} {'decisive':>9} {'right':>7} {'model bias':>10} "
              f"{'median':>7} {'centre bias':>11} {'median':>7}"]
     for r in rows:
@@ -1988,6 +2147,15 @@ def band_text(cv: CrossValidation | None = None, variant: str = CHOSEN) -> str:
         lines.append(f"{r['bucket']:9} {r['points']:6d} {r['covered']:4d} {r['coverage']:4.0%} {r['decisive']:4d} "
                      f"{r['decisive_share']:4.0%} {right:>7} {r['model_bias']:+10.3f} {r['model_median']:7.3f} "
                      f"{r['centre_bias']:+11.3f} {r['centre_median']:7.3f}")
+    for build in BAND_BUILDS:
+        if build == BAND_BUILD:
+            continue
+        other = band_table(cv, variant, build=build)
+        said = ", ".join(f"{r['bucket']} {r['coverage']:.0%}" for r in other[:len(BUCKETS)] if r.get("points"))
+        every = other[-1]
+        lines.append(f"built as {build!r} instead: covered {said}; {every['decisive_share']:.0%} decisive, "
+                     f"{every['right']}/{every['decisive']} right; centre median {every['centre_median']:.3f}, "
+                     f"bias at B > 1 {other[-2]['centre_bias']:+.3f}")
     lines += ["", f"anchored on one measured batch ({variant}): pairs of points of one series, the central "
                   f"{ANCHOR_NOMINAL:.0%} of the nearest {min_points(ANCHOR_NOMINAL)} pairs in log(B / measured B)",
               f"{'reach':15} {'pairs':>6} {'median':>7} {'bias':>7} {'covered':>8}"]
@@ -2003,10 +2171,10 @@ def skip_text(rec: Record | None = None) -> str:
     """The record summary as plain text (``skip_summary``): per rule, the series and points it keeps out, and how
     many of them it alone keeps out."""
     rows = skip_summary(rec)
-    lines = [f"{'kept out because':52} {'series':>6} {'points':>6}  {'by it alone':>11}"]
+    lines = [f"{'kept out by the rule':22} {'series':>6} {'points':>6}  {'by it alone':>11}  what it says"]
     for r in rows:
         alone = f"{r['alone series']} ({r['alone points']})"
-        lines.append(f"{r['what'][:52]:52} {r['series']:6d} {r['points']:6d}  {alone:>11}")
+        lines.append(f"{r['rule']:22} {r['series']:6d} {r['points']:6d}  {alone:>11}  {r['what']}")
     return "\n".join(lines)
 
 
