@@ -843,8 +843,8 @@ def test_alternative_story_says_where_the_choice_wins():
         calibrate.alternative_story([row("all", 0.1, 0.1)], "d")
 
 
-@pytest.mark.parametrize(("coverage", "said"), [(0.80, "80% of the 40 above 64: at least 80% in every bucket"),
-                                                (0.7999, "79.99% of the 40 above 64: below 80% at B > 64")])
+@pytest.mark.parametrize(("coverage", "said"), [(0.80, "80% of the 40 above 64. That is at least 80% in every bucket"),
+                                                (0.7999, "79.99% of the 40 above 64. That is below 80% at B > 64")])
 def test_band_story_at_the_coverage_goal(coverage, said):
     rows = _band_rows(coverage=0.9)
     rows[3]["coverage"] = coverage  # B > 64, 40 points
@@ -876,3 +876,10 @@ def test_goal_sentences_print_numbers_on_their_side_of_the_goal():
     row = calibrate.judge(_row(0.1001, -0.0501, 0.9499), coverage=0.7999)
     for text in ("median |log ratio| 0.1001", "bias -0.0501", "verdict agreement 94.99%", "band coverage 79.99%"):
         assert text in row.sentence
+
+
+def test_centre_story_prints_both_builds():
+    rows, other = _band_rows(median=0.1181, bias=0.095), _band_rows(median=0.1876, bias=0.0951)
+    assert calibrate.centre_story(rows, other) == (
+        "At B > 1 the central estimate is off by a median 0.118 held out (bias +0.0950); centred on the nearest "
+        "errors' median, as first built, it was off by 0.188 (bias +0.0951).")

@@ -1684,9 +1684,9 @@ def band_story(rows: list[dict], other: list[dict] | None = None) -> str:
     g, n = BAND_GOALS["coverage"], BAND_GOALS["bucket_points"]
     judged = [r for r in rows[:len(BUCKETS)] if r.get("points", 0) >= n]
     short = [r["bucket"] for r in judged if r["coverage"] < g]
-    said = f"Held out, the band covered {_coverage_list(rows)}"
-    said += (f": at least {g:.0%} in every bucket of {n} points or more." if not short else
-             f": below {g:.0%} at {', '.join(short)}.")
+    said = f"Held out, the band covered {_coverage_list(rows)}."
+    said += (f" That is at least {g:.0%} in every bucket of {n} points or more." if not short else
+             f" That is below {g:.0%} at {', '.join(short)}.")
     if other:
         by = {r["bucket"]: r for r in other}
         pairs = [(r, by[r["bucket"]]) for r in rows[:len(BUCKETS)] if r.get("points")]
@@ -1694,8 +1694,18 @@ def band_story(rows: list[dict], other: list[dict] | None = None) -> str:
         more = sum(o["coverage"] > r["coverage"] for r, o in pairs)
         how = ("less in every bucket" if less == len(pairs) else "never less" if not less else
                f"less in {less} of the {len(pairs)} buckets" + (f" and more in {more}" if more else ""))
-        said += f" Built from the nearest errors alone, it covered {_coverage_list(other)}: {how}."
+        said += f" Built from the nearest errors alone, it covered {_coverage_list(other)}. That is {how}."
     return said
+
+
+def centre_story(rows: list[dict], other: list[dict]) -> str:
+    """The band's central estimate at B > 1 held out (``band_table``) beside another build's (``other``), in one
+    sentence of numbers: median |log ratio| and bias of each."""
+    mine, theirs = rows[-2], other[-2]
+    m1, m2 = shown_pair(mine["centre_median"], theirs["centre_median"])
+    b1, b2 = shown_pair(mine["centre_bias"], theirs["centre_bias"], style="+f")
+    return (f"At B > 1 the central estimate is off by a median {m1} held out (bias {b1}); centred on the nearest "
+            f"errors' median, as first built, it was off by {m2} (bias {b2}).")
 
 
 def closed_loop_text(rec: Record | None = None) -> str:
@@ -1709,7 +1719,7 @@ def closed_loop_text(rec: Record | None = None) -> str:
     for k in loops:
         for kind in rec.kinds[k]:
             kinds[kind] = kinds.get(kind, 0) + 1
-    why = "; ".join(f"{SKIP_KINDS[kind]} ({n})" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    why = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
     if not loops:
         return f"{admitted} closed-loop series {'is' if admitted == 1 else 'are'} admitted, and none is kept out."
     if not admitted:
