@@ -1221,6 +1221,9 @@ def test_a_moe_target_gets_its_engines_moe_calibration(target, engine, found, sa
     dep = r["deployment"]
     assert dep["calibration"].startswith(found) and says in dep["calibration_note"]
     assert (dep["calibration"] == "sglang-moe") == (target == "Qwen3-30B-A3B" and engine == "sglang")
+    # a dense engine's knobs carried to a MoE target are an extrapolation, and the report lists it
+    carried = "dense targets' knobs" in dep["calibration_note"]
+    assert not carried or any(x.startswith("the engine:") for x in dep["extrapolations"])
 
 
 def test_the_recommendation_speaks_of_the_batches_asked_for():

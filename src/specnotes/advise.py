@@ -564,7 +564,7 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
                   req.engine if req.engine in stored["families"] else None)
         record = here[found] if found else stored["families"][family] if family else pooled
         gone = extrapolations(record["fitted_to"], req, [gpu_name])  # another GPU: the engine's sentence says so
-        exact = found is not None and "not to" not in how and "not given" not in how
+        exact = found is not None and not any(s in how for s in ("not to", "not given", "dense targets' knobs"))
         engine = [] if exact else [f"the engine: {how}"]
         label = found or (f"{family} (fitted on other GPUs)" if family else "pooled")
         doubt = gpu_doubt_text(record["fitted_to"])
