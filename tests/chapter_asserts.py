@@ -219,6 +219,10 @@ ALLOWED = {
         ],
     },
     '10_sparse_targets.ipynb': {
+        'deterministic': [
+            # the published MoE series the cost model prices: what the prose says of them
+            "all((s.setup['target'] == 'Qwen3-30B-A3B' and s.setup['drafter'] == 'eagle3-head' and s.setup['engine'].startswith('SGLang') and (s.setup['accelerator'] is None) for _, s, *_ in drawn))",
+        ],
         'exact': [
             'all((s_.experts_per_token <= d <= min(s_.n_experts, s_.experts_per_token * b * new) for d in got))',
             'torch.equal(plain.tokens, spec.tokens)',

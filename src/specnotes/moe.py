@@ -267,9 +267,9 @@ def published_curve(series, source: str | None = None) -> tuple[list[int], list[
             "each point's own tokens per iteration" if first.tokens is not None or len({c.alpha for c in cases}) > 1
             else f"α = {first.alpha:.2f}")
     gpu = getattr(first.accel, "name", first.accel)
-    assumed = f" ({first.gpu_assumed})" if first.gpu_assumed else ""
-    return batches, measured, model, (f"idealized model: {said}, {gpu}{assumed}, tp = {first.tp}, "
-                                      f"L = {first.context}")
+    assumed = f"; {first.gpu_assumed}" if first.gpu_assumed else ""
+    return batches, measured, model, (f"idealized model: {said}; {gpu}, tp = {first.tp}, L = {first.context}"
+                                      f"{assumed}")
 
 
 # ---------------------------------------------------------------------------------------------- sentences
