@@ -1221,8 +1221,9 @@ class Band:
     ``points`` errors nearest to x (every error tied with the last one included; all of them when there are
     fewer). With ``between``, it spans at least the sources' spread too: each source's typical error (its
     median, its offset) differs from the others', and a new deployment is a new source, so the band reaches from
-    the lowest offset plus the low tail of the nearest errors' spread about their own source's offset, to the
-    highest offset plus the high tail (``BAND_BUILDS``). ``centre``: "model", the model's own S (an error of 0,
+    the lowest offset plus the low tail of every error's spread about its own source's offset, to the highest
+    offset plus the high tail (``BAND_BUILDS``). That spread is pooled over every error, not the nearest: the
+    nearest come from two or three sources with a few points each, and their tails would step with B. ``centre``: "model", the model's own S (an error of 0,
     moved to the nearest edge if the band excludes it), or "nearest", the nearest errors' median.
     ``factors(x)``: (low, centre, high) multipliers on the model's S, exp(−high), exp(−centre), exp(−low): the
     measured S lay within model·low to model·high for that share of the held-out points."""
@@ -1260,7 +1261,7 @@ class Band:
         low, high = float(np.quantile(e, tail)), float(np.quantile(e, 1 - tail))
         if self.between:
             off = self.offsets()
-            within = e - np.array([off[s] for s in np.asarray(self.sources)[near]])
+            within = np.asarray(self.errors) - np.array([off[s] for s in self.sources])
             low = min(low, min(off.values()) + float(np.quantile(within, tail)))
             high = max(high, max(off.values()) + float(np.quantile(within, 1 - tail)))
         mid = float(np.median(e)) if self.centre == "nearest" else 0.0
