@@ -514,6 +514,9 @@ def test_cli_cross_validation(capsys):
     assert "per-layer cost" in out and "one source" in out
     for bucket in ("B = 1 ", "B = 2–8", "B = 9–64", "B > 64", "up to 8× above", "goals (issue 34)"):
         assert bucket in out
+    for part in ("kept out by the rule", "by family", "MoE", "concurrency", "built as 'nearest' instead",
+                 "MoE engines fitted apart", "candidate batch terms"):
+        assert part in out, part
     with pytest.raises(SystemExit) as err:
         calibrate.main(["--bogus"])
     assert err.value.code == 2
@@ -743,6 +746,12 @@ def test_the_record_says_what_keeps_each_series_out():
     assert {c.engine for c in rec.cases if c.moe} == {"sglang" + calibrate.MOE_SUFFIX}
     assert {c.engine for c in calibrate.shared_moe(rec).cases} == {c.engine.removesuffix("-moe") for c in rec.cases}
     assert {c.accel for c in calibrate.other_form_factor(rec).cases if c.gpu_assumed} == {"H100-PCIe"}
+    # the closed loops: how many, and the rules that keep each out
+    loops = [k for k in rec.kinds if "concurrency" in published.load(k.split("/")[0])[k.split("/")[1]].columns]
+    said = calibrate.closed_loop_text(rec)
+    admitted = {c.series for c in rec.cases if c.load == "concurrency"}
+    assert said.startswith(f"None of the {len(loops)} closed-loop series") == (not admitted)
+    assert all(kind in said for k in loops for kind in rec.kinds[k])
 
 
 def test_family_table_splits_the_held_out_error():
