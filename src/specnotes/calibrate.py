@@ -7,11 +7,17 @@ each layer runs, scheduling, the Python between draft steps), and does not hide 
 weight reads at the sizes decode runs. A *calibration* is the set of ``cost`` keyword arguments that
 describes one engine (name and version) on one GPU.
 
-1. ``record()``: every published series of S against the batch that the model can represent, as
-   ``Case`` s (shapes, accelerator, batch, k or tree, acceptance, context, tp, engine), and the series it
-   cannot represent with the reason. Where a source publishes no acceptance, the series is *anchored*:
-   its acceptance is the one that makes the model reproduce the series' smallest batch, and that point is
-   not scored (a user who measured S at one batch asks the model about the others).
+1. ``record()``: every published series of S against the batch (or the requests a closed loop keeps in
+   flight, ``LOADS``) that the model can represent, as ``Case`` s (shapes, accelerator, batch, k or tree,
+   acceptance, context, tp, engine), and the series it cannot represent with every rule each fails
+   (``SKIP_KINDS``, ``skip_summary``). The rules: ``_load_rule`` (a batch, or a closed loop's requests in
+   flight; not an open loop, a per-rank count or a throughput counting prompt tokens), ``shape`` and
+   ``SHAPE_ALIASES``, ``_draft`` (``UNPRICED_DRAFTERS`` says which it cannot price), ``point_draft`` (each
+   point's own k or tree), ``assumed_gpu`` (an "H100" without its form factor priced as the SXM part, marked
+   ``gpu_assumed``). Each point takes its own published acceptance length where it has one. Where a source
+   publishes no acceptance, the series is *anchored*: its acceptance is the one that makes the model
+   reproduce the series' smallest batch, and that point is not scored (a user who measured S at one batch
+   asks the model about the others). MoE targets' engines are families of their own (``MOE_APART``).
 2. ``VARIANTS``: the model variants (idealized; the first, 2-knob calibration as it was stored; candidate
    terms), each a set of engine knobs fitted *jointly over every series of an engine* by
    ``fit_engines``: least squares on log S, one set of knobs per (engine, version, GPU), shrunk toward the
@@ -22,10 +28,11 @@ describes one engine (name and version) on one GPU.
    ``python -m specnotes.calibrate --cv`` prints it.
 4. The advisor's bands (issue 34): ``batch_band``, the held-out errors of the points predicted from their
    acceptance alone as a function of the batch (``Band``: the central share of the nearest errors in log B,
-   and the central estimate their median supports), judged per batch bucket on sources it was not built
-   from (``band_table``, ``verdict_of``); ``anchor_band``, predictions of one batch of a series from another
-   (``anchor_pairs``, ``anchor_table``); ``judge_band``, issue 34's goals. ``term_search``: candidate costs
-   that grow with the batch, kept only by the rule ``keeps``.
+   widened to the sources' spread, centred on the model's S; ``BAND_BUILDS``), judged per batch bucket on
+   sources it was not built from (``band_table``, ``verdict_of``) and per family (``family_table``);
+   ``anchor_band``, predictions of one batch of a series from another (``anchor_pairs``, ``anchor_table``);
+   ``judge_band``, issue 34's goals. ``term_search``: candidate costs that grow with the batch or that only a
+   MoE layer pays, kept only by the rule ``keeps``.
 5. ``write_calibrations``: the chosen variant fitted to the whole record, stored in
    ``data/calibrations.json`` with each engine's identity, what it was fitted to, and the cross-validated
    error and the advisor's bands; ``cost.calibration(accelerator, name)`` reads it.
@@ -83,7 +90,7 @@ ALLREDUCE_LATENCY = 10e-6  # vLLM's custom all-reduce, small messages, H100 (int
 def shape(name) -> cost.ModelShape:
     """The cost model's shape for a target or draft the record names: a preset, one of the record's own
     (``SHAPES``), or an alias of one (``SHAPE_ALIASES``: the same config fields, priced the same, named as the
-    record names it). Anything else: a BadArgument naming the known ones."""
+    record names it). Anything else: an ``Unpriceable`` of kind "shape"."""
     if name in SHAPES:
         return SHAPES[name]
     if name in SHAPE_ALIASES:
@@ -1223,8 +1230,9 @@ class Band:
     median, its offset) differs from the others', and a new deployment is a new source, so the band reaches from
     the lowest offset plus the low tail of every error's spread about its own source's offset, to the highest
     offset plus the high tail (``BAND_BUILDS``). That spread is pooled over every error, not the nearest: the
-    nearest come from two or three sources with a few points each, and their tails would step with B. ``centre``: "model", the model's own S (an error of 0,
-    moved to the nearest edge if the band excludes it), or "nearest", the nearest errors' median.
+    nearest come from two or three sources with a few points each, and their tails would step with B.
+    ``centre``: "model", the model's own S (an error of 0, moved to the nearest edge if the band excludes it),
+    or "nearest", the nearest errors' median.
     ``factors(x)``: (low, centre, high) multipliers on the model's S, exp(−high), exp(−centre), exp(−low): the
     measured S lay within model·low to model·high for that share of the held-out points."""
 
