@@ -113,12 +113,24 @@ ALLOWED = {
             "trees['tree-21 measured'].iloc[-1] < 1 and trees['tree-21 model'].iloc[-1] < 1",
             "abs(limit - fig1c.setup['tokens_per_iteration'] * t_target / (t_target + 3 * t_draft)) < 1e-12",
             # the advisor's band and the search for the batch-growing cost (issue 34), on the published record
-            "by_bucket['B > 64']['coverage'] < 0.5 <= by_bucket['B = 9–64']['coverage']",
+            "by_bucket['all']['decisive_share'] < nearest_rows[-1]['decisive_share']",
             "all((lo <= c <= hi for lo, c, hi in zip(held['low'], held['centre'], held['high'], strict=True)))",
             "len(errs65) == 2 and max(errs65['specdecode_bench']) < min(errs65['magicdec'])",
             "by_bucket['all']['centre_median'] > [r['median'] for r in anchor_rows if r['distance'] == 'up to 8× above'][0]",
             "trend['magicdec'] > 0.5 > abs(trend['specdecode_bench'])",
-            'calibrate.kept_term(terms) is None',
+            "abs(r[dense] - base_row['bias B > 1 by source'][dense]) < 0.05",
+            # the record's families, its wrong verdicts and what its rules keep out (the new published points)
+            "knee['median |log ratio|'] == two['median |log ratio|']",
+            "ideal['bias'] > 0 and first_cv['bias'] > 0",
+            "{c.source for c, _ in wrong} == {'angelslim_issue163', 'eagle3_2025', 'magicdec', 'specdecode_bench'}",
+            "{c.source for c in moe_wrong} == {'angelslim_issue163'}",
+            '{c.tp for c in other_moe} == {2} and max((c.batch for c in other_moe)) == 4',
+            "moe_sources == ['angelslim_issue163', 'specforge_issue339']",
+            'all((c.gpu_assumed for c in rec.cases if c.moe))',
+            'sum((c.measured < 1 for c in moe_points)) > len(moe_points) / 2',
+            "families[1]['acceptance only']['median'] > families[0]['acceptance only']['median']",
+            "{key.split('/')[0] for key in shape_alone} == {'speculators_qwen38_27b_b200', 'vllm_pr24243'}",
+            "all(('parallel layout' in rec.kinds[key] for key in rec.kinds if key.startswith('lmsys_mtp_2025')))",
             "abs(t['bias B > 1'] - base_row['bias B > 1']) < 0.02 and abs(t['median B > 1'] - base_row['median B > 1']) < 0.02",
             "q['bias B > 1 by source']['specdecode_bench'] < k['bias B > 1 by source']['specdecode_bench']",
             "r['bias B > 1 by source']['magicdec'] < base_row['bias B > 1 by source']['magicdec']",
@@ -207,6 +219,10 @@ ALLOWED = {
         ],
     },
     '10_sparse_targets.ipynb': {
+        'deterministic': [
+            # the published MoE series the cost model prices: what the prose says of them
+            "all((s.setup['target'] == 'Qwen3-30B-A3B' and s.setup['drafter'] == 'eagle3-head' and s.setup['engine'].startswith('SGLang') and (s.setup['accelerator'] is None) for _, s, *_ in drawn))",
+        ],
         'exact': [
             'all((s_.experts_per_token <= d <= min(s_.n_experts, s_.experts_per_token * b * new) for d in got))',
             'torch.equal(plain.tokens, spec.tokens)',

@@ -159,13 +159,15 @@ def test_done_when_text_report_shows_the_same_numbers(done_when_text, done_when_
     text = advise.render(r)
     assert text.splitlines()[2].startswith(f"**{r['verdict_line']}**")  # the verdict first, then the band
     header, cells_at = _cells(text)
-    assert header == ["B", "verdict", "S", "band", "model"]  # key columns only: a phone's width
-    assert "S (k = 4): the central estimate" in text
+    # key columns only, a phone's width; the model's own S only where the band moved S off it
+    assert header == ["B", "verdict", "S", "band"] + (["model"] if advise._model_column(r) else [])
+    assert "S (k = 4): the model's S, moved to the band's edge where the band excludes it" in text
+    assert "widened to the spread between sources" in text  # the band as calibrate.BAND_BUILD builds it
     for row in r["rows"]:
         cells = cells_at(row["batch"])
-        assert cells["S"] == f"{row['speedup']:.2f}" and cells["model"] == f"{row['model_speedup']:.2f}"
+        assert cells["S"] == f"{row['speedup']:.2f}" and cells.get("model", cells["S"]) == f"{row['model_speedup']:.2f}"
         assert cells["band"] == f"{row['band'][0]:.2f}–{row['band'][1]:.2f}"
-        assert cells["verdict"] == row["verdict"] + ("*" if row["extrapolated"] else "")
+        assert cells["verdict"] == (row["verdict"] + ("*" if row["extrapolated"] else "") if row["fits"] else "—")
     header, detail_at = _cells(text.split("**The model's terms per batch.**")[1])
     assert header == ["B", "best k", "S (best k)", "S idealized", "tokens/s off → on", "roofs d · v · dr"]
     for row in r["rows"]:
@@ -303,7 +305,12 @@ def test_extrapolations_name_the_batches_past_the_fit():
                          "0.10.1"])
     assert inside["deployment"]["extrapolations"] == [] and inside["deployment"]["fitted_batch_max"] == 128
     assert inside["paying_batches"][-1][1] > 128
-    assert "Past B = 128 this extrapolates" in inside["recommendation"]
+    # asked only about B = 1-128, the fitted range: nothing asked extrapolates, and the advice does not say it does
+    assert "extrapolates" not in inside["recommendation"]
+    edge = advise.run(["--target", "Llama-3.1-8B", "--drafter", "eagle3", "--gpu", H100, "--context", "700",
+                       "--alpha", "0.6", "--k", "3", "--batch", "1-129", "--engine", "vllm", "--engine-version",
+                       "0.10.1"])
+    assert "Past B = 128 this extrapolates" in edge["recommendation"]
 
 
 def test_a_custom_gpu_says_why_it_has_no_calibration():
@@ -581,11 +588,15 @@ def test_missing_or_inconsistent_input_is_named(argv, says, capsys):
 ])
 def test_recommendation_says_what_the_verdicts_say(argv):
     r = advise.run(argv)
-    v, said = r["verdict_batches"], r["recommendation"]
+    said, (lo, hi) = r["recommendation"], advise.asked(r)
+    v = {name: advise._clip(ranges, lo, hi) for name, ranges in r["verdict_batches"].items()}  # the batches asked
     text = lambda ranges: advise._ranges_text(ranges)
     assert (f"Turn it on for B = {text(v['pays'])}, where the whole band is above 1." in said) == bool(v["pays"])
     assert (f"Leave it off for B = {text(v['loses'])}, where the whole band is below 1." in said) == bool(v["loses"])
     assert (f"For B = {text(v['uncertain'])} the band straddles 1" in said) == bool(v["uncertain"])
+    # no range past the batches asked for (issue 34 follow-up: '1-8' asked, '182-65536' advised)
+    assert all(a >= lo and b <= hi for a, b in (map(int, m.split("–")) if "–" in m else (int(m),) * 2
+                                             for m in re.findall(r"B = ([\d–]+)", said)))
     assert "throughout" not in said  # never "pays throughout" beside an uncertain range (issue 37)
     # the first words: the verdicts over the batches asked for, in order, nothing else
     lo, hi = r["deployment"]["batch"]
@@ -628,8 +639,10 @@ def test_leave_it_off_points_to_another_k_that_pays():
     first = max(cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 182, k, 0.4) for k in range(1, 17))
     after = max(cost.batch_speedup(LLAMA_3_8B, LLAMA_3_2_1B, H100, 183, k, 0.4) for k in range(1, 17))
     assert first > 1 >= after  # the range's end, by a scan over k
-    assert "Another k does better: with the best k at each batch (`--k best`) the model has S > 1 for B = 1–182." \
-        in r["recommendation"]
+    assert "Another k does better: with the best k at each batch (`--k best`) the model has S > 1 for B = 1–64." \
+        in r["recommendation"]  # of the batches asked for, 1-64
+    wide = advise.run(argv[:-4] + ["--batch", "1-512", "--calibration", "none"])
+    assert "the model has S > 1 for B = 1–182." in wide["recommendation"]
     assert "Raise α" not in r["recommendation"]
     nothing = advise.run(argv[:-6] + ["--alpha", "0.0", "--calibration", "none"])
     assert nothing["best_k_paying_batches"] == [] and "Raise α" in nothing["recommendation"]
@@ -672,13 +685,15 @@ def test_plot_shades_the_paying_range(tmp_path):
 
     matplotlib.use("Agg")
     argv = ["--target", "Llama-3-8B", "--draft", "Llama-3.2-1B", "--gpu", H100, "--batch", "1-512", "--context",
-            "8192", "--alpha", "0.8"]
+            "8192", "--alpha", "0.9"]
     r = advise.run(argv + ["--calibration", "none"])
     ax = advise.plot(r)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "pays (band above 1)" in labels and "does not fit in memory" in labels
-    assert "model: before the band's correction" in labels
-    assert "model: central estimate (k = 4, α = 0.80)" in labels
+    # the band is centred on the model's own S: one line, unless the band moved it somewhere
+    moved = any(abs(c[3] - 1) > 1e-9 for c in r["curve"])
+    assert ("model: before the band's correction" in labels) == moved
+    assert ("model: central estimate (k = 4, α = 0.90)" if moved else "model: k = 4, α = 0.90") in labels
     assert ax.get_title().startswith("Llama-3-8B + Llama-3.2-1B, H100-SXM × 1")
     spans = [p for p in ax.patches if p.get_label() == "pays (band above 1)"]
     assert [(p.get_x(), p.get_x() + p.get_width()) for p in spans] == [tuple(x) for x in r["verdict_batches"]["pays"]]
@@ -1167,3 +1182,73 @@ def test_a_record_of_a_gguf_pair_of_ones_own_carries_its_shapes(tmp_path):
     shipped = advise.run(["--from-record", SHIPPED])
     assert r["deployment"]["target"]["name"] == "my-target" and r["deployment"]["draft"]["name"] == "my-draft"
     assert [x["model_speedup"] for x in r["rows"]] == [x["model_speedup"] for x in shipped["rows"]]
+
+
+# ---- sentences that must not contradict the request (issue 34 follow-up, step 4)
+
+MOE_REQUEST = ["--target", "qwen3-30b-a3b", "--draft", "Qwen3-0.6B", "--alpha", "0.7", "--k", "3", "--context",
+               "1024", "--batch", "1-256"]
+
+
+@pytest.mark.parametrize("gpu", ["H100-SXM", "h100-sxm", "h100 sxm", "H100SXM"])
+def test_a_gpu_in_the_table_is_never_said_not_to_be(gpu):
+    r = advise.run(MOE_REQUEST + ["--gpu", gpu])
+    said = r["deployment"]["calibration_note"] + " ".join(r["deployment"]["extrapolations"])
+    assert "not in the table" not in said and "the engine is not given" in said
+    assert r["deployment"]["gpu"]["name"] == "H100-SXM"
+
+
+@pytest.mark.parametrize(("extra", "in_table"), [
+    (["--gpu", "H100-SXM"], True),
+    (["--bandwidth", "3350", "--peak", "989"], False),  # a GPU given by its numbers
+    (["--gpu", "H100-SXM", "--bandwidth", "3000"], False),  # a row changed on the command line is another GPU
+])
+def test_not_in_the_table_only_when_it_is_not(extra, in_table):
+    r = advise.run(MOE_REQUEST + extra)
+    note = r["deployment"]["calibration_note"]
+    assert ("the GPU is not in the table" in note) == (not in_table)
+    assert any("a GPU not in the table" in x for x in r["deployment"]["extrapolations"]) == (not in_table)
+
+
+@pytest.mark.parametrize(("target", "engine", "found", "says"), [
+    ("Qwen3-30B-A3B", "sglang", "sglang-moe", "fitted to SGLang, MoE targets on H100-SXM"),
+    ("Qwen3-30B-A3B", "vllm", "vllm-", "the record has no vLLM serving a mixture of experts"),
+    ("Llama-3.1-8B", "sglang", "sglang-", "fitted to SGLang"),
+])
+def test_a_moe_target_gets_its_engines_moe_calibration(target, engine, found, says):
+    r = advise.run(["--target", target, "--draft", "Qwen3-0.6B" if "Qwen" in target else "Llama-3.2-1B", "--gpu",
+                    "H100-SXM", "--alpha", "0.7", "--k", "3", "--context", "1024", "--engine", engine])
+    dep = r["deployment"]
+    assert dep["calibration"].startswith(found) and says in dep["calibration_note"]
+    assert (dep["calibration"] == "sglang-moe") == (target == "Qwen3-30B-A3B" and engine == "sglang")
+    # a dense engine's knobs carried to a MoE target are an extrapolation, and the report lists it
+    carried = "dense targets' knobs" in dep["calibration_note"]
+    assert not carried or any(x.startswith("the engine:") for x in dep["extrapolations"])
+
+
+def test_the_recommendation_speaks_of_the_batches_asked_for():
+    shipped = ["--from-record", SHIPPED, "--record-batches", "1,2"]
+    r = advise.run(shipped + ["--batch", "1-8"])
+    assert r["verdict_line"] == "Loses for B = 1–8." and "B = 1–8" in r["recommendation"]
+    assert "65536" not in r["recommendation"] and r["measure"]["batches"] == [] and "extrapolates" not in \
+        r["recommendation"]
+    # asked past the memory limit: every sentence stops there, and the rows past it get no verdict
+    moe = advise.run(MOE_REQUEST + ["--gpu", "H100-SXM", "--engine", "sglang"])
+    lo, hi = advise.asked(moe)
+    assert (lo, hi) == (1, moe["max_batch"]) and moe["max_batch"] < 256
+    for b in moe["measure"]["batches"]:  # measured where the band straddles 1, among the batches that fit
+        assert lo <= b <= hi and any(a <= b <= z for a, z in moe["verdict_batches"]["uncertain"])
+    table = advise.key_table(moe)
+    assert "| 256 (no fit) | —" in table.replace("  ", " ").replace("  ", " ")
+    nothing = advise.run(MOE_REQUEST[:-1] + ["300-400", "--gpu", "H100-SXM"])
+    assert nothing["recommendation"].startswith(f"None of the batches asked for fits in memory: at most B = "
+                                                f"{nothing['max_batch']}.")
+
+
+def test_a_range_of_one_value_is_said_as_one():
+    req = advise.Request("H100-SXM", "sglang", None, "model", "Qwen3-30B-A3B", 1, 2, (1, 8), 1024, False, True)
+    fitted = {"batch": [1, 4], "context": [512, 512], "drafters": ["eagle3-head"], "targets": ["Qwen3-30B-A3B"],
+              "tp": [1], "weight_bytes": [2], "trees": True}
+    said = advise.extrapolations(fitted, req, ["H100-SXM"])
+    assert said == ["batches above B = 4: it was fitted on B = 1–4", "context L = 1024: it was fitted on L = 512",
+                    "drafter 'model': it was fitted on eagle3"]

@@ -62,12 +62,16 @@ The band: the cross-validated error of the model in use, as a function of the ba
 (``calibrate.Band``, Chapter 6): leaving one source out, the held-out points of the published record that
 were predicted from their published acceptance alone (as the advisor predicts from ``--alpha`` /
 ``--mean-accepted``); at each B, the central 90% of the errors log(predicted / measured) of the 20 such points
-nearest in log B. The report's S is the central estimate they support (the model's S times the median
-error's factor, always inside the band); the model's own S is beside it. How often the band, built without a
-source, covered that source's points is stored per batch bucket (``calibrate.band_table``) and quoted.
-"pays" where the whole band lies above S = 1, "loses" where it lies below, "uncertain: measure it" where it
-straddles 1 (``calibrate.verdict_of``), with the commands that measure it; "*" where the request lies past
-what the calibration was fitted on or past the batches the band was built from.
+nearest in log B, widened to the spread between the sources' typical errors (``calibrate.BAND_BUILDS``: a
+deployment the record has not seen is a new source). The report's S is the model's S, moved to the band's
+edge where the band excludes it; a stored band of the first build (centred on the nearest errors' median)
+still works, and then the model's own S is beside it. How often the band, built without a source, covered
+that source's points is stored per batch bucket (``calibrate.band_table``) and quoted. "pays" where the whole
+band lies above S = 1, "loses" where it lies below, "uncertain: measure it" where it straddles 1
+(``calibrate.verdict_of``), with the commands that measure it; "*" where the request lies past what the
+calibration was fitted on or past the batches the band was built from. A batch that does not fit in memory
+gets no verdict, and the recommendation and the batches to measure stay within the batches asked for.
+A mixture-of-experts target gets its engine's MoE calibration (``calibrate.MOE_APART``), or says it has none.
 
 Anchored on the reader's own measurement: ``--measured B:S[,B:S...]`` (S measured on the engine, TPOT off over
 on, at batch B; needs ``--k``) and ``--from-record FILE`` (a record of ``python -m specnotes.bench
@@ -106,7 +110,8 @@ not fit in memory, or an S above k + 1, is refused.
      "max_batch": int | null,          # cost.max_batch; null: the GPU has no memory size
      "limit": int,                     # the largest batch considered: max_batch, or 65536
      "weights_per_gpu_GB": float,      # target + draft weights on each GPU (> memory: nothing fits)
-     "rows": [{"batch", "fits", "k", "speedup" (the central estimate), "model_speedup" (the model's own),
+     "rows": [{"batch", "fits", "k", "speedup" (the band's centre: the model's S, moved into the band where the
+               band excludes it), "model_speedup" (the model's own),
                "band": [lo, hi] | null, "verdict": "pays"|"uncertain"|"loses" | null, "extrapolated",
                "best_k" (0: leave it off), "best_speedup",
                "idealized_speedup", "c", "plain_ms", "iteration_ms", "plain_tokens_per_s", "spec_tokens_per_s",
@@ -455,6 +460,7 @@ class Request:
     batch: tuple[int, int]
     context: int
     tree: bool
+    moe: bool = False  # the target is a mixture of experts: its engines are calibrated as families of their own
 
 
 def request_of(accel, gpu_name, engine, version, kind, target: ModelShape, draft, tp, batch, context,
@@ -462,7 +468,7 @@ def request_of(accel, gpu_name, engine, version, kind, target: ModelShape, draft
     own = kind == "model" and isinstance(draft, ModelShape) and draft.n_layers == target.n_layers and \
         draft.d_model == target.d_model
     return Request(gpu_name, engine, version, "self-speculation" if own else kind, target.name, tp,
-                   target.weight_bytes, batch, context, tree)
+                   target.weight_bytes, batch, context, tree, isinstance(target, cost.MoEShape))
 
 
 def extrapolations(fitted: dict, req: Request, gpus: list[str]) -> list[str]:
@@ -470,10 +476,10 @@ def extrapolations(fitted: dict, req: Request, gpus: list[str]) -> list[str]:
     out = []
     lo, hi = fitted["batch"]
     if req.batch[1] > hi:
-        out.append(f"batches above B = {hi}: it was fitted on B = {lo}–{hi}")
+        out.append(f"batches above B = {hi}: it was fitted on B = {_ranges_text([[lo, hi]])}")
     c_lo, c_hi = fitted["context"]
     if not c_lo <= req.context <= c_hi:
-        out.append(f"context L = {req.context}: it was fitted on L = {c_lo}–{c_hi}")
+        out.append(f"context L = {req.context}: it was fitted on L = {_ranges_text([[c_lo, c_hi]])}")
     if req.gpu is None:
         out.append(f"a GPU not in the table: it was fitted on {', '.join(gpus)}")
     elif req.gpu not in gpus:
@@ -514,7 +520,7 @@ class Resolved:
 def _gpus_of(stored: dict, engine: str | None) -> list[str]:
     """The GPUs the record has calibrations of ``engine`` on (None: any engine)."""
     return sorted({a for a, names in stored.items() if a in hardware.ACCELERATORS for n, r in names.items()
-                   if "alias_of" not in r and (engine is None or n == engine or n.startswith(engine + "-"))})
+                   if "alias_of" not in r and (engine is None or _calibrate()._versions_of(engine, [n]))})
 
 
 def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lookup=None) -> Resolved:
@@ -552,11 +558,13 @@ def resolve_calibration(gpu_name: str | None, name: str | None, req: Request, lo
                                    "is given by --bandwidth/--peak; use --gpu, or --calibration auto, pooled or none")
     here = {n: r for n, r in stored.get(gpu_name, {}).items()}
     if name == "auto":
-        found, knobs, how = _calibrate().lookup(gpu_name, req.engine, req.engine_version)
-        family = req.engine if req.engine in stored["families"] else None
+        found, knobs, how = _calibrate().lookup(gpu_name, req.engine, req.engine_version, moe=req.moe)
+        moe_family = f"{req.engine}{_calibrate().MOE_SUFFIX}"
+        family = (moe_family if req.moe and moe_family in stored["families"] else
+                  req.engine if req.engine in stored["families"] else None)
         record = here[found] if found else stored["families"][family] if family else pooled
         gone = extrapolations(record["fitted_to"], req, [gpu_name])  # another GPU: the engine's sentence says so
-        exact = found is not None and "not to" not in how and "not given" not in how
+        exact = found is not None and not any(s in how for s in ("not to", "not given", "dense targets' knobs"))
         engine = [] if exact else [f"the engine: {how}"]
         label = found or (f"{family} (fitted on other GPUs)" if family else "pooled")
         doubt = gpu_doubt_text(record["fitted_to"])
@@ -599,7 +607,8 @@ def stored_band(stored: dict, variant: str, kind: str = "batch") -> tuple:
     held = rec["held_out" if kind == "batch" else "anchor_held_out"]
     return band, {"variant": variant, "regime": rec["regime"] if kind == "batch" else "anchored",
                   "nominal": band.nominal, "points": band.points, "errors": len(band.errors),
-                  "sources": len(set(band.sources)), "held_out": held}
+                  "sources": len(set(band.sources)), "held_out": held, "between": band.between,
+                  "centre": band.centre}
 
 
 def _doubt_note(doubt: str) -> str:
@@ -803,8 +812,11 @@ def deployment(target=None, draft=None, *, target_shape=None, draft_shape=None, 
         k_from = ("the k --mean-accepted M@K was measured at" if k_from_mean else "given" if k_given else
                   f"k = {K_DEFAULT}: the default (--k not given)")
     engine = None if engine is None else str(engine).strip().lower() or None
-    req = request_of(accel, gpu_name if accel is hardware.ACCELERATORS.get(gpu_name) else None, engine,
-                     engine_version, drafter_kind, target_shape_, draft_shape_, tp, lo_hi, context, widths is not None)
+    # the table's name for the GPU asked for (a loose name, "h100-sxm", is matched to "H100-SXM"); None for one
+    # given by --bandwidth/--peak, a modified row, or a record's own device
+    table_gpu = accel.name if hardware.ACCELERATORS.get(accel.name) is accel else None
+    req = request_of(accel, table_gpu, engine, engine_version, drafter_kind, target_shape_, draft_shape_, tp, lo_hi,
+                     context, widths is not None)
     res = resolve_calibration(req.gpu, calibration, req, calibration_lookup)
     model = dict(res.knobs)
     band = res.band
@@ -1293,15 +1305,20 @@ def band_line(report: dict) -> str:
 
 
 def measure_batches(report: dict) -> list[int]:
-    """Where to measure: the ends and the middle (in log B) of the first uncertain range among the batches asked
-    for (else of the first uncertain range at all), at most three batches."""
+    """Where to measure: the first and the last uncertain batch among the batches asked for that fit in memory,
+    and the uncertain batch nearest their middle in log B, at most three batches; none where every such batch is
+    decisive."""
     v = report["verdict_batches"]
     if not v or not v["uncertain"]:
         return []
-    lo, hi = report["deployment"]["batch"]
-    ranges = _clip(v["uncertain"], lo, hi) or v["uncertain"]
-    a, b = ranges[0]
-    return sorted({a, round(math.sqrt(a * b)), b})
+    lo, hi = asked(report)
+    ranges = _clip(v["uncertain"], lo, hi)
+    if not ranges:
+        return []
+    a, b = ranges[0][0], ranges[-1][1]
+    middle = math.sqrt(a * b)  # the uncertain batch nearest to it in log B
+    nearest = min((min(max(round(middle), x), y) for x, y in ranges), key=lambda n: abs(math.log(n / middle)))
+    return sorted({a, nearest, b})
 
 
 def measure_commands(report: dict) -> list[str]:
@@ -1346,7 +1363,8 @@ def band_text(dep: dict) -> str:
     lo, hi = about["batches"]
     cover = "; ".join(f"{r['coverage']:.0%} of {r['points']} at {r['bucket']}" for r in about["held_out"]
                       if r["bucket"] not in ("B > 1", "all") and r.get("points"))
-    return (f"the central {about['nominal']:.0%} of the {about['points']} held-out errors nearest in B, of "
+    wide = ", widened to the spread between the sources' typical errors" if about.get("between") else ""
+    return (f"the central {about['nominal']:.0%} of the {about['points']} held-out errors nearest in B{wide}, of "
             f"{about['errors']} from {about['sources']} sources ({regime}; B = {lo}–{hi}). Built without each "
             f"source, such a band covered {cover}")
 
@@ -1391,7 +1409,7 @@ def recommendation(report: dict) -> str:
     """What to do, in short sentences chosen by the numbers: from the band's verdicts where there is a band
     (``verdict_batches``), else from the model's S alone; then the best k, extrapolation and the idealized
     model."""
-    dep, ranges, limit, fits = report["deployment"], report["paying_batches"], report["limit"], report["max_batch"]
+    dep, ranges, fits = report["deployment"], report["paying_batches"], report["max_batch"]
     rows = [r for r in report["rows"] if r["fits"]]
     gpu_ = dep["gpu"]
     if fits == 0 and report["weights_per_gpu_GB"] > gpu_["memory_GB"]:
@@ -1404,40 +1422,53 @@ def recommendation(report: dict) -> str:
                 f"L = {dep['context_tokens']} beside them. Use a shorter context (`--context`), more GPUs (`--tp`), "
                 "or a smaller cache (a draft KV window, `--draft-context`; a smaller `--dtype`).")
     v = report["verdict_batches"]
+    lo, hi = asked(report)  # every sentence speaks of the batches asked for that fit in memory
+    if lo > hi:
+        return f"None of the batches asked for fits in memory: at most B = {fits}. Ask about B = 1–{fits}."
+    ranges = _clip(ranges, lo, hi)
     said = []
     if v is not None:
-        on, off = v["pays"], v["loses"]
+        on, off, unsure = (_clip(v[name], lo, hi) for name in ("pays", "loses", "uncertain"))
         if on:
             said.append(f"Turn it on for B = {_ranges_text(on)}, where the whole band is above 1.")
         if off:
             said.append(f"Leave it off for B = {_ranges_text(off)}, where the whole band is below 1.")
-        if v["uncertain"]:
-            said.append(f"For B = {_ranges_text(v['uncertain'])} the band straddles 1: measure S there "
+        if unsure:
+            said.append(f"For B = {_ranges_text(unsure)} the band straddles 1: measure S there "
                         "(commands below) and anchor the advisor on it.")
     elif ranges:
-        said.append(f"The model alone says S > 1 for B = {_ranges_text(ranges)} (of 1–{limit}).")
+        said.append(f"The model alone says S > 1 for B = {_ranges_text(ranges)} (of {lo}–{hi}).")
     else:
-        said.append(f"The model alone says S ≤ 1 at every batch from 1 to {limit}.")
-    if not ranges and report["best_k_paying_batches"] and not dep["tree"] and not dep["anchor"]:
+        said.append(f"The model alone says S ≤ 1 at every batch from {lo} to {hi}.")
+    any_k = _clip(report["best_k_paying_batches"], lo, hi)
+    if not ranges and any_k and not dep["tree"] and not dep["anchor"]:
         said.append(f"Another k does better: with the best k at each batch (`--k best`) the model has S > 1 for "
-                    f"B = {_ranges_text(report['best_k_paying_batches'])}.")
+                    f"B = {_ranges_text(any_k)}.")
     elif not ranges and not dep["tree"] and dep["k"] != "best" and not dep["anchor"]:
         said.append("Raise α (a better-matched draft), or use a cheaper drafter.")
+    rows = [r for r in rows if lo <= r["batch"] <= hi]
     bests = sorted({r["best_k"] for r in rows})
     if dep["k"] != "best" and not dep["tree"] and len(bests) > 1 and rows:
         last_k = f"{rows[-1]['best_k']}" + (" (off)" if rows[-1]["best_k"] == 0 else "")
         said.append(f"The best k moves from {rows[0]['best_k']} at B = {rows[0]['batch']} to {last_k} at "
                     f"B = {rows[-1]['batch']}: choose k by the batch (`--k best`).")
     fitted = dep["fitted_batch_max"]
-    if fitted and limit > fitted and (ranges or v):
+    if fitted and hi > fitted:
         said.append(f"Past B = {fitted} this extrapolates: the calibration was fitted on batches up to {fitted}.")
     if _idealized(dep):
         said.append("This is the idealized model (no engine costs): engines run slower than it says.")
     elif dep["calibration"]:
-        ideal = report["idealized_paying_batches"]
+        ideal = _clip(report["idealized_paying_batches"], lo, hi)
         said.append("The idealized roofline " + ("agrees on where S > 1." if ideal == ranges else
-                    f"would have S > 1 for B = {_ranges_text(ideal)}." if ideal else "would have S ≤ 1 everywhere."))
+                    f"would have S > 1 for B = {_ranges_text(ideal)}." if ideal else
+                    f"would have S ≤ 1 for every B from {lo} to {hi}."))
     return " ".join(said)
+
+
+def asked(report: dict) -> tuple[int, int]:
+    """The batches asked for that fit in memory: (lo, hi), with lo > hi when none fits."""
+    lo, hi = report["deployment"]["batch"]
+    return lo, (min(hi, report["limit"]) if report["max_batch"] else hi)
 
 
 def _idealized(dep: dict) -> bool:
@@ -1513,6 +1544,29 @@ def _roof_text(roofs: dict) -> str:
     return "/".join("M" if v == "memory" else "C" for v in roofs.values()) or "—"
 
 
+def s_note(report: dict) -> str:
+    """What the key table's S, band and model columns are, as the band was built (``calibrate.BAND_BUILDS``)."""
+    dep = report["deployment"]
+    about, k = dep["band"], _k_short(report)
+    if dep["anchor"]:
+        return (f"S ({k}): the model's S anchored on your measurement, times the median error of the nearest "
+                f"held-out anchored predictions; band: where the measured S lay for {about['nominal']:.0%} of them")
+    if about.get("centre") == "model":
+        said = f"S ({k}): the model's S, moved to the band's edge where the band excludes it"
+    else:
+        said = f"S ({k}): the central estimate, the model's S times the median error of the nearest held-out points"
+    said += f"; band: where the measured S lay for {about['nominal']:.0%} of the nearest held-out points"
+    said += ", widened to the spread between sources" if about.get("between") else ""
+    return said + ("; model: the model's S alone" if _model_column(report) else "")
+
+
+def _model_column(report: dict) -> bool:
+    """Whether the key table shows the model's own S beside S: only where the two differ somewhere."""
+    dep = report["deployment"]
+    return bool(dep["band"]) and not dep["anchor"] and any(
+        f"{r['speedup']:.2f}" != f"{r['model_speedup']:.2f}" for r in report["rows"])
+
+
 def key_table(report: dict) -> str:
     """The batches, key columns first (fits a 100-column terminal and a phone): B, the verdict, S (the central
     estimate) and its band, and the model's own S."""
@@ -1520,11 +1574,11 @@ def key_table(report: dict) -> str:
     best = dep["k"] == "best"
     s_name = "S"
     columns = [("B", lambda r: f"{r['batch']}" + ("" if r["fits"] else " (no fit)"))]
-    if dep["band"]:
-        columns += [("verdict", lambda r: r["verdict"] + ("*" if r["extrapolated"] else "")),
+    if dep["band"]:  # a batch that does not fit in memory gets no verdict
+        columns += [("verdict", lambda r: (r["verdict"] + ("*" if r["extrapolated"] else "")) if r["fits"] else "—"),
                     (s_name, lambda r: f"{r['speedup']:.2f}"),
                     ("band", lambda r: f"{r['band'][0]:.2f}–{r['band'][1]:.2f}")]
-        if not dep["anchor"]:  # anchored, the measured column takes its place (the model's S is in the text)
+        if _model_column(report):  # anchored, the measured column takes its place (the model's S is in the text)
             columns.append(("model", lambda r: f"{r['model_speedup']:.2f}"))
     else:
         columns += [("S, model", lambda r: f"{r['speedup']:.2f}")]
@@ -1594,12 +1648,7 @@ def render(report: dict) -> str:
            "```bash", *[x for c in commands for x in shell_lines(c)], "```", ""] if commands else []),
         key_table(report),
         "",
-        ((f"S ({_k_short(report)}): the model's S anchored on your measurement, times the median error of the "
-          "nearest held-out anchored predictions; band: where the measured S lay for " if dep["anchor"] else
-          f"S ({_k_short(report)}): the central estimate, the model's S times the median error of the nearest "
-          "held-out points; band: where the measured S lay for ")
-         + f"{dep['band']['nominal']:.0%} of them" + ("" if dep["anchor"] else "; model: the model's S alone")
-         + ". * extrapolated past the fit."
+        (s_note(report) + ". * extrapolated past the fit."
          + (" Measured: (a) anchored on, (h) held back for comparison." if dep["anchor"] else "")
          if dep["band"] else "No band: the engine knobs were set by hand."),
         "",
@@ -1667,16 +1716,18 @@ def plot(report: dict, ax=None, title: str | None = None):
     batches = [c[0] for c in curve] or [1]
     model = [c[1] for c in curve] or [float("nan")]
     banded = dep["band"] is not None and bool(curve)
-    lines = [(f"central estimate ({label})" if banded else label, batches,
-              [c[1] * c[3] for c in curve] if banded else model, "model")]
-    if banded:
+    centre = [c[1] * c[3] for c in curve] if banded else model
+    moved = banded and any(abs(a - b) > 1e-9 for a, b in zip(centre, model, strict=True))
+    lines = [(f"central estimate ({label})" if moved else label, batches, centre, "model")]
+    if moved:
         lines.append(("before the band's correction", batches, model, "model"))
     ax = plots.speedup_vs_batch(ax, lines, bstar=None if report["crossover_batch"] in (None, 1)
                                 else report["crossover_batch"],
                                 title=title or f"{dep['target']['name']} + {drafter}, {dep['gpu']['name']} × "
                                                f"{dep['tp']}, {dep['math_dtype']}, L = {dep['context_tokens']}")
-    if banded:
+    if moved:
         ax.get_lines()[1].set_linestyle("--")
+    if banded:
         ax.fill_between(batches, [c[1] * c[2] for c in curve], [c[1] * c[4] for c in curve], color="C0",
                         alpha=0.15, linewidth=0, label=f"band: {dep['band']['nominal']:.0%} of held-out errors")
     lo, hi = dep["batch"]

@@ -7,11 +7,17 @@ each layer runs, scheduling, the Python between draft steps), and does not hide 
 weight reads at the sizes decode runs. A *calibration* is the set of ``cost`` keyword arguments that
 describes one engine (name and version) on one GPU.
 
-1. ``record()``: every published series of S against the batch that the model can represent, as
-   ``Case`` s (shapes, accelerator, batch, k or tree, acceptance, context, tp, engine), and the series it
-   cannot represent with the reason. Where a source publishes no acceptance, the series is *anchored*:
-   its acceptance is the one that makes the model reproduce the series' smallest batch, and that point is
-   not scored (a user who measured S at one batch asks the model about the others).
+1. ``record()``: every published series of S against the batch (or the requests a closed loop keeps in
+   flight, ``LOADS``) that the model can represent, as ``Case`` s (shapes, accelerator, batch, k or tree,
+   acceptance, context, tp, engine), and the series it cannot represent with every rule each fails
+   (``SKIP_KINDS``, ``skip_summary``). The rules: ``_load_rule`` (a batch, or a closed loop's requests in
+   flight; not an open loop, a per-rank count or a throughput counting prompt tokens), ``shape`` and
+   ``SHAPE_ALIASES``, ``_draft`` (``UNPRICED_DRAFTERS`` says which it cannot price), ``point_draft`` (each
+   point's own k or tree), ``assumed_gpu`` (an "H100" without its form factor priced as the SXM part, marked
+   ``gpu_assumed``). Each point takes its own published acceptance length where it has one. Where a source
+   publishes no acceptance, the series is *anchored*: its acceptance is the one that makes the model
+   reproduce the series' smallest batch, and that point is not scored (a user who measured S at one batch
+   asks the model about the others). MoE targets' engines are families of their own (``MOE_APART``).
 2. ``VARIANTS``: the model variants (idealized; the first, 2-knob calibration as it was stored; candidate
    terms), each a set of engine knobs fitted *jointly over every series of an engine* by
    ``fit_engines``: least squares on log S, one set of knobs per (engine, version, GPU), shrunk toward the
@@ -22,10 +28,11 @@ describes one engine (name and version) on one GPU.
    ``python -m specnotes.calibrate --cv`` prints it.
 4. The advisor's bands (issue 34): ``batch_band``, the held-out errors of the points predicted from their
    acceptance alone as a function of the batch (``Band``: the central share of the nearest errors in log B,
-   and the central estimate their median supports), judged per batch bucket on sources it was not built
-   from (``band_table``, ``verdict_of``); ``anchor_band``, predictions of one batch of a series from another
-   (``anchor_pairs``, ``anchor_table``); ``judge_band``, issue 34's goals. ``term_search``: candidate costs
-   that grow with the batch, kept only by the rule ``keeps``.
+   widened to the sources' spread, centred on the model's S; ``BAND_BUILDS``), judged per batch bucket on
+   sources it was not built from (``band_table``, ``verdict_of``) and per family (``family_table``);
+   ``anchor_band``, predictions of one batch of a series from another (``anchor_pairs``, ``anchor_table``);
+   ``judge_band``, issue 34's goals. ``term_search``: candidate costs that grow with the batch or that only a
+   MoE layer pays, kept only by the rule ``keeps``.
 5. ``write_calibrations``: the chosen variant fitted to the whole record, stored in
    ``data/calibrations.json`` with each engine's identity, what it was fitted to, and the cross-validated
    error and the advisor's bands; ``cost.calibration(accelerator, name)`` reads it.
@@ -52,7 +59,8 @@ from specnotes.hardware import ACCELERATORS, Accelerator
 KNOBS = ("overhead", "draft_overhead", "allreduce_latency", "layer_overhead")  # what a stored calibration holds
 FIT_KNOBS = ("overhead", "draft_overhead", "allreduce_latency")  # what ``fit`` fits
 
-# Shapes of the models the published record uses (config.json of each on the Hugging Face hub).
+# Shapes of the models the published record uses (config.json of each on the Hugging Face hub): every preset of
+# the cost model (``cost.PRESETS``, the mixtures of experts included) and two the record adds.
 LLAMA_31_8B = cost.LLAMA_3_1_8B  # same architecture as Llama-3-8B
 LLAMA_2_7B = cost.ModelShape(32, 4096, 32, 32, 11008, 32000, name="Llama-2-7B-32K")  # multi-head KV
 TINYLLAMA = cost.ModelShape(22, 2048, 32, 4, 5632, 32000, name="TinyLlama-1.1B")
@@ -61,13 +69,58 @@ QWEN3_8B = cost.QWEN3_8B
 # the three fused target features, and a 32k-token draft LM head (vLLM's llama_eagle3.py; cost.EagleHead).
 EAGLE3_LLAMA31_8B = cost.EAGLE3_LLAMA_3_1_8B
 EAGLE3_QWEN3_8B = cost.EAGLE3_QWEN3_8B
-SHAPES = {s.name: s for s in (LLAMA_31_8B, LLAMA_2_7B, TINYLLAMA, QWEN3_8B, cost.LLAMA_3_70B)}
-EAGLE3_HEADS = {LLAMA_31_8B.name: EAGLE3_LLAMA31_8B, QWEN3_8B.name: EAGLE3_QWEN3_8B}
+SHAPES = {**cost.PRESETS, **{s.name: s for s in (LLAMA_2_7B, TINYLLAMA)}}
+# Names the record uses for a model whose config has exactly a known shape's fields (layers, widths, heads, KV
+# heads, MLP, vocabulary): the same matmuls and the same cache, so the same costs. Each with why.
+SHAPE_ALIASES = {
+    "Llama-2-7B-chat": ("Llama-2-7B-32K", "meta-llama/Llama-2-7b-chat-hf: 32 layers, 4096 wide, 32 heads and "
+                                          "32 KV heads, MLP 11008, 32,000 tokens, as Llama-2-7B-32K"),
+    "Vicuna-7B-v1.3": ("Llama-2-7B-32K", "lmsys/vicuna-7b-v1.3, a LLaMA-7B fine-tune: the same fields"),
+    "Llama-3.3-70B": ("Llama-3.1-70B", "the Llama 3.1 70B architecture and config"),
+}
+EAGLE3_HEADS = {LLAMA_31_8B.name: EAGLE3_LLAMA31_8B, QWEN3_8B.name: EAGLE3_QWEN3_8B,
+                cost.LLAMA_3_1_70B.name: cost.EAGLE3_LLAMA_3_1_70B, cost.QWEN3_32B.name: cost.EAGLE3_QWEN3_32B}
 
 # The calibration the book stored before the cross-validation (issue 24): two knobs fitted to the four points
 # of SpecDecode-Bench Fig. 1(c), with EAGLE heads priced as one-layer models; ``VARIANTS`` keeps it as it was.
 FIRST_CALIBRATION = {"overlap": "none", "overhead": 0.00321, "draft_overhead": 0.0005259}
 ALLREDUCE_LATENCY = 10e-6  # vLLM's custom all-reduce, small messages, H100 (interconnect.json)
+
+
+def shape(name) -> cost.ModelShape:
+    """The cost model's shape for a target or draft the record names: a preset, one of the record's own
+    (``SHAPES``), or an alias of one (``SHAPE_ALIASES``: the same config fields, priced the same, named as the
+    record names it). Anything else: an ``Unpriceable`` of kind "shape"."""
+    if name in SHAPES:
+        return SHAPES[name]
+    if name in SHAPE_ALIASES:
+        return replace(SHAPES[SHAPE_ALIASES[name][0]], name=name)
+    raise Unpriceable("shape", f"no shape for {name!r} (not a preset of the cost model, nor one of the record's "
+                               "own, calibrate.SHAPES and SHAPE_ALIASES)")
+
+
+class Unpriceable(validate.BadArgument):
+    """Why the cost model cannot price a published series, with ``kind``: the rule it fails (``SKIP_KINDS``)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = validate.choice("kind", kind, SKIP_KINDS)
+
+
+# Why a series stays out of the record, as the record summary counts them.
+SKIP_KINDS = {
+    "no GPU": "the GPU is not published",
+    "GPU not in the table": "the GPU is not in hardware.ACCELERATORS",
+    "parallel layout": "how the model is split over its GPUs is not published or not modelled",
+    "shape": "the target has no shape in the cost model",
+    "drafter": "the drafter has no shape in the cost model",
+    "n-gram": "an n-gram drafter drafts only where the prompt matches",
+    "drafted tokens": "the number of drafted tokens or the tree's shape is not published",
+    "acceptance": "no acceptance is published and no other batch of the series can anchor it",
+    "context": "the context is only bounded below",
+    "not a decode speedup": "the speedup is against an arrival rate, or counts the prompts' tokens",
+    "not a speedup": "the series is not a speedup against the batch",
+}
 
 
 # ---------------------------------------------------------------------------------------------- cases
@@ -81,7 +134,10 @@ class Case:
     included) replaces α where a source publishes that instead, and a tree drafts ``widths[i]`` tokens per
     sequence at level i and verifies ``k`` of them. The record adds where the point comes from (``source``,
     ``series``), the engine that measured it (``engine``, ``version``) and whether its acceptance is
-    ``anchored`` to the series' smallest batch (then ``alpha`` and ``tokens`` are None)."""
+    ``anchored`` to the series' smallest batch (then ``alpha`` and ``tokens`` are None). ``load``: "batch" where
+    the source fixed the batch, "concurrency" where a closed loop kept ``batch`` requests in flight (``LOADS``).
+    ``gpu_assumed``: what the record assumed of a GPU the source named without its form factor (None: the GPU
+    is as published)."""
 
     label: str
     target: cost.ModelShape
@@ -101,6 +157,8 @@ class Case:
     engine: str = ""
     version: str | None = None
     anchored: bool = False
+    load: str = "batch"
+    gpu_assumed: str | None = None
 
     def ratio(self, **knobs) -> float:
         """T_plain / T_iter: S per token of E[N] (``speedup`` = E[N] · ratio)."""
@@ -128,6 +186,11 @@ class Case:
         """The calibration's identity: engine, version, GPU."""
         return self.engine, self.version, getattr(self.accel, "name", self.accel)
 
+    @property
+    def moe(self) -> bool:
+        """Whether the target is a mixture of experts (``cost.MoEShape``)."""
+        return isinstance(self.target, cost.MoEShape)
+
 
 def magicdec_alpha(context: int) -> float:
     """MagicDec's published acceptance rate (Llama-3.1-8B self-speculation, StreamingLLM budget 512) at
@@ -138,20 +201,61 @@ def magicdec_alpha(context: int) -> float:
     return float(np.interp(context, xs, ys))
 
 
+def dense_layer_of(target: cost.ModelShape) -> cost.ModelShape:
+    """The dense decoder of ``target``'s width: a MoE's attention with one MLP of its config's
+    ``intermediate_size`` (``d_ff``), as the EAGLE-3 heads trained for MoE targets are built (SpecForge's
+    configs/qwen3-30B-eagle3.json, commit d1be954: a Llama layer, hidden 2048, 32 heads, 4 KV heads, head_dim 128,
+    intermediate 6144, the target's ``intermediate_size``). A dense target is returned as it is."""
+    if not isinstance(target, cost.MoEShape):
+        return target
+    if target.mla:
+        raise Unpriceable("drafter", f"an EAGLE head for {target.name}, whose attention is latent (MLA), is not "
+                                     "in the record: its layer's shape is not known")
+    return cost.ModelShape(target.n_layers, target.d_model, target.n_heads, target.n_kv_heads, target.d_ff,
+                           target.vocab, target.weight_bytes, target.kv_bytes, target.name, target.compute,
+                           target.tied_embeddings, target.head_dim)
+
+
+# The drafters of the record the cost model cannot price, and why.
+UNPRICED_DRAFTERS = {
+    "medusa": "Medusa heads: cost.Heads prices k heads with their own weights, but one head (a d×d residual block "
+              "and its own d×V LM head) is not a decoder layer, so not a ModelShape",
+    "dspark": "the DSpark speculator (a block drafter conditioned on target features): its architecture is not in "
+              "the record",
+    "eagle2-head": None,  # EAGLE-2 runs EAGLE-1's head in a dynamic tree: priced as eagle-head (below)
+}
+
+
 def _draft(setup: dict, target: cost.ModelShape):
-    """The cost model's drafter for a published setup, or a BadArgument saying why there is none."""
+    """The cost model's drafter for a published setup, or an ``Unpriceable`` saying why there is none.
+
+    ``self-speculation``: the target itself; ``draft-model``: the named shape; ``eagle3-head``: the published
+    EAGLE-3 head of the target where the record knows it (``EAGLE3_HEADS``), else ``cost.eagle3_head`` over the
+    target's dense layer (``dense_layer_of``); ``eagle-head`` and ``eagle2-head`` (EAGLE-1's head, which EAGLE-2
+    runs in a dynamic tree): ``cost.eagle_head``; ``mtp``: ``cost.mtp_head``, one more layer of the target's own
+    kind; ``ngram``: ``cost.NGRAM``. Medusa and DSpark: ``UNPRICED_DRAFTERS``."""
     kind = setup.get("drafter")
     if kind == "self-speculation":
         return target
     if kind == "eagle3-head":
-        return EAGLE3_HEADS.get(target.name) or cost.eagle3_head(target)
-    if kind == "eagle-head":
-        return cost.eagle_head(target)
-    if kind == "draft-model" and setup.get("draft") in SHAPES:
-        return SHAPES[setup["draft"]]
+        return EAGLE3_HEADS.get(target.name) or cost.eagle3_head(dense_layer_of(target))
+    if kind in ("eagle-head", "eagle2-head"):
+        return cost.eagle_head(dense_layer_of(target))
+    if kind == "mtp":
+        return cost.mtp_head(target)
+    if kind == "draft-model" and (setup.get("draft") in SHAPES or setup.get("draft") in SHAPE_ALIASES):
+        return shape(setup["draft"])
     if kind == "ngram":
         return cost.NGRAM
-    raise validate.BadArgument(f"no draft shape for drafter {kind!r} (draft {setup.get('draft')!r}) on {target.name}")
+    if UNPRICED_DRAFTERS.get(kind):
+        raise Unpriceable("drafter", f"no draft shape for {UNPRICED_DRAFTERS[kind]}")
+    raise Unpriceable("drafter", f"no draft shape for drafter {kind!r} (draft {setup.get('draft')!r}) on "
+                                 f"{target.name}")
+
+
+# Per-point columns of a SGLang-style draft tree: its depth, the candidates kept per level, and the tokens one
+# verify pass scores per sequence (the root included, so k = num_draft_tokens − 1).
+TREE_COLUMNS = ("num_steps", "topk", "num_draft_tokens")
 
 
 def _widths(setup: dict) -> tuple[int, ...] | None:
@@ -159,34 +263,68 @@ def _widths(setup: dict) -> tuple[int, ...] | None:
         return None
     depth, branching = setup.get("tree_depth"), setup.get("tree_branching")
     if not isinstance(depth, int) or not isinstance(branching, int):
-        raise validate.BadArgument("a tree whose depth and branching are not published")
+        raise Unpriceable("drafted tokens", "a tree whose depth and branching are not published")
     return (1,) + (branching,) * (depth - 1)
+
+
+def point_draft(setup: dict, point: dict) -> tuple[int, tuple[int, ...] | None]:
+    """(k, tree widths or None) of one published point: from its SGLang tree columns (``TREE_COLUMNS``: topk 1
+    is a chain of num_steps tokens, whatever num_draft_tokens says, as SGLang runs it; topk > 1 a tree of levels
+    (1, topk, ..., topk) whose verify pass scores num_draft_tokens − 1 drafted tokens), else its ``k`` column,
+    else the setup's k and tree."""
+    if all(c in point for c in TREE_COLUMNS):
+        steps, topk, verified = (validate.integer(c, point[c], low=1) for c in TREE_COLUMNS)
+        if topk == 1:  # SGLang sets num_draft_tokens = num_steps + 1 for a chain, whatever was asked
+            return steps, None
+        return verified - 1, (1,) + (topk,) * (steps - 1)
+    widths = _widths(setup)
+    k = point.get("k", setup.get("k"))
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise Unpriceable("drafted tokens", "the number of drafted tokens (or the tree's shape) is not published")
+    return k, widths
+
+
+# How a source set the batch: "batch" (fixed by the benchmark), "concurrency" (a closed loop: C clients, each
+# sending its next request when the last completes). A closed loop keeps at most C sequences in the engine; in
+# steady state a slot spends part of each request prefilling (and in the queue), so the decode batch averages
+# somewhat below C, the more so the longer the prompts and the shorter the answers. Prefill chunks run inside
+# the decode steps of both runs, lengthening them alike; the speculative run decodes each request in fewer
+# steps, so prefill is a larger share of its time and the measured S understates the decode S by about that
+# share. An open loop ("qps") sets an arrival rate: its batch is whatever the engine's speed makes it.
+LOADS = ("batch", "concurrency")
 
 
 def cases(source: str, series: str, alpha=None, context: int | None = None,
           draft_context: int | None = None) -> list[Case]:
     """The points of ``published.load(source)[series]`` as model inputs.
 
-    α: ``alpha`` (a number, or a function of the context) if given, else the setup's ``alpha``, else
-    the setup's ``tokens_per_iteration`` (as ``tokens``, and as the α whose E[N] it is for a chain).
-    Context: a ``context`` column if the points have one, else ``context``, else the middle of the setup's
-    range (the mean context while decoding, when the range runs from prompt to prompt + output). k likewise
-    (column, then setup); a tree's level widths from its depth and branching. ``draft_context``: the
+    α: ``alpha`` (a number, or a function of the context) if given, else the point's ``mean_acceptance_length``
+    (tokens per iteration, bonus included), else the setup's ``alpha``, else the setup's
+    ``tokens_per_iteration`` (as ``tokens``, and as the α whose E[N] it is for a chain). Batch: the ``batch``
+    column, else a closed loop's ``concurrency`` (``LOADS``). Context: a ``context`` column if the points have
+    one, else ``context``, else the middle of the setup's range (the mean context while decoding, when the range
+    runs from prompt to prompt + output). k and the tree per point (``point_draft``). ``draft_context``: the
     draft's own KV length, default the setup's (the top of a range).
     """
-    s = published.load(source)[series]
-    setup = s.setup
-    target = SHAPES.get(setup.get("target"))
-    if target is None:
-        raise validate.BadArgument(f"no shape for target {setup.get('target')!r}; known: {', '.join(SHAPES)}")
+    return _cases(source, published.load(source)[series], None, alpha, context, draft_context)
+
+
+def _cases(source: str, s, setup: dict | None, alpha=None, context: int | None = None,
+           draft_context: int | None = None) -> list[Case]:
+    """``cases`` of the series ``s`` of ``source``, with ``setup`` in place of its own (None: its own)."""
+    setup = s.setup if setup is None else setup
+    series = s.id
+    target = shape(setup.get("target"))
     draft = _draft(setup, target)
-    widths = _widths(setup)
     if draft_context is None and isinstance(setup.get("draft_context"), int | list):
         draft_context = int(s.bounds("draft_context")[1])
     engine, version = engine_id(setup)
+    if MOE_APART and isinstance(target, cost.MoEShape):
+        engine += MOE_SUFFIX
+    load = "batch" if "batch" in s.columns else "concurrency"
     out = []
     for p in s.points:
-        k = int(p["k"]) if "k" in p else int(setup["k"])
+        k, widths = point_draft(setup, p)
         ctx = int(p["context"]) if "context" in p else context
         if ctx is None:
             lo, hi = s.bounds("context")
@@ -194,17 +332,21 @@ def cases(source: str, series: str, alpha=None, context: int | None = None,
         tokens = None
         if alpha is not None:
             a = alpha(ctx) if callable(alpha) else validate.probability("alpha", alpha)
+        elif (p.get("mean_acceptance_length") is not None or setup.get("tokens_per_iteration") is not None) and not (
+                p.get("mean_acceptance_length") is None and isinstance(setup.get("alpha"), float)):
+            tokens = float(p.get("mean_acceptance_length") or setup["tokens_per_iteration"])
+            if tokens > k + 1 + 1e-9:
+                raise validate.BadArgument(f"{series}: {tokens:g} tokens per iteration from {k} drafted tokens")
+            a = cost.implied_alpha(tokens, k) if widths is None else None
         elif isinstance(setup.get("alpha"), float):
             a = setup["alpha"]
-        elif setup.get("tokens_per_iteration") is not None:
-            tokens = float(setup["tokens_per_iteration"])
-            a = cost.implied_alpha(tokens, k) if widths is None and tokens <= k + 1 else None
         else:
-            raise validate.BadArgument(f"{series} publishes neither alpha nor tokens per iteration: pass alpha=")
-        label = ", ".join(f"{c}={p[c]:g}" for c in s.columns if c in ("context", "batch", "k"))
-        out.append(Case(label, target, draft, setup["accelerator"], int(p["batch"]), k, a, ctx, draft_context,
+            raise Unpriceable("acceptance", f"{series} publishes neither alpha nor tokens per iteration: pass alpha=")
+        label = ", ".join(f"{c}={p[c]:g}" for c in s.columns if c in ("context", "batch", "concurrency", "k",
+                                                                        *TREE_COLUMNS))
+        out.append(Case(label, target, draft, setup["accelerator"], int(p[load]), k, a, ctx, draft_context,
                         int(setup.get("tp", 1)), float(p["speedup"]), tokens if widths else None, widths, source,
-                        series, engine, version))
+                        series, engine, version, load=load))
     return out
 
 
@@ -326,6 +468,14 @@ def engine_id(setup: dict) -> tuple[str, str | None]:
     return words[0].lower() if words else "unknown", version
 
 
+# An engine serving a mixture of experts runs other kernels in every layer than it does for a dense target (the
+# router, the top-k, the token alignment, the grouped expert GEMMs), so its knobs are fitted as an engine family
+# of their own ("sglang-moe"), tied to the others only through the pooled knobs. Held out, this beats sharing the
+# dense family's knobs on every regime (``moe_apart_table``, Chapter 6).
+MOE_APART = True
+MOE_SUFFIX = "-moe"
+
+
 def calibration_name(engine: str, version: str | None) -> str:
     """The name a calibration is stored under: "vllm-0.10.1", or the family alone without a version."""
     return f"{engine}-{version}" if version else engine
@@ -334,10 +484,12 @@ def calibration_name(engine: str, version: str | None) -> str:
 @dataclass(frozen=True)
 class Record:
     """The published record as the model sees it: ``cases`` (every point of every series it can
-    represent) and ``skipped`` ({"source/series": why the model cannot represent it})."""
+    represent), ``skipped`` ({"source/series": why the model cannot represent it}) and ``kinds`` (the rules of
+    ``SKIP_KINDS`` each skipped series fails)."""
 
     cases: tuple[Case, ...]
     skipped: dict
+    kinds: dict = dataclasses.field(default_factory=dict)  # {"source/series": [the rules it fails]}
 
     @property
     def anchor(self) -> np.ndarray:
@@ -363,54 +515,166 @@ def _dataset_contexts(source) -> dict:
     return out
 
 
-def _series_cases(source, s) -> list[Case]:
-    """The cases of one series of the record, or a BadArgument saying why the model cannot represent it."""
+# A GPU a source names without its form factor: the record's older series price a bare "H100" as the SXM part
+# (eagle3_2025 "1x H100", vllm_pr16937 "H100", sglang_pr2150 "a single H100"); a series whose accelerator the
+# record leaves null only for want of the form factor is priced so too, marked ``gpu_assumed``, and its error
+# is reported apart (``FAMILIES``). A series that names no GPU at all stays out.
+FORM_FACTORS = {"H100": ("H100-SXM", "H100-PCIe")}
+ASSUME_FORM_FACTOR = True
+# Targets the cost model cannot price although their config is public, and why.
+UNPRICED_TARGETS = {
+    "Qwen3.8-27B": "48 of its 64 layers are linear attention (Gated DeltaNet), which the cost model does not "
+                   "price: each sequence carries a recurrent state of 48 heads × 128 × 128 values in each such "
+                   "layer, about 75 MB in bf16, read and written by every pass (at B = 128, about 10 GB each way, "
+                   "beside 54 GB of weights), and a verify pass keeps one state per drafted token to roll back",
+}
+
+
+def assumed_gpu(setup: dict, missing: dict) -> tuple[str, str] | None:
+    """(accelerator, what was assumed) for a series whose GPU the source names without its form factor
+    (``FORM_FACTORS``: a bare "H100" priced as the SXM part, as the record's older series are), or None."""
+    text = f"{setup.get('accelerator_text') or ''} {missing.get('accelerator', '')}"
+    if setup.get("accelerator") is not None or "form factor" not in missing.get("accelerator", ""):
+        return None
+    for family, (chosen, other) in FORM_FACTORS.items():
+        if re.search(rf"\b{family}\b", text):
+            bw = lambda name: ACCELERATORS[name].mem_bandwidth / 1e12
+            return chosen, (f"'{family}' without its form factor, priced as the {chosen} ({bw(chosen):.2f} TB/s; "
+                            f"the {other} has {bw(other):.2f} TB/s)")
+    return None
+
+
+def _load_rule(s) -> str:
+    """"batch" or "concurrency" (``LOADS``) for a series whose S the model can take as a decode speedup at a
+    batch, else an ``Unpriceable``: an open loop (speedups at an arrival rate), a closed loop counted per
+    data-parallel rank, or a throughput that counts the prompts' tokens."""
     setup = s.setup
-    if "batch" not in s.columns:
-        raise validate.BadArgument(f"speedups at {', '.join(c for c in s.columns if c in ('concurrency', 'qps'))}, "
-                                   "not against the batch size" if "concurrency" in s.columns or "qps" in s.columns
-                                   else "not a speedup against the batch size")
-    target = SHAPES.get(setup.get("target"))
-    if target is None:
-        raise validate.BadArgument(f"no shape for the target {setup.get('target')!r}")
-    if setup.get("drafter") == "ngram":
-        raise validate.BadArgument("an n-gram drafter proposes only where the prompt matches (vLLM's NgramProposer "
-                                   "returns no draft otherwise), so how many tokens each verify pass scores is not "
-                                   "published")
-    _draft(setup, target)  # raises, saying why, where the record's drafter has no shape here
-    if setup.get("accelerator") is None or setup.get("tp") is None:
-        raise validate.BadArgument("the GPU or the tensor-parallel split is not published")
-    _widths(setup)
-    if setup.get("k") is None and "k" not in s.columns:
-        raise validate.BadArgument("the number of drafted tokens (or the tree's shape) is not published")
+    if "batch" in s.columns:
+        return "batch"
+    if "concurrency" in s.columns:
+        if "per rank" in str(setup.get("concurrency_unit") or ""):
+            raise Unpriceable("parallel layout", "requests in flight per data-parallel attention rank, with the "
+                                                 "experts spread over the ranks: a layout the cost model does not "
+                                                 "split (it knows tensor parallelism only)")
+        if re.search(r"\binput\b|\bprompt", str(setup.get("metric") or "")):
+            raise Unpriceable("not a decode speedup", "a throughput that counts the prompts' tokens: its ratio "
+                                                      "times prefill as much as decode")
+        return "concurrency"
+    if "qps" in s.columns:
+        raise Unpriceable("not a decode speedup", "latencies at an arrival rate (an open loop): the batch is "
+                                                  "whatever the engine's speed makes it")
+    raise Unpriceable("not a speedup", "not a speedup against the batch size or the requests in flight")
+
+
+def _said(why: str | None) -> str:
+    """" (why)" where the record says more than that a value is not published or stated."""
+    plain = re.fullmatch(r"\s*(not (published|stated)\.?)?\s*", why or "")
+    return "" if plain else f" ({why})"
+
+
+def _checks(source, s) -> list:
+    """Every rule the series must pass (``SKIP_KINDS``), in order, each a function raising ``Unpriceable``."""
+    setup = s.setup
+
+    def target():
+        if setup.get("target") in UNPRICED_TARGETS:
+            raise Unpriceable("shape", f"no shape for the target {setup['target']!r}: "
+                                       f"{UNPRICED_TARGETS[setup['target']]}")
+        shape(setup.get("target"))
+
+    def ngram():
+        if setup.get("drafter") == "ngram":
+            raise Unpriceable("n-gram", "an n-gram drafter proposes only where the prompt matches (vLLM's "
+                                        "NgramProposer returns no draft otherwise), so how many tokens each verify "
+                                        "pass scores is not published")
+
+    def drafter():
+        if setup.get("target") in SHAPES or setup.get("target") in SHAPE_ALIASES:
+            _draft(setup, shape(setup["target"]))
+
+    def gpu():
+        accel = setup.get("accelerator")
+        if accel is None and not (ASSUME_FORM_FACTOR and assumed_gpu(setup, s.missing)):
+            raise Unpriceable("no GPU", "the GPU is not published" + _said(s.missing.get("accelerator")))
+        if accel is not None and accel not in ACCELERATORS:
+            raise Unpriceable("GPU not in the table", f"the GPU {accel!r} is not in hardware.ACCELERATORS")
+
+    def layout():
+        if setup.get("tp") is None:
+            raise Unpriceable("parallel layout",
+                              "the tensor-parallel split is not published" + _said(s.missing.get("tp")))
+
+    def drafted():
+        for p in s.points:
+            point_draft(setup, p)
+
+    def context():
+        if not (isinstance(setup.get("context"), list) or "context" in s.columns) and re.search(
+                r">\s*\d+\s*k", s.missing.get("context", "")):
+            raise Unpriceable("context", f"its context is only bounded below ({s.missing['context']}): the KV reads "
+                                         "need it")
+
+    return [lambda: _load_rule(s), target, ngram, drafter, gpu, layout, drafted, context]
+
+
+def _series_cases(source, s) -> list[Case]:
+    """The cases of one series of the record, or an ``Unpriceable`` naming every rule it fails (its ``kind``: the
+    first; ``kinds``: all of them)."""
+    setup = s.setup
+    failed = []
+    for check in _checks(source, s):
+        try:
+            check()
+        except Unpriceable as err:
+            failed.append(err)
+    if failed:
+        err = Unpriceable(failed[0].kind, "; ".join(dict.fromkeys(str(e) for e in failed)))
+        err.kinds = list(dict.fromkeys(e.kind for e in failed))
+        raise err
+    load = _load_rule(s)
+    assumed = assumed_gpu(setup, s.missing) if setup.get("accelerator") is None else None
     if isinstance(setup.get("context"), list) or "context" in s.columns:
         context = None
-    elif re.search(r">\s*\d+\s*k", s.missing.get("context", "")):
-        raise validate.BadArgument(f"its context is only bounded below ({s.missing['context']}): the KV reads need it")
     else:
         context = _dataset_contexts(source).get(setup.get("dataset"), DEFAULT_CONTEXT)
     alpha = magicdec_alpha if (source.name == "magicdec" and setup.get("target") == "Llama-3.1-8B") else None
-    published_acceptance = (alpha is not None or isinstance(setup.get("alpha"), float)
+    per_point = "mean_acceptance_length" in s.columns and all(p.get("mean_acceptance_length") for p in s.points)
+    published_acceptance = (alpha is not None or per_point or isinstance(setup.get("alpha"), float)
                             or setup.get("tokens_per_iteration") is not None)
+    mark = lambda cs: [replace(c, load=load, accel=assumed[0], gpu_assumed=assumed[1]) if assumed
+                       else replace(c, load=load) for c in cs]
+    if assumed:
+        setup = {**setup, "accelerator": assumed[0]}
     if published_acceptance:
-        return cases(source.name, s.id, alpha=alpha, context=context)
-    out = [replace(c, anchored=True) for c in cases(source.name, s.id, alpha=0.5, context=context)]
-    out = [replace(c, alpha=None) for c in out]
+        return mark(_cases(source.name, s, setup, alpha=alpha, context=context))
+    out = [replace(c, anchored=True, alpha=None) for c in _cases(source.name, s, setup, alpha=0.5, context=context)]
     groups = {}
     for c in out:
         groups.setdefault((c.k, c.widths), []).append(c)
-    out = [c for members in groups.values() if len(members) > 1 for c in members]
+    out = [c for members in groups.values() if len({m.batch for m in members}) > 1 for c in members]
     if not out:
-        raise validate.BadArgument("no acceptance is published and no two batch sizes share a k, so no point can "
-                                   "be predicted from another")
-    return out
+        err = Unpriceable("acceptance", "no acceptance is published and no two batch sizes share a k, so no point "
+                                        "can be predicted from another")
+        err.kinds = ["acceptance"]
+        raise err
+    return mark(out)
+
+
+def series_cases(source: str | None, series) -> list[Case]:
+    """The cases of one published ``series`` of ``source`` (a name of ``published.names()``, or None for a
+    series of no recorded source), as ``record`` admits them, or an ``Unpriceable`` naming every rule it fails."""
+    from types import SimpleNamespace
+
+    known = published.load(source) if source in published.names() else None
+    return _series_cases(SimpleNamespace(name=source or "", series=known.series if known else (series,)), series)
 
 
 @cache
 def record() -> Record:
-    """Every series of the published record with S against the batch that the model can represent (see the
-    module docstring), and the others with the reason."""
-    out, skipped = [], {}
+    """Every series of the published record with S against the batch (or the requests in flight of a closed
+    loop, ``LOADS``) that the model can represent (see the module docstring), and the others with the reasons:
+    ``skipped`` {series: why}, ``kinds`` {series: the rules it fails, ``SKIP_KINDS``}."""
+    out, skipped, kinds = [], {}, {}
     for name in published.names():
         source = published.load(name)
         for s in source.series:
@@ -418,9 +682,26 @@ def record() -> Record:
                 continue  # constants or other measurements, not S
             try:
                 out += _series_cases(source, s)
-            except validate.BadArgument as err:
+            except Unpriceable as err:
                 skipped[f"{name}/{s.id}"] = str(err)
-    return Record(tuple(out), skipped)
+                kinds[f"{name}/{s.id}"] = getattr(err, "kinds", [err.kind])
+    return Record(tuple(out), skipped, kinds)
+
+
+def skip_summary(rec: Record | None = None) -> list[dict]:
+    """What keeps series out of the record, one row per rule (``SKIP_KINDS``) that keeps any out: the series and
+    points it fails, and how many of them fail it alone (the rule to lift to admit them)."""
+    rec = rec or record()
+    rows = []
+    for kind, what in SKIP_KINDS.items():
+        hit = [key for key, ks in rec.kinds.items() if kind in ks]
+        if not hit:
+            continue
+        alone = [key for key in hit if rec.kinds[key] == [kind]]
+        npoints = lambda keys: sum(len(published.load(k.split("/")[0])[k.split("/")[1]].points) for k in keys)
+        rows.append({"rule": kind, "what": what, "series": len(hit), "points": npoints(hit),
+                     "alone series": len(alone), "alone points": npoints(alone), "alone": alone})
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------- variants
@@ -465,14 +746,20 @@ VARIANTS = {v.name: v for v in (
             "none", ("draft_overhead", "layer_overhead", "spec_token_overhead")),
     Variant("+ per-sequence cost", "per-layer cost, and a time per sequence in every pass (scheduling)", "none",
             ("draft_overhead", "layer_overhead", "seq_overhead")),
+    Variant("+ per-MoE-layer cost", "per-layer cost, and a time per MoE layer of every pass (router, top-k, "
+            "token alignment, grouped-GEMM launches)", "none", ("draft_overhead", "layer_overhead",
+                                                                 "moe_layer_overhead")),
+    Variant("+ per-expert cost", "per-layer cost, and a time per distinct expert a MoE layer touches (each "
+            "touched expert's GEMM runs a few rows padded to its tile)", "none",
+            ("draft_overhead", "layer_overhead", "expert_overhead")),
 )}
 CHOSEN = "per-layer cost"  # the variant the stored calibrations use: the best by leave-one-source-out (--cv)
 SHRINK = 0.1  # weight of the pull toward the family's and the pooled knobs (log-knob units)
 KNEES = (1.0, 2.0, 4.0, math.inf)  # the p the soft knee may take (1: memory plus compute; inf: the larger)
 LINEAR = ("overhead", "draft_overhead", "layer_overhead", "token_overhead", "allreduce_latency", "seq_overhead",
-          "spec_token_overhead")
+          "spec_token_overhead", "moe_layer_overhead", "expert_overhead")
 _INIT = {"overhead": 1e-3, "draft_overhead": 5e-4, "layer_overhead": 3e-5, "token_overhead": 2e-6,
-         "seq_overhead": 5e-6, "spec_token_overhead": 2e-6}
+         "seq_overhead": 5e-6, "spec_token_overhead": 2e-6, "moe_layer_overhead": 2e-5, "expert_overhead": 2e-7}
 COST_KNOBS = ("overhead", "draft_overhead", "layer_overhead", "allreduce_latency")  # what cost's time functions take
 MATMULS = ("matmul", "lm head", "heads")  # the kernels whose rows a GEMM tile rounds up
 
@@ -504,8 +791,10 @@ class Features:
             passes = ([cost.target_pass(c.target, c.batch, 1, c.context, c.tp)],
                       [cost.target_pass(c.target, c.batch, c.k + 1, c.context, c.tp)]
                       + cost.draft_passes(c.draft, c.batch, c.k, dctx, c.tp, c.target, widths))
-            for plain, group in enumerate(passes[::-1]):  # iteration passes first, then the plain pass
-                for p in group:
+            moe = ([_moe_counts(c.target, c.batch)],
+                   [_moe_counts(c.target, c.batch * (c.k + 1))] + _draft_moe_counts(c.draft, c.batch, widths))
+            for plain, (group, moe_group) in enumerate(zip(passes[::-1], moe[::-1], strict=True)):
+                for p, (moe_layers, experts) in zip(group, moe_group, strict=True):
                     w = _weight_bytes(c, p)
                     n = len(pcase)
                     peak = accel.peak(cost._math_dtype(accel, p.dtype, p.compute)) if p.kernels else 1.0
@@ -519,7 +808,8 @@ class Features:
                     tokens = c.batch * (1 if plain else c.k + 1)
                     lin.append([0.0 if p.draft else 1.0, 1.0 if p.draft else 0.0, float(p.layers),
                                 0.0 if p.draft else float(tokens), float(sum(k.calls for k in p.kernels)),
-                                float(c.batch), 0.0 if (p.draft or plain) else float(c.batch * c.k)])
+                                float(c.batch), 0.0 if (p.draft or plain) else float(c.batch * c.k),
+                                float(moe_layers), float(experts)])
                     pcase.append(i)
                     pplain.append(bool(plain))
         self.mem, self.comp, self.kpass = np.array(mem), np.array(comp), np.array(kpass)
@@ -581,6 +871,27 @@ class Features:
         plain, it = self.times(knee, x, tile)
         g = self.lin_plain / plain[:, None] - self.lin_iter / it[:, None]
         return np.where(self.anchored[:, None], g - g[self.anchor], g)
+
+
+def _moe_counts(shape, tokens: int) -> tuple[float, float]:
+    """(MoE layers, distinct experts touched summed over them) of a pass of ``shape`` over ``tokens`` tokens:
+    (0, 0) for a dense shape; E[D](T) per layer under independent routing (``cost.expected_experts``)."""
+    if not isinstance(shape, cost.MoEShape):
+        return 0.0, 0.0
+    return float(shape.moe_layers), shape.moe_layers * cost.expected_experts(shape.n_experts, shape.experts_per_token,
+                                                                             tokens)
+
+
+def _draft_moe_counts(draft, batch: int, widths) -> list[tuple[float, float]]:
+    """``_moe_counts`` of each draft pass (``cost.draft_passes``' order): an EAGLE or MTP head's first pass runs
+    every verified token, its later ones a level's width; a draft model a level's width; others are dense."""
+    if isinstance(draft, cost.NoWeights):
+        return [(0.0, 0.0)]
+    if isinstance(draft, cost.EagleHead):
+        return [_moe_counts(draft.layer, batch * ((len(widths) + 1) if i == 0 else w)) for i, w in enumerate(widths)]
+    if isinstance(draft, cost.ModelShape):
+        return [_moe_counts(draft, batch * w) for w in widths]
+    return [(0.0, 0.0)] * (1 if isinstance(draft, cost.SinglePass | cost.Heads) else len(widths))
 
 
 def gemm_rows(rows, tile: int | None):
@@ -913,21 +1224,30 @@ class Band:
     """Held-out errors e = log(predicted / measured), each at a coordinate ``at`` (log2 of its batch; for an
     anchored prediction, log2 of its batch over the measured one), and the source each came from.
 
-    ``quantiles(x)``: the central ``nominal`` share and the median of the ``points`` errors nearest to x
-    (every error tied with the last one included; all of them when there are fewer). ``factors(x)``:
-    (low, centre, high) multipliers on the model's S, exp(−q_high), exp(−median), exp(−q_low): the measured
-    S lay within model·low to model·high for that share of the nearest held-out points, and model·centre is
-    the central estimate they support (always inside the band)."""
+    ``quantiles(x)``: (low, centre, high) in log error. The band spans the central ``nominal`` share of the
+    ``points`` errors nearest to x (every error tied with the last one included; all of them when there are
+    fewer). With ``between``, it spans at least the sources' spread too: each source's typical error (its
+    median, its offset) differs from the others', and a new deployment is a new source, so the band reaches from
+    the lowest offset plus the low tail of every error's spread about its own source's offset, to the highest
+    offset plus the high tail (``BAND_BUILDS``). That spread is pooled over every error, not the nearest: the
+    nearest come from two or three sources with a few points each, and their tails would step with B.
+    ``centre``: "model", the model's own S (an error of 0, moved to the nearest edge if the band excludes it),
+    or "nearest", the nearest errors' median.
+    ``factors(x)``: (low, centre, high) multipliers on the model's S, exp(−high), exp(−centre), exp(−low): the
+    measured S lay within model·low to model·high for that share of the held-out points."""
 
     at: tuple[float, ...]
     errors: tuple[float, ...]
     sources: tuple[str, ...]
     nominal: float = NOMINAL
     points: int = 20
+    between: bool = False
+    centre: str = "nearest"
 
     def __post_init__(self):
         if not len(self.at) == len(self.errors) == len(self.sources) or not self.errors:
             raise validate.BadArgument("a band needs one coordinate and one source per error, and at least one error")
+        validate.choice("centre", self.centre, ("model", "nearest"))
 
     def nearest(self, x: float) -> np.ndarray:
         """Indices of the ``points`` errors nearest to ``x`` (ties at the cut included)."""
@@ -937,10 +1257,23 @@ class Band:
         cut = np.sort(d)[self.points - 1]
         return np.flatnonzero(d <= cut + 1e-9)
 
+    def offsets(self) -> dict:
+        """{source: the median of its errors}: where each source's errors sit."""
+        e, s = np.asarray(self.errors), np.asarray(self.sources)
+        return {str(src): float(np.median(e[s == src])) for src in dict.fromkeys(self.sources)}
+
     def quantiles(self, x: float) -> tuple[float, float, float]:
-        e = np.asarray(self.errors)[self.nearest(x)]
+        near = self.nearest(x)
+        e = np.asarray(self.errors)[near]
         tail = (1 - self.nominal) / 2
-        return float(np.quantile(e, tail)), float(np.median(e)), float(np.quantile(e, 1 - tail))
+        low, high = float(np.quantile(e, tail)), float(np.quantile(e, 1 - tail))
+        if self.between:
+            off = self.offsets()
+            within = np.asarray(self.errors) - np.array([off[s] for s in self.sources])
+            low = min(low, min(off.values()) + float(np.quantile(within, tail)))
+            high = max(high, max(off.values()) + float(np.quantile(within, 1 - tail)))
+        mid = float(np.median(e)) if self.centre == "nearest" else 0.0
+        return low, min(max(mid, low), high), high
 
     def factors(self, x: float) -> tuple[float, float, float]:
         low, mid, high = self.quantiles(x)
@@ -956,23 +1289,34 @@ class Band:
                        sources=tuple(self.sources[i] for i in keep))
 
     def to_json(self) -> dict:
-        return {"nominal": self.nominal, "points": self.points, "at": [round(x, 4) for x in self.at],
-                "errors": [round(e, 4) for e in self.errors], "sources": list(self.sources)}
+        return {"nominal": self.nominal, "points": self.points, "between": self.between, "centre": self.centre,
+                "at": [round(x, 4) for x in self.at], "errors": [round(e, 4) for e in self.errors],
+                "sources": list(self.sources)}
 
     @classmethod
     def from_json(cls, doc: dict) -> Band:
-        return cls(tuple(doc["at"]), tuple(doc["errors"]), tuple(doc["sources"]), doc["nominal"], doc["points"])
+        return cls(tuple(doc["at"]), tuple(doc["errors"]), tuple(doc["sources"]), doc["nominal"], doc["points"],
+                   doc.get("between", False), doc.get("centre", "nearest"))
+
+
+# How the advisor's band is built: "sources" (the one it uses) spans the sources' spread as well as the nearest
+# errors' and is centred on the model's own S; "nearest" (issue 34's first band) spans the nearest errors only
+# and is centred on their median. Both are judged held out by source (``band_table(..., build=...)``).
+BAND_BUILDS = {"sources": {"between": True, "centre": "model"}, "nearest": {"between": False, "centre": "nearest"}}
+BAND_BUILD = "sources"
 
 
 def batch_band(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADVISOR_REGIME, nominal: float = NOMINAL,
-               mask=None) -> Band:
+               mask=None, build: str = BAND_BUILD) -> Band:
     """The band of ``variant`` as a function of the batch: its held-out errors (leaving one source out) over
-    the scored points of ``regime`` (and ``mask``), each at log2 of its batch."""
+    the scored points of ``regime`` (and ``mask``), each at log2 of its batch, built as ``build`` says
+    (``BAND_BUILDS``)."""
+    validate.choice("build", build, BAND_BUILDS)
     keep = cv.record.scored & regime_mask(cv.record, regime) & (True if mask is None else mask)
     cases_ = [c for c, k in zip(cv.record.cases, keep, strict=True) if k]
     err = cv.errors("source", variant, regime_mask(cv.record, regime) & (True if mask is None else mask))
     return Band(tuple(math.log2(c.batch) for c in cases_), tuple(map(float, err)), tuple(c.source for c in cases_),
-                nominal, min_points(nominal))
+                nominal, min_points(nominal), **BAND_BUILDS[build])
 
 
 def anchor_pairs(cv: CrossValidation, variant: str = CHOSEN) -> list[dict]:
@@ -1015,12 +1359,12 @@ def verdict_of(low: float, high: float) -> str:
 
 
 def held_out_band(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADVISOR_REGIME,
-                  nominal: float = NOMINAL) -> dict:
+                  nominal: float = NOMINAL, build: str = BAND_BUILD) -> dict:
     """The band judged on points it was not built from: for each source, the band built from the other sources'
     held-out errors (``batch_band(...).without(source)``), applied to that source's points. Per point of
     ``regime`` (arrays over ``cases``): the model's held-out S, the band's (low, centre, high) S, the
     measured S, whether the band covered it, and the verdict (``verdict_of``) and whether it was right."""
-    full = batch_band(cv, variant, regime, nominal)
+    full = batch_band(cv, variant, regime, nominal, build=build)
     keep = cv.record.scored & regime_mask(cv.record, regime)
     cases_ = [c for c, k in zip(cv.record.cases, keep, strict=True) if k]
     model, meas = cv.predicted["source"][variant][keep], cv.measured[keep]
@@ -1033,6 +1377,8 @@ def held_out_band(cv: CrossValidation, variant: str = CHOSEN, regime: str = ADVI
     decisive = np.array([v != "uncertain" for v in verdicts])
     right = np.array([(v == "pays") == (m > 1) and v != "uncertain" for v, m in zip(verdicts, meas, strict=True)])
     return {"cases": cases_, "batch": np.array([c.batch for c in cases_]), "model": model, "low": low,
+            "moe": np.array([c.moe for c in cases_], bool), "load": np.array([c.load for c in cases_]),
+            "gpu_assumed": np.array([c.gpu_assumed is not None for c in cases_], bool),
             "centre": centre, "high": high, "measured": meas, "covered": (low <= meas) & (meas <= high),
             "verdict": verdicts, "decisive": decisive, "right": right}
 
@@ -1052,15 +1398,60 @@ def _score(h: dict, m) -> dict:
 
 
 def band_table(cv: CrossValidation | None = None, variant: str = CHOSEN, regime: str = ADVISOR_REGIME,
-               nominal: float = NOMINAL) -> list[dict]:
+               nominal: float = NOMINAL, build: str = BAND_BUILD) -> list[dict]:
     """The band held out by source (``held_out_band``), one row per batch bucket (``BUCKETS``), then B > 1 and
     every point: points, covered, coverage, decisive verdicts and their share, right ones and their share,
     and the held-out bias and median |log ratio| of the model's S and of the band's central estimate."""
     cv = cv or cross_validate()
-    h = held_out_band(cv, variant, regime, nominal)
+    h = held_out_band(cv, variant, regime, nominal, build)
     rows = [{"bucket": bucket_label(lo, hi), **_score(h, in_bucket(h["batch"], lo, hi))} for lo, hi in BUCKETS]
     rows.append({"bucket": "B > 1", **_score(h, h["batch"] > 1)})
     rows.append({"bucket": "all", **_score(h, h["batch"] >= 1)})
+    return rows
+
+
+# The families of the record whose held-out error is reported apart: dense and MoE targets, a batch the source
+# fixed and the requests in flight of a closed loop (``LOADS``), a GPU named without its form factor.
+FAMILIES = {
+    "dense": lambda c: not c.moe,
+    "MoE": lambda c: c.moe,
+    "batch": lambda c: c.load == "batch",
+    "concurrency": lambda c: c.load == "concurrency",
+    "GPU form factor assumed": lambda c: c.gpu_assumed is not None,
+}
+
+
+def family_mask(rec: Record, family: str) -> np.ndarray:
+    """Which cases of ``rec`` belong to ``family`` (``FAMILIES``)."""
+    validate.choice("family", family, FAMILIES)
+    return np.array([bool(FAMILIES[family](c)) for c in rec.cases], bool)
+
+
+def family_table(cv: CrossValidation | None = None, variant: str = CHOSEN) -> list[dict]:
+    """Per family (``FAMILIES``), leaving one source out: the points and sources of each regime, the held-out
+    median |log ratio| and bias of each regime and of both, the verdict agreement, and over its acceptance-only
+    points the band's coverage, decisive share and right verdicts (``held_out_band``). A family with no point
+    has only its name and zeros: the record summary (``skip_summary``) says what keeps such points out."""
+    cv = cv or cross_validate()
+    h = held_out_band(cv, variant)
+    in_band = {"dense": ~h["moe"], "MoE": h["moe"], "batch": h["load"] == "batch",
+               "concurrency": h["load"] == "concurrency", "GPU form factor assumed": h["gpu_assumed"]}
+    rows = []
+    for fam in FAMILIES:
+        m = family_mask(cv.record, fam)
+        row = {"family": fam, "points": int((m & cv.record.scored).sum()),
+               "sources": len({c.source for c, k in zip(cv.record.cases, m, strict=True) if k})}
+        for regime in REGIMES:
+            keep = m & cv.record.scored & regime_mask(cv.record, regime)
+            if not keep.any():
+                row[regime] = None
+                continue
+            s = cv.summary("source", variant, m, regime)
+            row[regime] = {"points": s["points"], "median": s["median |log ratio|"], "bias": s["bias"],
+                           "verdict": s["verdict agreement"]}
+        band = _score(h, in_band[fam])
+        row["band"] = band if band["points"] else None
+        rows.append(row)
     return rows
 
 
@@ -1112,6 +1503,10 @@ CANDIDATES = {
                                  "test, tree masks, KV writes",
     "+ per-sequence cost": "a time per sequence in every pass, draft passes included: the engine's scheduling "
                            "and metadata per request per step",
+    "+ per-MoE-layer cost": "a time per MoE layer of every pass: the router, the top-k, the token alignment and the "
+                            "grouped GEMMs' launches that a dense layer does not run",
+    "+ per-expert cost": "a time per distinct expert each MoE layer touches: a touched expert's GEMM runs its few rows "
+                         "padded to a whole tile, so its cost grows with E[D](tokens), as a verify pass's does",
 }
 
 
@@ -1184,6 +1579,165 @@ def kept_term(rows: list[dict]) -> str | None:
     return min(kept, key=lambda r: abs(r["bias B > 1"]))["variant"] if kept else None
 
 
+def shown(x: float, against: float, decimals: int = 3, style: str = "f") -> str:
+    """``x`` printed with ``decimals`` (style "f", "+f" for a sign, or "%"), with more decimals where fewer would
+    print it equal to ``against`` or on its other side: a sentence that says "below 80%" never prints "80%"."""
+    def fmt(v, d):
+        return f"{v:.{d}%}" if style == "%" else f"{v:+.{d}f}" if style == "+f" else f"{v:.{d}f}"
+
+    def value(text):
+        return float(text.rstrip("%")) / (100 if style == "%" else 1)
+
+    for d in range(decimals, decimals + 6):
+        text = fmt(x, d)
+        shown_, goal = value(text), value(fmt(against, d))
+        if x == against or (shown_ != goal and (shown_ < goal) == (x < against)):
+            return text
+    return fmt(x, decimals + 6)
+
+
+def shown_pair(a: float, b: float, decimals: int = 3, style: str = "f") -> tuple[str, str]:
+    """``a`` and ``b`` printed with as many decimals as it takes to tell them apart (as many as asked if equal)."""
+    for d in range(decimals, decimals + 6):
+        fa, fb = (f"{v:.{d}%}" if style == "%" else f"{v:+.{d}f}" if style == "+f" else f"{v:.{d}f}" for v in (a, b))
+        if fa != fb or a == b:
+            return fa, fb
+    return fa, fb
+
+
+def why_not_kept(base: dict, candidate: dict) -> list[str]:
+    """The parts of ``keeps`` a candidate fails, in words with its numbers (empty: it is kept)."""
+    out = []
+    if not abs(candidate["bias B > 1"]) < abs(base["bias B > 1"]):
+        a, b = shown_pair(candidate["bias B > 1"], base["bias B > 1"], style="+f")
+        out.append(f"its bias at B > 1, {a}, is no smaller than {b}")
+    if candidate["median B > 1"] > base["median B > 1"]:
+        a, b = shown_pair(candidate["median B > 1"], base["median B > 1"])
+        out.append(f"its median at B > 1 grows to {a} from {b}")
+    if candidate["anchored median"] > base["anchored median"]:
+        a, b = shown_pair(candidate["anchored median"], base["anchored median"])
+        out.append(f"the anchored median grows to {a} from {b}")
+    return out
+
+
+def term_story(rows: list[dict]) -> str:
+    """What the search for a batch-growing term found (``term_search``), in short sentences: the term kept or
+    that none is, then for each candidate that is not kept the first part of the rule it fails."""
+    kept = kept_term(rows)
+    said = [f"{kept} is kept." if kept else "No term is kept."]
+    for r in rows[1:]:
+        why = why_not_kept(rows[0], r)
+        if why:
+            name = r["variant"].removeprefix("+ ")
+            said.append(f"{name[0].upper() + name[1:]}: {why[0]}.")
+    return " ".join(said)
+
+
+def _than(a: float, b: float) -> tuple[str, str]:
+    """(a as printed, "above b" / "below b" / "equal to b"), printed so that the words are true of them."""
+    sa, sb = shown_pair(a, b)
+    return sa, f"equal to {sb}" if a == b else f"above {sb}" if a > b else f"below {sb}"
+
+
+def family_story(rows: list[dict], family: str = "MoE", against: str = "dense") -> str:
+    """One family's held-out error beside another's (``family_table``), in two sentences chosen by the numbers:
+    the median and bias of the points predicted from their acceptance alone, and the band's coverage of them.
+    A family with no such point says so."""
+    by = {r["family"]: r for r in rows}
+    mine, other = by[family], by[against]
+    acc, ref = mine["acceptance only"], other["acceptance only"]
+    if acc is None:
+        return f"No {family} point is predicted from its published acceptance alone."
+    n = f"{acc['points']} {family} point{'s' if acc['points'] != 1 else ''}"
+    src = f"{mine['sources']} source{'s' if mine['sources'] != 1 else ''}"
+    median, than = _than(acc["median"], ref["median"]) if ref else (f"{acc['median']:.3f}", "")
+    first = (f"The {n} from {src}, predicted from their published acceptance alone, are off by a median "
+             f"{median} in log terms" + (f", {than} for the {against} points" if ref else "")
+             + f"; their bias is {acc['bias']:+.3f}" + (f" ({against}: {ref['bias']:+.3f})" if ref else "") + ".")
+    band, ref_band = mine["band"], other["band"]
+    second = (f"The band covered {band['covered']} of them ({band['coverage']:.0%}"
+              + (f"; {against}: {ref_band['coverage']:.0%}" if ref_band else "") + "), and "
+              + (f"{band['right']} of the {band['decisive']} decisive verdicts were right." if band["decisive"]
+                 else "gave no decisive verdict."))
+    return f"{first} {second}"
+
+
+def alternative_story(rows: list[dict], choice: str) -> str:
+    """Whether the record's ``choice`` (a row group of ``alternative_table``) beats its alternative held out:
+    "on every regime", "on none", or on which, by the median |log ratio|."""
+    mine = [r for r in rows if r["choice"] == choice]
+    if not mine:
+        raise validate.BadArgument(f"no rows for {choice!r}; choices: {sorted({r['choice'] for r in rows})}")
+    better = [r["regime"] for r in mine if r["median"] < r["other median"]]
+    nums = "; ".join(f"{r['regime']} {r['median']:.3f} against {r['other median']:.3f}" for r in mine)
+    where = ("on every regime" if len(better) == len(mine) else "on none of the regimes" if not better
+             else "on " + " and ".join(better) + " only")
+    return f"Held out by source, it predicts better {where} (median |log ratio|: {nums})."
+
+
+def _coverage_list(rows: list[dict]) -> str:
+    said = []
+    for r in rows[:len(BUCKETS)]:
+        if not r.get("points"):
+            continue
+        where = r["bucket"].replace("B > ", "above ").replace("B = ", "at B = ")
+        said.append(f"{r['covered']} of the {r['points']} {where}" if r["points"] < BAND_GOALS["bucket_points"]
+                    else f"{shown(r['coverage'], BAND_GOALS['coverage'], 0, '%')} of the {r['points']} {where}")
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]
+
+
+def band_story(rows: list[dict], other: list[dict] | None = None) -> str:
+    """How the band did held out by source (``band_table``), per batch bucket, against issue 34's coverage goal
+    (``BAND_GOALS``: 80% in every bucket of 10 points or more); with ``other`` (the same table for another
+    build, ``BAND_BUILDS``), how that one did in the same buckets."""
+    g, n = BAND_GOALS["coverage"], BAND_GOALS["bucket_points"]
+    judged = [r for r in rows[:len(BUCKETS)] if r.get("points", 0) >= n]
+    short = [r["bucket"] for r in judged if r["coverage"] < g]
+    said = f"Held out, the band covered {_coverage_list(rows)}."
+    said += (f" That is at least {g:.0%} in every bucket of {n} points or more." if not short else
+             f" That is below {g:.0%} at {', '.join(short)}.")
+    if other:
+        by = {r["bucket"]: r for r in other}
+        pairs = [(r, by[r["bucket"]]) for r in rows[:len(BUCKETS)] if r.get("points")]
+        less = sum(o["coverage"] < r["coverage"] for r, o in pairs)
+        more = sum(o["coverage"] > r["coverage"] for r, o in pairs)
+        how = ("less in every bucket" if less == len(pairs) else "never less" if not less else
+               f"less in {less} of the {len(pairs)} buckets" + (f" and more in {more}" if more else ""))
+        said += f" Built from the nearest errors alone, it covered {_coverage_list(other)}. That is {how}."
+    return said
+
+
+def centre_story(rows: list[dict], other: list[dict]) -> str:
+    """The band's central estimate at B > 1 held out (``band_table``) beside another build's (``other``), in one
+    sentence of numbers: median |log ratio| and bias of each."""
+    mine, theirs = rows[-2], other[-2]
+    m1, m2 = shown_pair(mine["centre_median"], theirs["centre_median"])
+    b1, b2 = shown_pair(mine["centre_bias"], theirs["centre_bias"], style="+f")
+    return (f"At B > 1 the central estimate is off by a median {m1} held out (bias {b1}); centred on the nearest "
+            f"errors' median, as first built, it was off by {m2} (bias {b2}).")
+
+
+def closed_loop_text(rec: Record | None = None) -> str:
+    """What became of the closed-loop series (speedups at requests in flight): how many are admitted, and what
+    keeps the others out (``Record.kinds``)."""
+    rec = rec or record()
+    loops = [k for k in rec.kinds if published.load(k.split("/")[0])[k.split("/")[1]].columns
+             and "concurrency" in published.load(k.split("/")[0])[k.split("/")[1]].columns]
+    admitted = len({(c.source, c.series) for c in rec.cases if c.load == "concurrency"})
+    kinds: dict = {}
+    for k in loops:
+        for kind in rec.kinds[k]:
+            kinds[kind] = kinds.get(kind, 0) + 1
+    why = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    if not loops:
+        return f"{admitted} closed-loop series {'is' if admitted == 1 else 'are'} admitted, and none is kept out."
+    if not admitted:
+        return (f"None of the {len(loops)} closed-loop series is admitted: each fails another rule. Series per "
+                f"rule: {why}.")
+    return (f"{admitted} closed-loop series {'is' if admitted == 1 else 'are'} admitted; the other {len(loops)} "
+            f"each fail another rule. Series per rule: {why}.")
+
+
 # ---------------------------------------------------------------------------------------------- goals
 
 # Issue 24's goals for the held-out error, leaving one source out: each row of the table is judged on its own.
@@ -1214,11 +1768,15 @@ def judge(row: dict, coverage: float | None = None) -> Goals:
     met = {"median": numbers["median"] <= GOALS["median"], "bias": abs(numbers["bias"]) <= GOALS["bias"],
            "verdict": numbers["verdict"] >= GOALS["verdict"],
            "coverage": None if coverage is None else coverage >= GOALS["coverage"]}
-    said = {"median": f"median |log ratio| {numbers['median']:.3f} (goal ≤ {GOALS['median']:.2f})",
-            "bias": f"bias {numbers['bias']:+.3f} (goal within ±{GOALS['bias']:.2f})",
-            "verdict": f"verdict agreement {numbers['verdict']:.1%} (goal ≥ {GOALS['verdict']:.0%})",
+    bias = numbers["bias"]
+    said = {"median": f"median |log ratio| {shown(numbers['median'], GOALS['median'])} "
+                      f"(goal ≤ {GOALS['median']:.2f})",
+            "bias": f"bias {shown(bias, math.copysign(GOALS['bias'], bias), 3, '+f')} "
+                    f"(goal within ±{GOALS['bias']:.2f})",
+            "verdict": f"verdict agreement {shown(numbers['verdict'], GOALS['verdict'], 1, '%')} "
+                       f"(goal ≥ {GOALS['verdict']:.0%})",
             "coverage": None if coverage is None else
-            f"band coverage {coverage:.0%} (goal ≥ {GOALS['coverage']:.0%})"}
+            f"band coverage {shown(coverage, GOALS['coverage'], 0, '%')} (goal ≥ {GOALS['coverage']:.0%})"}
     what = f"{row.get('variant', 'the model')}, {row.get('regime', 'all')} ({row['points']} points)"
     return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers)
 
@@ -1276,18 +1834,22 @@ def judge_band(rows: list[dict], anchor_rows: list[dict] | None = None, estimate
            "decisive": numbers["decisive"] >= g["decisive"],
            "anchor_median": None if numbers["anchor_median"] is None
            else numbers["anchor_median"] <= g["anchor_median"]}
-    said = {"bias": f"bias at B > 1 {numbers['bias']:+.3f} (goal within ±{g['bias']:.2f})",
-            "median": f"median |log ratio| at B > 1 {numbers['median']:.3f} (goal ≤ {g['median']:.2f})",
-            "median_all": f"over every B {numbers['median_all']:.3f} (goal ≤ {g['median_all']:.2f})",
-            "coverage": None if worst is None else f"coverage {numbers['coverage']:.0%} in {worst['bucket']}, the "
-                                                    f"lowest of the buckets with {g['bucket_points']} points or more "
-                                                    f"(goal ≥ {g['coverage']:.0%})",
-            "right": None if numbers["right"] is None else f"{numbers['right']:.0%} of decisive verdicts right "
-                                                            f"(goal ≥ {g['right']:.0%})",
-            "decisive": f"{numbers['decisive']:.0%} of points decisive (goal ≥ {g['decisive']:.0%})",
+    said = {"bias": f"bias at B > 1 {shown(numbers['bias'], math.copysign(g['bias'], numbers['bias']), 3, '+f')} "
+                    f"(goal within ±{g['bias']:.2f})",
+            "median": f"median |log ratio| at B > 1 {shown(numbers['median'], g['median'])} "
+                      f"(goal ≤ {g['median']:.2f})",
+            "median_all": f"over every B {shown(numbers['median_all'], g['median_all'])} "
+                          f"(goal ≤ {g['median_all']:.2f})",
+            "coverage": None if worst is None else f"coverage {shown(numbers['coverage'], g['coverage'], 0, '%')} "
+                                                    f"in {worst['bucket']}, the lowest of the buckets with "
+                                                    f"{g['bucket_points']} points or more (goal ≥ {g['coverage']:.0%})",
+            "right": None if numbers["right"] is None else f"{shown(numbers['right'], g['right'], 0, '%')} of "
+                                                            f"decisive verdicts right (goal ≥ {g['right']:.0%})",
+            "decisive": f"{shown(numbers['decisive'], g['decisive'], 0, '%')} of points decisive "
+                        f"(goal ≥ {g['decisive']:.0%})",
             "anchor_median": None if numbers["anchor_median"] is None else
-            f"anchored up to 8× above the measured batch, median {numbers['anchor_median']:.3f} "
-            f"(goal ≤ {g['anchor_median']:.2f})"}
+            f"anchored up to 8× above the measured batch, median {shown(numbers['anchor_median'], g['anchor_median'])}"
+            f" (goal ≤ {g['anchor_median']:.2f})"}
     what = "the band's central estimate" if e == "centre" else "the model's S"
     return Goals(met, not any(m is False for m in met.values()), _goal_sentence(what, said, met), numbers, said)
 
@@ -1447,7 +2009,8 @@ def gpu_doubt(cases_) -> list[str]:
     return out
 
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "magicdec": "MagicDec research engine"}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "magicdec": "MagicDec research engine",
+                "vllm-moe": "vLLM, MoE targets", "sglang-moe": "SGLang, MoE targets"}
 # Calibrations the chapters first called by the published source they came from.
 ALIASES = {("H100-SXM", "specdecode_bench"): "vllm-0.10.1"}
 
@@ -1507,7 +2070,8 @@ def write_calibrations(path=None, cv: CrossValidation | None = None) -> dict:
         engine, version, accel = key
         mine = [c for c in rec.cases if c.key == key]
         doc.setdefault(accel, {})[calibration_name(engine, version)] = {
-            "knobs": _rounded(full.knobs(key)[0]), "engine": ENGINE_NAMES.get(engine, engine), "version": version,
+            "knobs": _rounded(full.knobs(key)[0]), "engine": ENGINE_NAMES.get(engine, engine), "family": engine,
+            "version": version,
             "accelerator": accel, "fitted_to": fitted_to(mine),
             "method": f"specnotes.calibrate.fit_engines({v.name!r}): least squares on log S over every series of "
                       "the record, this engine's knobs shrunk toward its family's and the pooled ones"}
@@ -1536,19 +2100,35 @@ def calibration(accelerator_name: str, source: str) -> dict:
     return cost.calibration(accelerator_name, source)
 
 
-def lookup(accelerator_name: str, engine: str, version: str | None = None) -> tuple[str | None, dict, str]:
+def _versions_of(engine: str, names) -> list[str]:
+    """The stored names that are ``engine`` itself or ``engine``-VERSION (a version starts with a digit): not
+    another family whose name starts the same ("sglang-moe" is not a version of "sglang")."""
+    return [n for n in names if n == engine or (n.startswith(engine + "-") and n[len(engine) + 1:][:1].isdigit())]
+
+
+def lookup(accelerator_name: str, engine: str, version: str | None = None,
+           moe: bool = False) -> tuple[str | None, dict, str]:
     """The best calibration the record offers an engine on a GPU: (stored name or None, knobs, how it was
     found). In order: this engine and version on this GPU; this engine at another version on this GPU; the
-    engine's family knobs (fitted on other GPUs); the pooled knobs of every engine."""
+    engine's family knobs (fitted on other GPUs); the pooled knobs of every engine. ``moe``: the target is a
+    mixture of experts, whose engines are fitted as families of their own (``MOE_APART``): that family is looked
+    up first, and where the record has none, the same engine's dense knobs, saying so."""
     validate.choice("accelerator_name", accelerator_name, ACCELERATORS)
     engine = str(engine).lower()
     doc = stored()
+    if moe and MOE_APART and not engine.endswith(MOE_SUFFIX):
+        moe_engine = engine + MOE_SUFFIX
+        if any(_versions_of(moe_engine, doc.get(accelerator_name, {}))) or moe_engine in doc["families"]:
+            return lookup(accelerator_name, moe_engine, version)
+        name, knobs, how = lookup(accelerator_name, engine, version)
+        return name, knobs, f"{how}; the record has no {ENGINE_NAMES.get(engine, engine)} serving a mixture of " \
+                            "experts, so these are its dense targets' knobs"
     here = doc.get(accelerator_name, {})
     name = calibration_name(engine, version)
     label = ENGINE_NAMES.get(engine, engine) + (f" {version}" if version else "")
     if name in here:
         return name, cost.calibration(accelerator_name, name), f"fitted to {label} on {accelerator_name}"
-    same = [n for n, r in here.items() if "alias_of" not in r and (n == engine or n.startswith(engine + "-"))]
+    same = [n for n in _versions_of(engine, here) if "alias_of" not in here[n]]
     if same:  # the newest version the record has on this GPU
         newest = max(same, key=lambda n: [int(x) for x in re.findall(r"\d+", here[n]["version"] or "")])
         fitted = f"{ENGINE_NAMES.get(engine, engine)} {here[newest]['version'] or '(version not published)'}"
@@ -1556,8 +2136,7 @@ def lookup(accelerator_name: str, engine: str, version: str | None = None) -> tu
         return newest, cost.calibration(accelerator_name, newest), f"fitted to {fitted} on {accelerator_name}, {asked}"
     if engine in doc["families"]:
         gpus = sorted({g for g in doc["families"][engine]["fitted_to"]["sources"]})
-        where = sorted({a for a, names in doc.items() if a in ACCELERATORS
-                        for n in names if n == engine or n.startswith(engine + "-")})
+        where = sorted({a for a, names in doc.items() if a in ACCELERATORS and _versions_of(engine, names)})
         return None, dict(doc["families"][engine]["knobs"]), (
             f"{ENGINE_NAMES.get(engine, engine)} was fitted on {', '.join(where)} (from {', '.join(gpus)}), not on "
             f"{accelerator_name}: its knobs are carried over")
@@ -1574,7 +2153,9 @@ def band_text(cv: CrossValidation | None = None, variant: str = CHOSEN) -> str:
     rows, anchors_ = band_table(cv, variant), anchor_table(cv, variant, ANCHOR_NOMINAL)
     band = batch_band(cv, variant)
     lines = [f"the advisor's band ({variant}, {ADVISOR_REGIME}): the central {band.nominal:.0%} of the {band.points} "
-             "held-out errors nearest in log B; each source judged with the band built from the others",
+             "held-out errors nearest in log B"
+             + (", widened to the sources' spread (each source's median error), centred on the model's S"
+                if band.between else "") + "; each source judged with the band built from the others",
              f"{'bucket':9} {'points':>6} {'covered':>9} {'decisive':>9} {'right':>7} {'model bias':>10} "
              f"{'median':>7} {'centre bias':>11} {'median':>7}"]
     for r in rows:
@@ -1585,6 +2166,15 @@ def band_text(cv: CrossValidation | None = None, variant: str = CHOSEN) -> str:
         lines.append(f"{r['bucket']:9} {r['points']:6d} {r['covered']:4d} {r['coverage']:4.0%} {r['decisive']:4d} "
                      f"{r['decisive_share']:4.0%} {right:>7} {r['model_bias']:+10.3f} {r['model_median']:7.3f} "
                      f"{r['centre_bias']:+11.3f} {r['centre_median']:7.3f}")
+    for build in BAND_BUILDS:
+        if build == BAND_BUILD:
+            continue
+        other = band_table(cv, variant, build=build)
+        said = ", ".join(f"{r['bucket']} {r['coverage']:.0%}" for r in other[:len(BUCKETS)] if r.get("points"))
+        every = other[-1]
+        lines.append(f"built as {build!r} instead: covered {said}; {every['decisive_share']:.0%} decisive, "
+                     f"{every['right']}/{every['decisive']} right; centre median {every['centre_median']:.3f}, "
+                     f"bias at B > 1 {other[-2]['centre_bias']:+.3f}")
     lines += ["", f"anchored on one measured batch ({variant}): pairs of points of one series, the central "
                   f"{ANCHOR_NOMINAL:.0%} of the nearest {min_points(ANCHOR_NOMINAL)} pairs in log(B / measured B)",
               f"{'reach':15} {'pairs':>6} {'median':>7} {'bias':>7} {'covered':>8}"]
@@ -1593,6 +2183,82 @@ def band_text(cv: CrossValidation | None = None, variant: str = CHOSEN) -> str:
                      f"{r['median']:7.3f} {r['bias']:+7.3f} {r['coverage']:8.0%}"))
     lines += ["", "goals (issue 34): " + judge_band(rows, anchors_).sentence,
               "the model alone: " + judge_band(rows, anchors_, "model").sentence]
+    return "\n".join(lines)
+
+
+def skip_text(rec: Record | None = None) -> str:
+    """The record summary as plain text (``skip_summary``): per rule, the series and points it keeps out, and how
+    many of them it alone keeps out."""
+    rows = skip_summary(rec)
+    lines = [f"{'kept out by the rule':22} {'series':>6} {'points':>6}  {'by it alone':>11}  what it says"]
+    for r in rows:
+        alone = f"{r['alone series']} ({r['alone points']})"
+        lines.append(f"{r['rule']:22} {r['series']:6d} {r['points']:6d}  {alone:>11}  {r['what']}")
+    return "\n".join(lines)
+
+
+def family_text(rows: list[dict]) -> str:
+    """``family_table`` as plain text (what ``--cv`` prints)."""
+    lines = [f"{'family':24} {'sources':>7} {'acceptance only':>23} {'anchored':>23} {'band: covered':>14} "
+             f"{'decisive':>9} {'right':>6}",
+             f"{'':24} {'':7} {'points median   bias':>23} {'points median   bias':>23}"]
+    cell = lambda r: f"{r['points']:6d} {r['median']:6.3f} {r['bias']:+6.3f}" if r else f"{'(none)':>20}"
+    for r in rows:
+        band = r["band"]
+        tail = (f"{band['covered']:5d} {band['coverage']:6.0%} {band['decisive']:4d} {band['decisive_share']:4.0%} "
+                f"{band['right']:3d}/{band['decisive']:<3d}" if band else "")
+        lines.append(f"{r['family']:24} {r['sources']:7d} {cell(r['acceptance only']):>23} {cell(r['anchored']):>23} "
+                     f"{tail}")
+    return "\n".join(lines)
+
+
+def shared_moe(rec: Record) -> Record:
+    """``rec`` with the MoE targets' engines back in their dense families (``MOE_APART`` off)."""
+    strip = lambda c: replace(c, engine=c.engine.removesuffix(MOE_SUFFIX))
+    return Record(tuple(strip(c) for c in rec.cases), rec.skipped, rec.kinds)
+
+
+def other_form_factor(rec: Record) -> Record:
+    """``rec`` with every GPU the record assumed (``FORM_FACTORS``) priced as the other form factor."""
+    swap = {chosen: other for chosen, other in FORM_FACTORS.values()}
+    return Record(tuple(replace(c, accel=swap[c.accel]) if c.gpu_assumed else c for c in rec.cases), rec.skipped,
+                  rec.kinds)
+
+
+def alternative_table(cv: CrossValidation | None = None, variant: str = CHOSEN) -> list[dict]:
+    """The record's choices judged held out by source, each against its alternative: MoE engines fitted apart
+    (``MOE_APART``) or in their dense families; a bare "H100" priced as the SXM part or the PCIe one (the
+    points of the family "GPU form factor assumed", then every point). Per row and regime: median and bias."""
+    cv = cv or cross_validate()
+    rows = []
+
+    def add(what, other_cv, mask=None):
+        for regime in REGIMES:
+            keep = cv.record.scored & regime_mask(cv.record, regime) & (True if mask is None else mask)
+            if not keep.any():
+                continue
+            a = cv.summary("source", variant, mask, regime)
+            b = other_cv.summary("source", variant, mask, regime)
+            rows.append({"choice": what, "regime": regime, "points": a["points"],
+                         "median": a["median |log ratio|"], "bias": a["bias"],
+                         "other median": b["median |log ratio|"], "other bias": b["bias"]})
+
+    if any(c.moe for c in cv.record.cases):
+        add("MoE engines fitted apart (other: with their dense family)",
+            cross_validate((variant,), ("source",), rec=shared_moe(cv.record)))
+    if any(c.gpu_assumed for c in cv.record.cases):
+        other = cross_validate((variant,), ("source",), rec=other_form_factor(cv.record))
+        add("'H100' priced as SXM (other: as PCIe), its points", other, family_mask(cv.record,
+                                                                                 "GPU form factor assumed"))
+        add("'H100' priced as SXM (other: as PCIe), every point", other)
+    return rows
+
+
+def alternative_text(rows: list[dict]) -> str:
+    lines = [f"{'choice':58} {'regime':15} {'points':>6} {'median':>7} {'bias':>7} {'other':>7} {'bias':>7}"]
+    for r in rows:
+        lines.append(f"{r['choice'][:58]:58} {r['regime']:15} {r['points']:6d} {r['median']:7.3f} {r['bias']:+7.3f} "
+                     f"{r['other median']:7.3f} {r['other bias']:+7.3f}")
     return "\n".join(lines)
 
 
@@ -1643,11 +2309,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"The published record: {int(rec.scored.sum())} points predicted ({len(rec.cases)} with the anchors) "
               f"in {len(rec.series())} series of {len({c.source for c in rec.cases})} sources; "
               f"{len(rec.skipped)} series the model cannot represent.\n")
+        print(skip_text(rec))
+        print()
         print(cv_table(cv))
         best = cv.best("source")
         print(f"\nbest leaving one source out: {best}; stored calibrations use: {CHOSEN}")
         print()
         print(band_text(cv))
+        print()
+        print(f"by family ({CHOSEN}, leaving one source out; the band over the acceptance-only points)")
+        print(family_text(family_table(cv)))
+        print()
+        print("the record's choices against their alternatives (held out by source)")
+        print(alternative_text(alternative_table(cv)))
         print()
         print(term_text(term_search(cv)))
     if args.write:

@@ -228,64 +228,48 @@ def speedup_curves(target: MoEShape, draft, accel, k: int, alpha: float, context
 
 def published_moe_series() -> list[tuple[str, object]]:
     """(source name, series) of every published series whose target is a MoE preset (``cost.MOE_PRESETS``) and
-    which gives speedup against batch: what Chapter 10 plots beside the model once such points are recorded."""
+    which gives a speedup against the batch or the requests in flight of a closed loop: what Chapter 10 draws
+    beside the model where the cost model can price it (``published_curve``), and lists with the reason where
+    not."""
     from specnotes import published  # the record is read only when asked for
 
     found = []
     for name in published.names():
         for series in published.load(name).series:
-            if (series.setup.get("target") in cost.MOE_PRESETS and {"batch", "speedup"} <= set(series.columns)):
+            columns = set(series.columns)
+            if (series.setup.get("target") in cost.MOE_PRESETS and "speedup" in columns
+                    and columns & {"batch", "concurrency"}):
                 found.append((name, series))
     return found
 
 
-def _series_draft(setup: dict, target: ModelShape):
-    kind = setup.get("drafter")
-    if kind == "mtp":
-        return cost.mtp_head(target)
-    if kind == "eagle3-head":
-        return cost.eagle3_head(target)
-    if kind == "eagle-head":
-        return cost.eagle_head(target)
-    if kind == "ngram":
-        return cost.NGRAM
-    if kind == "draft-model" and setup.get("draft") in cost.PRESETS:
-        return cost.PRESETS[setup["draft"]]
-    raise validate.BadArgument(f"no drafter of the cost model for {kind!r} (draft {setup.get('draft')!r})")
+def published_curve(series, source: str | None = None) -> tuple[list[int], list[float], list[float] | None, str]:
+    """(batches, measured S, the idealized model's S at each point or None, what the model assumed or why it has
+    nothing) for a published MoE series (``published_moe_series``; ``source``: the name of the source it comes
+    from). The series is read as Chapter 6 reads it (``calibrate.series_cases``: the preset target, the drafter
+    its setup names, MTP included, each point's own k or tree and acceptance, the closed loop's requests in
+    flight as the batch); a series Chapter 6 cannot price gets None and the rules it fails. Each point is priced
+    at its own settings by the idealized roofline, with no engine knobs (Chapter 6 fits and judges those); a
+    series with no published acceptance is scaled to its smallest batch's measured S, as Chapter 6 anchors it."""
+    from specnotes import calibrate
 
-
-def _middle(value) -> int | None:
-    if isinstance(value, list):
-        return round((value[0] + value[1]) / 2)
-    return value if isinstance(value, int) else None
-
-
-def published_curve(series) -> tuple[list[int], list[float], list[float] | None, str]:
-    """(batches, measured S, the idealized model's S at those batches or None, what the model assumed or why
-    it has nothing) for a published MoE series (``published_moe_series``): the preset target, the drafter its
-    setup names, its GPU and tp, α or tokens per iteration at its k (a chain), the middle of its context
-    range (0 if it gives none). No engine calibration: Chapter 6 fits those."""
-    setup = series.setup
-    batches, measured = [int(b) for b in series.column("batch")], [float(s) for s in series.column("speedup")]
+    key = "batch" if "batch" in series.columns else "concurrency"
+    batches, measured = [int(b) for b in series.column(key)], [float(s) for s in series.column("speedup")]
     try:
-        target = cost.MOE_PRESETS[setup["target"]]
-        draft = _series_draft(setup, target)
-        k = setup.get("k")
-        if not isinstance(k, int) or setup.get("tree"):
-            raise validate.BadArgument("not a chain with a published k")
-        if isinstance(setup.get("alpha"), float):
-            alpha = setup["alpha"]
-        elif isinstance(setup.get("tokens_per_iteration"), int | float):
-            alpha = cost.implied_alpha(float(setup["tokens_per_iteration"]), k)
-        else:
-            raise validate.BadArgument("neither α nor tokens per iteration is published")
-        context = _middle(setup.get("context")) or 0
-        tp = setup.get("tp") if isinstance(setup.get("tp"), int) else 1
-        model = [cost.batch_speedup(target, draft, setup["accelerator"], b, k, alpha, context, tp=tp)
-                 for b in batches]
-    except (validate.BadArgument, KeyError) as err:
+        cases = calibrate.series_cases(source, series)
+    except calibrate.Unpriceable as err:
         return batches, measured, None, f"no model curve: {err}"
-    return batches, measured, model, f"idealized model: α = {alpha:.2f}, k = {k}, L = {context}, tp = {tp}"
+    if [c.batch for c in cases] != batches:
+        return batches, measured, None, "no model curve: only some of its points can be predicted"
+    model = calibrate.predict(cases)
+    first = cases[0]
+    said = (f"acceptance anchored at B = {min(batches)}" if first.anchored else
+            "each point's own tokens per iteration" if first.tokens is not None or len({c.alpha for c in cases}) > 1
+            else f"α = {first.alpha:.2f}")
+    gpu = getattr(first.accel, "name", first.accel)
+    assumed = f"; {first.gpu_assumed}" if first.gpu_assumed else ""
+    return batches, measured, model, (f"idealized model: {said}; {gpu}, tp = {first.tp}, L = {first.context}"
+                                      f"{assumed}")
 
 
 # ---------------------------------------------------------------------------------------------- sentences
