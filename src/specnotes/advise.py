@@ -1702,12 +1702,11 @@ def plot(report: dict, ax=None, title: str | None = None):
     """S(B) up to the memory limit: the central estimate with its band, the model's own S, where the band
     says it pays shaded, batches that do not fit greyed out. The title names the deployment, the legend
     what each mark is."""
-    import matplotlib.pyplot as plt
 
     from specnotes import plots
 
-    if ax is None:  # outside the house style's rc_context, so that the inline backend shows the figure
-        _, ax = plt.subplots(figsize=(8, 4.5))
+    if ax is None:
+        _, ax = plots.figure()
     dep = report["deployment"]
     curve = report["curve"]
     acceptance = (f"{dep['expected_tokens']:.2f} tokens/iteration" if dep["tree"] else f"α = {dep['alpha']:.2f}")
