@@ -890,23 +890,26 @@ def test_fused_sentence(fused, says):
 def test_takeaway_price_sentence_follows_the_numbers():
     # Chapter 7's stored run on the EPYC: c = 0.233 against 0.069 by bytes, chain 1.90, tree 1.60 one-token passes
     said = checks.describe_price_measured(2.217e-3, 8.07e6, 20e9, 0.233, 0.069, (5, 1.90), (16, 1.60))
-    assert ("a draft pass costs c = 0.233 of a target pass against 0.069 by bytes, because a one-token target pass "
-            "takes 2.22 ms where reading its 8.1 MB of weights at the copy bandwidth measured above takes 0.40 ms"
-            in said)
-    assert "the tree measured cheaper than the chain, more work faster" in said
+    assert ("A draft pass costs c = 0.233 of a target pass, against 0.069 by bytes. A one-token target pass takes "
+            "2.22 ms, where reading its 8.1 MB of weights at the copy bandwidth measured above takes 0.40 ms. The rest "
+            "is per-pass overhead, which a small model pays in full." in said)
+    assert "The tree measured cheaper than the chain: more work ran faster" in said
     ordered = checks.describe_price_measured(2.1e-3, 8.07e6, 20e9, 0.233, 0.069, (5, 1.40), (16, 1.78))
     assert "measured cheaper" not in ordered and ordered.endswith("the 16-token tree 1.78, where the bytes, read once "
                                                                   "either way, say about 1.")
     assert "its 0.069 by bytes" in checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.0), (16, 1.0))
     # the opening comes from the same noise tests: the draft's c against its bytes share, each verify against 1
-    opening = "Measured on this device the shipped pair "
-    assert said.startswith(opening + "does not follow that price: a draft pass costs")
+    opening = "Measured on this device, the shipped pair "
+    assert said.startswith(opening + "does not follow that price. A draft pass costs")
     assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 0.97)).startswith(
-        opening + "follows that price: a draft pass costs c = 0.072 of a target pass, its 0.069 by bytes")
+        opening + "follows that price. A draft pass costs c = 0.072 of a target pass, its 0.069 by bytes.")
     assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 1.6)).startswith(
-        opening + "follows that price in its draft but not in its verify passes: ")
+        opening + "follows that price in its draft but not in its verify passes. ")
     assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.233, 0.069, (5, 1.0), (16, 1.08)).startswith(
-        opening + "follows that price in its verify passes but not in its draft: ")
+        opening + "follows that price in its verify passes but not in its draft. ")
+    # each of its sentences within the 45 words a glued sentence may have
+    for sentence in said.split(". "):
+        assert len(sentence.split()) <= 45, sentence
     with pytest.raises(ValueError, match="bandwidth"):
         checks.describe_price_measured(2e-3, 8e6, 0, 0.2, 0.07, (5, 1.4), (16, 1.8))
 
@@ -928,15 +931,15 @@ def test_adaptive_policy_verdict():
     sampled = {"plain decoding": 1.03, "fixed k = 2": 0.99, "V0 rule": 0.99}
     v = checks.adaptive_holds(ratios, sampled)
     assert v.ok and v.sentence == ("The step times sampled during the run predicted no clear win (more than 15%) "
-                                   "for adaptive k over any policy; and adaptive k was never more than 15% behind (at "
-                                   "worst 1.00×, against the V0 rule).")
+                                   "for adaptive k over any policy. Adaptive k was never more than 15% behind: at "
+                                   "worst it ran at 1.00× the speed of the V0 rule.")
     v = checks.adaptive_holds(ratios, {**sampled, "plain decoding": 1.2})
-    assert v.ok and v.sentence.startswith("Where the step times sampled during the run predicted a clear win for "
-                                          "adaptive k (over the plain decoding: 1.20× predicted, 1.10× measured), it "
-                                          "showed; and adaptive k was never more than 15% behind")
+    assert v.ok and v.sentence.startswith("The step times sampled during the run predicted a clear win for adaptive k "
+                                          "over the plain decoding (1.20×), and it measured 1.10×. Adaptive k was "
+                                          "never more than 15% behind")
     lost = checks.adaptive_holds({**ratios, "plain decoding": 0.98}, {**sampled, "plain decoding": 1.2})
     assert not lost.ok and "a clear win over the plain decoding (1.20×) and it measured 0.98×" in lost.sentence
     behind = checks.adaptive_holds({**ratios, "V0 rule": 0.8}, sampled)
-    assert not behind.ok and "adaptive k was 1.25× slower than the V0 rule" in behind.sentence
+    assert not behind.ok and "adaptive k ran at 0.80× the speed of the V0 rule, more than 15% behind" in behind.sentence
     with pytest.raises(ValueError):
         checks.adaptive_holds(ratios, {"plain decoding": 1.0})

@@ -34,6 +34,10 @@ The claims, chooser by chooser (``measure.checks`` unless named), "word: claim":
 - ``describe_against_range``: "above" / "below" / "in" the range: mean ∓ 3 SE past a bound, or not.
 - ``describe_cache``: "larger than": weight > cache; "fits in": ≤ cache.
 - ``context.verdict``: "pays at every batch that fits": the paying range is exactly 1 to the largest batch.
+- ``context.describe_fall``: "fell at least halfway to 1": last − 1 ≤ (first − 1)/2; "not halfway": above it and
+  last < first/1.1; "flat": within 10%; "rose": last > first·1.1.
+- ``adaptive_holds``: "a clear win (more than 15%)": the predicted ratio, as printed, above 1.15; "more than 15%
+  behind": a measured ratio, as printed, under 0.85; "never more than 15% behind": every one at 0.85 or above.
 - ``thesis.summary``: "falls to 1 at B*": a crossover; "is still S": S > 1 at the last batch that fits, printed
   above 1; ``thesis.why_one_crosses``: "the same FLOP/s": bf16 peaks within 1%.
 - ``kvcache.describe_alpha_change``: "rose" / "fell" / "under both": α_keep prints above / below / equal to
@@ -153,6 +157,31 @@ def test_ratio_falls_says_how_the_ratio_moved(first, last, outcome):
 
 
 # ---------------------------------------------------------------------------------------------- Chapter 5
+
+
+@pytest.mark.parametrize("first, last, said", [
+    (2.0, 1.5, "fell at least halfway to 1"),  # excess 1 -> 0.5: exactly halfway, as excess_halved tests (<=)
+    (2.0, below(1.5), "fell at least halfway to 1"),
+    (2.0, above(1.5), "fell by more than the 10% noise, but not halfway to 1 before the sweep's time budget ran out"),
+    (2.0, below(2.0 / 1.1), "fell by more than the 10% noise, but not halfway"),
+    (2.0, above(2.0 / 1.1), "stayed flat within the 10% noise, from 1.82 to 2.00 on the way, before"),
+    (2.0, below(2.0 * 1.1), "stayed flat within the 10% noise"),
+    (2.0, above(2.0 * 1.1), "rose by more than the 10% noise before the sweep's time budget ran out"),
+])
+def test_describe_fall_says_halfway_only_of_a_ratio_that_fell_at_least_halfway(first, last, said):
+    text = context.describe_fall([first, last], "budget", 0.10)
+    assert text.startswith(said), text
+    assert ("at least halfway" in text) is (last - 1 <= (first - 1) / 2)  # the words' claim, on the numbers
+    assert ("not halfway" in text) is (last - 1 > (first - 1) / 2 and last < first / 1.1)
+
+
+def test_describe_fall_says_why_the_sweep_stopped():
+    assert context.describe_fall([2.0, 2.0], "memory").endswith("before the caches reached the sweep's memory cap")
+    assert context.describe_fall([2.0, 2.0], "seen").endswith("over the contexts swept")
+    with pytest.raises(ValueError, match="stopped must be one of seen, budget, memory"):
+        context.describe_fall([2.0, 1.0], "done")
+
+
 
 
 @pytest.mark.parametrize("measured", [below(5.0), above(5.0)])
@@ -360,6 +389,27 @@ def test_describe_recompute_says_nothing_measurable_at_or_below_zero():
 @pytest.mark.parametrize("weight, word", [(above(2**30), "larger than"), (2**30, "fits in")])
 def test_describe_cache_fits_at_equal_size(weight, word):
     assert word in checks.describe_cache("the weight", weight, 2**30)
+
+
+# ---------------------------------------------------------------------------------------------- Chapter 8
+
+
+@pytest.mark.parametrize("measured, behind", [(0.85, False), (0.849, False), (0.844, True), (below(0.845), True)])
+def test_adaptive_holds_says_more_than_15_percent_behind_only_of_a_printed_ratio_under_0_85(measured, behind):
+    v = checks.adaptive_holds({"plain decoding": 1.1, "V0 rule": measured}, {"plain decoding": 1.0, "V0 rule": 1.0})
+    printed = float(re.search(r"(\d\.\d\d)× the speed of the V0 rule", v.sentence).group(1))
+    assert ("more than 15% behind" in v.sentence and "never more" not in v.sentence) is behind, v.sentence
+    assert (printed < 0.85) is behind, v.sentence  # the words' claim, as printed
+    assert v.ok is not behind
+
+
+@pytest.mark.parametrize("predicted, clear", [(1.15, False), (above(1.15), False), (1.154, False), (1.16, True)])
+def test_adaptive_holds_says_a_clear_win_only_of_a_printed_prediction_over_1_15(predicted, clear):
+    v = checks.adaptive_holds({"plain decoding": 1.1, "V0 rule": 1.0}, {"plain decoding": predicted, "V0 rule": 1.0})
+    assert ("predicted a clear win for adaptive k over the plain decoding" in v.sentence) is clear, v.sentence
+    assert ("predicted no clear win (more than 15%)" in v.sentence) is not clear, v.sentence
+    if clear:
+        assert float(re.search(r"plain decoding \((\S+)×\)", v.sentence).group(1)) > 1.15
 
 
 # ---------------------------------------------------------------------------------------------- the other modules

@@ -1002,22 +1002,22 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     near = lambda x: abs(math.log(x)) <= math.log1p(noise)  # within the noise of what the bytes say
     draft_follows, verify_follows = near(draft_c / draft_c_bytes), near(chain_x) and near(tree_x)
     if draft_follows:
-        draft = f"a draft pass costs c = {draft_c:.3f} of a target pass, its {draft_c_bytes:.3f} by bytes"
+        draft = f"A draft pass costs c = {draft_c:.3f} of a target pass, its {draft_c_bytes:.3f} by bytes."
     else:
-        draft = (f"a draft pass costs c = {draft_c:.3f} of a target pass against {draft_c_bytes:.3f} by bytes, "
-                 f"because a one-token target pass takes {1e3 * pass_s:.2f} ms where reading its "
-                 f"{weight_bytes / 1e6:.1f} MB of weights at the copy bandwidth measured above takes "
-                 f"{1e3 * read_s:.2f} ms: the rest is per-pass overhead, which a small model pays in full")
-    verify = (f"verifying the {n_chain}-token chain measured {chain_x:.2f} one-token passes and the {n_tree}-token "
-              f"tree {tree_x:.2f}, where the bytes, read once either way, say about 1")
+        draft = (f"A draft pass costs c = {draft_c:.3f} of a target pass, against {draft_c_bytes:.3f} by bytes. A "
+                 f"one-token target pass takes {1e3 * pass_s:.2f} ms, where reading its {weight_bytes / 1e6:.1f} MB "
+                 f"of weights at the copy bandwidth measured above takes {1e3 * read_s:.2f} ms. The rest is per-pass "
+                 "overhead, which a small model pays in full.")
+    verify = (f"Verifying the {n_chain}-token chain measured {chain_x:.2f} one-token passes and the {n_tree}-token "
+              f"tree {tree_x:.2f}, where the bytes, read once either way, say about 1.")
     if tree_x < chain_x / (1 + noise):
-        verify += (": the tree measured cheaper than the chain, more work faster, which no count of bytes or FLOPs "
-                   "allows; at a few milliseconds a pass, single timings on a shared CPU move by more than that")
+        verify += (" The tree measured cheaper than the chain: more work ran faster, which no count of bytes or "
+                   "FLOPs allows. At a few milliseconds a pass, single timings on a shared CPU move by more than that.")
     opening = ("follows that price" if draft_follows and verify_follows else
                "follows that price in its draft but not in its verify passes" if draft_follows else
                "follows that price in its verify passes but not in its draft" if verify_follows else
                "does not follow that price")
-    return f"Measured on this device the shipped pair {opening}: {draft}; {verify}."
+    return f"Measured on this device, the shipped pair {opening}. {draft} {verify}"
 
 
 def describe_recompute(per_hit_s: float, alone_s: float, *, low: float = 0.8, high: float = 1.25) -> tuple[str, str]:
@@ -1041,27 +1041,30 @@ def describe_recompute(per_hit_s: float, alone_s: float, *, low: float = 0.8, hi
 def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
     """Chapter 8's adaptive k against each other policy (``ratios``: that policy's measured time over adaptive
     k's; ``sampled``: the same ratio predicted by step times sampled during the run): where the prediction is a
-    clear win (``clear`` or more), adaptive k should measure faster, and it should never be far behind
-    (``behind``). A finding, chosen by the numbers."""
+    clear win (more than ``clear``: "more than 15%"), adaptive k should measure faster, and it should never be far
+    behind: "more than 15% behind" is a ratio under ``behind``, and "never more than 15% behind" every ratio at or
+    above it. A finding, chosen by the numbers."""
     if set(ratios) != set(sampled) or not ratios:
         raise validate.BadArgument("ratios and sampled must name the same policies")
     claim = "adaptive k wins where the run's own step times predict it clearly, and is never far behind"
-    lost = [n for n, r in ratios.items() if sampled[n] > clear and not r > 1.0]
-    far = [n for n, r in ratios.items() if r <= behind]
-    wins = [n for n in ratios if sampled[n] > clear]
+    shown = lambda x: round(x, 2)  # each ratio as the sentence prints it: its words are true of that number
+    lost = [n for n, r in ratios.items() if shown(sampled[n]) > clear and not shown(r) > 1.0]
+    far = [n for n, r in ratios.items() if shown(r) < behind]
+    wins = [n for n in ratios if shown(sampled[n]) > clear]
     numbers = {"lowest ratio": min(ratios.values()), "clear wins predicted": len(wins)}
     low = min(ratios, key=ratios.get)
     if not lost and not far:
-        said = ("Where the step times sampled during the run predicted a clear win for adaptive k (over the "
-                + " and the ".join(f"{n}: {sampled[n]:.2f}× predicted, {ratios[n]:.2f}× measured" for n in wins)
-                + "), it showed"
+        listed = lambda items: " and ".join(items)
+        said = ("The step times sampled during the run predicted a clear win for adaptive k over the "
+                + listed(f"{n} ({sampled[n]:.2f}×)" for n in wins) + ", and it measured "
+                + listed(f"{ratios[n]:.2f}×" for n in wins)
                 if wins else "The step times sampled during the run predicted no clear win (more than "
                 f"{clear - 1:.0%}) for adaptive k over any policy")
-        return Verdict(claim, True, True, f"{said}; and adaptive k was never more than {1 - behind:.0%} behind (at "
-                       f"worst {ratios[low]:.2f}×, against the {low}).", numbers)
+        return Verdict(claim, True, True, f"{said}. Adaptive k was never more than {1 - behind:.0%} behind: at worst "
+                       f"it ran at {ratios[low]:.2f}× the speed of the {low}.", numbers)
     parts = [f"the step times sampled during the run predicted a clear win over the {n} ({sampled[n]:.2f}×) and it "
              f"measured {ratios[n]:.2f}×" for n in lost]
-    parts += [f"adaptive k was {1 / ratios[n]:.2f}× slower than the {n}, more than {1 - behind:.0%} behind"
+    parts += [f"adaptive k ran at {ratios[n]:.2f}× the speed of the {n}, more than {1 - behind:.0%} behind"
               for n in far]
     return Verdict(claim, False, True, "Not as predicted: " + "; ".join(parts) + ". The split of each policy's error "
                    "below says how much of it was the machine's drift, the contexts and the rest.", numbers)
