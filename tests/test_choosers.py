@@ -231,7 +231,7 @@ def test_speedup_bound_says_the_roofs_allow_less_than_1_only_below_1(cap):
 def test_describe_crossing_says_paid_only_past_the_noise(s, paid, even):
     c = checks.describe_crossing([1, 2], [s, 0.5], "done", 4, ridge=10.0, critical_batch=10.0, k=4)
     assert (c.paid == [1]) is paid and (c.even == [1]) is even
-    assert c.sentence.startswith("speculation paid" if paid else "speculation never paid")
+    assert c.sentence.startswith("Speculation paid" if paid else "Speculation never paid")
     if even:
         assert "within the 10% noise" in c.sentence
 
@@ -277,7 +277,7 @@ def test_describe_gemm_efficiency_says_within_2x_only_when_every_point_is():
     inside = checks.describe_gemm_efficiency(rows, [above(0.5), 1.0, below(2.0)], [1.0, 1.0, 1.0], gbs, 10.0)
     assert "within 2× of the roofs at every M" in inside
     fast = checks.describe_gemm_efficiency(rows, [0.4, 1.0, 1.5], [1.0, 1.0, 1.0], gbs, 10.0)
-    assert "within 2× of the roofs" not in fast and "at M = 1 it ran faster than half its roofline time" in fast
+    assert "within 2× of the roofs" not in fast and "At M = 1 it ran faster than half its roofline time" in fast
     slow = checks.describe_gemm_efficiency(rows, [1.0, 1.0, above(2.0)], [1.0, 1.0, 1.0], gbs, 10.0)
     assert "within 2×" not in slow and "GEMM of 4 rows ran 2.0× its roofline time" in slow
 
@@ -484,3 +484,13 @@ def test_every_printed_comparison_on_the_real_records_holds(where, text):
     if "within 2× of the roofs at every M" in text:
         ratios = [float(x) for x in re.search(r"took (\S+)× at M = \d+ to (\S+)×", text).groups()]
         assert 0.5 < min(ratios) and max(ratios) < 2, f"{where}: {text}"
+
+
+@pytest.mark.parametrize("where, text", list(record_sentences()))
+def test_every_sentence_chosen_on_the_real_records_is_short(where, text):
+    """Issue 39: a glued verdict sentence has at most 45 words and no nested parentheses, counted as the built
+    pages are (tests/readability.py), on every record the chapters replay."""
+    from readability import MAX_GLUED_WORDS, nested_parentheses, sentences, words
+
+    long = [s for s in sentences(text) if words(s) > MAX_GLUED_WORDS or nested_parentheses(s)]
+    assert not long, f"{where}: {long}"
