@@ -242,7 +242,8 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     cut = checks.describe_crossing([1, 2, 4], [2.0, 1.9, 1.8], "budget", 160, ridge=200, critical_batch=200, k=4)
     assert cut.sentence == ("Speculation paid up to B = 4 here: S = 2.00 at B = 1 and 1.80 at B = 4. It still paid "
                             "at B = 4, where the sweep stopped because its time budget ran out: no crossover measured. "
-                            "The model with this device's roofs puts the crossover at B = 160.") and cut.stopped_at is None
+                            "The model with this device's roofs puts the crossover at B = 160.")
+    assert cut.stopped_at is None
     # cut short below 1 before min_last: paid at B = 2, then S = 0.80 at B = 4
     low = checks.describe_crossing([1, 2, 4], [1.0, 1.3, 0.8], "budget", 2, ridge=8, critical_batch=16, k=4)
     assert "paid at B = 2 here: S = 1.30 at B = 2. S was 0.80 at B = 4, where the sweep stopped because its time" in \
@@ -279,8 +280,8 @@ def test_every_crossing_sentence_says_where_speculation_paid_or_why_it_never_did
     amx = checks.describe_crossing(AMX["batches"], measured_s(AMX), "limit", 44, ridge=67, critical_batch=67, k=4)
     assert amx.sentence == ("Speculation paid up to B = 64 here: S = 2.05 at B = 2 and 1.15 at B = 64. It was about "
                             "break-even, within the 10% noise, at B = 128 (S = 1.04) and 256 (S = 0.93). The sweep "
-                            "stopped there, because the next batch would not fit in memory, before S fell clearly below "
-                            "1. The model with this device's roofs puts the crossover at B = 44.")
+                            "stopped there, because the next batch would not fit in memory, before S fell clearly "
+                            "below 1. The model with this device's roofs puts the crossover at B = 44.")
     for r, bstar in ((NEVER, 1), (PAYS, 24), (AMX, 44), (GPU, 100)):
         for stop, n in (("budget", 3), (r["stop"], len(r["batches"]))):
             s = measured_s(r)[:n]

@@ -543,11 +543,12 @@ def describe_model_gap(batch: int, k: int, measured_s: float, modelled_s: float,
         share = {kind: (k if kind == "draft" else 1) * t[kind][1] * (excess[kind] - 1) for kind in ("verify", "draft")}
         kind = max(share, key=lambda x: abs(share[x]))
         slow = excess[kind] > 1
+        they = "They" if kind == "draft" else "It"
         why = (f"the {'draft steps' if kind == 'draft' else 'verify pass'} ran {excess[kind]:.2f}× the modelled "
-               f"time. " + (f"{'They' if kind == 'draft' else 'It'} ran below both roofs on this device's library path, which the roofline, an upper "
+               f"time. " + (f"{they} ran below both roofs on this device's library path, which the roofline, an upper "
                             "bound on speed, does not know" if slow else
-                            f"{'They' if kind == 'draft' else 'It'} ran faster than the roofs the copy and the square GEMM measured, which a small kernel "
-                            "can"))
+                            f"{they} ran faster than the roofs the copy and the square GEMM measured, which a small "
+                            "kernel can"))
     return (f"At B = {batch} the measured S ({measured_s:.2f}) is {direction} the model's ({modelled_s:.2f}) "
             f"because {why}. Measured against modelled: {numbers}.")
 
