@@ -222,7 +222,7 @@ def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
     out = tmp_path / "s.json"
     assert bench.main(["sampler", "--device", "cpu", "--repeats", "3", "--threads", "1", "--out", str(out)]) == 0
     results = measure.load_results(out)
-    assert results.provenance["dtype"] == "fp32" and "(1 threads," in results.provenance["host"]
+    assert results.provenance["dtype"] == "fp32" and "(1 thread," in results.provenance["host"]
     assert results.notes["validate"] is False and results.sections["roofline"][0].name == "copy"
     assert {r.params["case"] for r in results.sections["sampler_cases"]} == set(bench.SAMPLER_CASES)
     assert {r.params["threads"] for r in results.sections["sampler_cases"]} == {1}

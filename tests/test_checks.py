@@ -223,7 +223,7 @@ def test_within_roofs_rejects_a_pass_faster_than_the_roofs():
 
 def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     never = checks.describe_crossing(NEVER["batches"], measured_s(NEVER), "done", 1, ridge=0.8, critical_batch=0.8, k=4)
-    assert never.paid == [] and never.sentence.startswith("speculation never paid here: S = 0.90 already at B = 1")
+    assert never.paid == [] and never.sentence.startswith("Speculation never paid here. S = 0.90 already at B = 1")
     assert "ridge is 0.8 FLOP/byte" in never.sentence and "5 tokens are past it" in never.sentence
     assert ", within the 10% noise of break-even. This device" in never.sentence  # S(1) = 0.901
     # S = 2.09, 1.91, 1.92, 1.50, 1.09, 0.89: paid (> 1.1) up to B = 8, 1.09 at B = 16 is within the noise
@@ -231,26 +231,28 @@ def test_crossing_sentences_say_where_it_paid_and_stopped_or_why_never():
     assert pays.paid == [1, 2, 4, 8] and pays.even == [16] and pays.stopped_at == 32 and pays.measured_bstar == 16
     assert pays.marks == [("measured: S within 10% of 1 at B", 16), ("measured: S below 0.90 at B", 32)]
     assert never.measured_bstar == 1
-    assert "paid up to B = 8 here (S = 2.09 at B = 1, 1.50 at B = 8), was about break-even at B = 16 (S = 1.09), " \
-           "within the 10% noise, and stopped paying by B = 32 (S = 0.89)" in pays.sentence
+    assert "paid up to B = 8 here: S = 2.09 at B = 1 and 1.50 at B = 8. It was about break-even, within the 10% " \
+           "noise, at B = 16 (S = 1.09). It stopped paying by B = 32, with S = 0.89." in pays.sentence
     assert "crossover at B = 24" in pays.sentence
     short = checks.describe_crossing([1, 2, 4], [0.92, 0.6, 0.88], "budget", 1, ridge=1, critical_batch=1, k=4)
-    assert short.sentence.startswith("speculation never paid up to B = 4, where the sweep stopped (the time budget")
+    assert short.sentence.startswith("Speculation never paid up to B = 4, where the sweep stopped because its time "
+                                     "budget ran out.")
     assert "S = 0.92 already at B = 1" in short.sentence
     # a GPU sweep cut short while it still paid: where it paid, where it stopped, and that no crossover was seen
     cut = checks.describe_crossing([1, 2, 4], [2.0, 1.9, 1.8], "budget", 160, ridge=200, critical_batch=200, k=4)
-    assert cut.sentence == ("speculation paid up to B = 4 here (S = 2.00 at B = 1, 1.80 at B = 4), and still paid "
-                            "at B = 4, where the sweep stopped (the time budget ran out): no crossover measured; the "
-                            "model with this device's roofs puts the crossover at B = 160") and cut.stopped_at is None
+    assert cut.sentence == ("Speculation paid up to B = 4 here: S = 2.00 at B = 1 and 1.80 at B = 4. It still paid "
+                            "at B = 4, where the sweep stopped because its time budget ran out: no crossover measured. "
+                            "The model with this device's roofs puts the crossover at B = 160.")
+    assert cut.stopped_at is None
     # cut short below 1 before min_last: paid at B = 2, then S = 0.80 at B = 4
     low = checks.describe_crossing([1, 2, 4], [1.0, 1.3, 0.8], "budget", 2, ridge=8, critical_batch=16, k=4)
-    assert "paid at B = 2 here (S = 1.30 at B = 2) and S = 0.80 at B = 4, where the sweep stopped (the time" in \
+    assert "paid at B = 2 here: S = 1.30 at B = 2. S was 0.80 at B = 4, where the sweep stopped because its time" in \
         low.sentence
     hump = checks.describe_crossing([1, 2, 4, 8], [0.9, 1.2, 0.95, 0.8], "done", 2, ridge=8, critical_batch=16, k=4)
-    assert hump.paid == [2] and "paid at B = 2 here (S = 1.20 at B = 2)" in hump.sentence and hump.measured_bstar == 4
-    assert "break-even at B = 4 (S = 0.95)" in hump.sentence
+    assert hump.paid == [2] and "paid at B = 2 here: S = 1.20 at B = 2." in hump.sentence and hump.measured_bstar == 4
+    assert "break-even, within the 10% noise, at B = 4 (S = 0.95)" in hump.sentence
     gaps = checks.describe_crossing([1, 2, 4, 8], [0.9, 1.2, 1.3, 0.8], "done", 4, ridge=8, critical_batch=16, k=4)
-    assert "paid at B = 2 and 4 here (S = 1.30 at B = 4)" in gaps.sentence
+    assert "paid at B = 2 and 4 here: S = 1.30 at B = 4." in gaps.sentence
     assert cut.measured_bstar is None
 
 
@@ -263,30 +265,30 @@ def test_a_crossing_within_the_noise_is_not_called_a_crossing():
     # the next doubling, at 0.6, is clearly below: B = 128 is about break-even, B = 256 stopped paying
     crossing = checks.describe_crossing(batches + [256], s + [0.6], "done", 43, ridge=65, critical_batch=65, k=4)
     assert crossing.paid[-1] == 64 and crossing.even == [128] and crossing.stopped_at == 256
-    assert "about break-even at B = 128 (S = 0.99), within the 10% noise, and stopped paying by B = 256" in \
+    assert "about break-even, within the 10% noise, at B = 128 (S = 0.99). It stopped paying by B = 256" in \
         crossing.sentence
     # a sweep that ran out of batches at S = 0.95 says where it paid and that it stopped before a crossover
     cut = checks.describe_crossing(batches, s[:-1] + [0.95], "limit", 43, ridge=65, critical_batch=65, k=4)
-    assert "paid up to B = 64 here (S = 2.16 at B = 1, 1.26 at B = 64), was about break-even at B = 128 (S = 0.95), " \
-           "within the 10% noise, and the sweep stopped there (the largest batch that fits in memory) before S fell " \
-           "clearly below 1" in cut.sentence
+    assert "paid up to B = 64 here: S = 2.16 at B = 1 and 1.26 at B = 64. It was about break-even, within the 10% " \
+           "noise, at B = 128 (S = 0.95). The sweep stopped there, because the next batch would not fit in memory, " \
+           "before S fell clearly below 1." in cut.sentence
     assert cut.marks == [("measured: S within 10% of 1 at B", 128)] and cut.measured_bstar is None
 
 
 def test_every_crossing_sentence_says_where_speculation_paid_or_why_it_never_did():
     # the stored AMX run, stopped at B = 256 by the old cap: it paid up to 64, then sat within the noise of 1
     amx = checks.describe_crossing(AMX["batches"], measured_s(AMX), "limit", 44, ridge=67, critical_batch=67, k=4)
-    assert amx.sentence == ("speculation paid up to B = 64 here (S = 2.05 at B = 2, 1.15 at B = 64), was about "
-                            "break-even at B = 128 (S = 1.04) and 256 (S = 0.93), within the 10% noise, and the sweep "
-                            "stopped there (the largest batch that fits in memory) before S fell clearly below 1; the "
-                            "model with this device's roofs puts the crossover at B = 44")
+    assert amx.sentence == ("Speculation paid up to B = 64 here: S = 2.05 at B = 2 and 1.15 at B = 64. It was about "
+                            "break-even, within the 10% noise, at B = 128 (S = 1.04) and 256 (S = 0.93). The sweep "
+                            "stopped there, because the next batch would not fit in memory, before S fell clearly "
+                            "below 1. The model with this device's roofs puts the crossover at B = 44.")
     for r, bstar in ((NEVER, 1), (PAYS, 24), (AMX, 44), (GPU, 100)):
         for stop, n in (("budget", 3), (r["stop"], len(r["batches"]))):
             s = measured_s(r)[:n]
             c = checks.describe_crossing(r["batches"][:n], s, stop, bstar, ridge=r["ridge"],
                                          critical_batch=r["critical_batch"], k=4)
             paid = [b for b, x in zip(r["batches"], s, strict=False) if x > 1.1]
-            assert c.sentence.startswith("speculation paid up to" if paid else "speculation never paid")
+            assert c.sentence.startswith("Speculation paid up to" if paid else "Speculation never paid")
             assert c.paid == paid
             why = f"B = {paid[-1]}" if paid else "ridge is" if "ridge is" in c.sentence else "fixed costs"
             assert why in c.sentence
@@ -305,8 +307,8 @@ def test_draft_cost_sentence_is_chosen_by_the_numbers():
     assert c(0.20, 0.18).startswith("The draft costs more than")
     assert "the per-pass floor, which the model includes, is a larger" in c(0.20, 0.18)
     assert "fixed costs beyond the floor the model includes are a" in c(0.20, 0.126)
-    assert "its weights fit in the last-level cache" in c(0.08, 0.126, cached=True)
-    assert "does not capture (its weights do not fit in the cache)" in c(0.08, 0.126)
+    assert "Its weights fit in the last-level cache" in c(0.08, 0.126, cached=True)
+    assert "Its weights do not fit in the cache, so the reason is one the roofline does not capture" in c(0.08, 0.126)
 
 
 def test_verify_sentence_attributes_the_climb_correctly():
@@ -315,27 +317,27 @@ def test_verify_sentence_attributes_the_climb_correctly():
     never = checks.describe_verify(NEVER["batches"], vd(NEVER), NEVER["model_vd"], critical_batch=0.8, k=4,
                                    decode_excess=21.989 / 11.4, verify_excess=71.025 / 53.8)
     assert "past this device's critical batch of 0.8 already at B = 1" in never
-    assert "small passes run below the compute roof" in never and "decode took 1.93×" in never
+    assert "Small passes run below the compute roof" in never and "decode took 1.93×" in never
     pays = checks.describe_verify(PAYS["batches"], vd(PAYS), PAYS["model_vd"], critical_batch=20, k=4,
                                   decode_excess=1.1, verify_excess=1.2)
     # lowest measured at B = 1: (58 / 18) / (9.7 / 9.0) = 2.99 measured, 3.8 / 1.0 modelled, as grows() compares
     assert "at B = 32 its 160 are past it" in pays
-    assert ("the ratio climbs towards k + 1: from B = 1, where it measured lowest, to B = 32 the measured ratio rose "
-            "2.99× and the model's rose 3.80×") in pays
+    assert ("The ratio climbs towards k + 1. From B = 1, where it measured lowest, to B = 32 the measured ratio rose "
+            "2.99× and the model's rose 3.80×.") in pays
     rise = checks.grows("x", PAYS["batches"], vd(PAYS), PAYS["model_vd"]).numbers
     assert f"rose {rise['measured rise']:.2f}× and the model's rose {rise['model rise']:.2f}×" in pays
     # 11.2 / 9.3 = 1.20 at B = 2: 10 tokens, under the critical batch of 20, where the model is flat
-    assert "already rose past 1.10× at B = 2 (10 tokens, under the critical batch), where the model says 1.00×" in pays
+    assert "already rose past 1.10× at B = 2, where the model says 1.00×: 10 tokens, under the critical batch." in pays
     gpu = checks.describe_verify(GPU_B[:4], vd(GPU)[:4], GPU["model_vd"][:4], critical_batch=200, k=4,
                                  decode_excess=1.1, verify_excess=1.1)
-    assert "stay under this device's critical batch of 200; neither ratio moves by more than the noise" in gpu
+    assert "stay under this device's critical batch of 200. Neither ratio moves by more than the noise." in gpu
     # fp32 on a CPU: a 1-row GEMV path makes verify/decode fall from 2.2 to 1.3 while the model climbs
     paths = checks.describe_verify([1, 2, 4, 8], [2.2, 3.07, 1.49, 1.28], [1.0, 1.0, 1.2, 1.74], critical_batch=16,
                                    k=4, decode_excess=1.1, verify_excess=2.4)
     # from B = 4 (lowest before the last) the measured ratio falls 1.28 / 1.49 = 0.86x while the model climbs 1.45x
     # (it said "rose 0.86×" until the words followed the factor: a ratio that ends 0.86× as high fell 1.16×)
-    assert "does not move as the model's does (from B = 4, where it measured lowest, to B = 8 the measured ratio " \
-           "fell 1.16× and the model's rose 1.45×): the math library runs the GEMMs of more rows on a slower" in paths
+    assert "does not move as the model's does. From B = 4, where it measured lowest, to B = 8 the measured ratio " \
+           "fell 1.16× and the model's rose 1.45×. The math library runs the GEMMs of more rows on a slower" in paths
 
 
 @pytest.mark.parametrize("call", [
@@ -382,10 +384,10 @@ def test_stack_model_on_each_regimes_roofs_predicts_that_regime():
 
 
 def test_free_batch_and_knee_sentences():
-    assert "says verification is free up to B = 59 (" in checks.describe_free_batch(295, 4)  # an H100: 295 / 5
-    assert "free up to B = 25 (" in checks.describe_free_batch(206.04, 7)  # an H200 at k = 7: 25.76, not 26
+    assert "says verification is free up to B = 59: " in checks.describe_free_batch(295, 4)  # an H100: 295 / 5
+    assert "free up to B = 25: " in checks.describe_free_batch(206.04, 7)  # an H200 at k = 7: 25.76, not 26
     never = checks.describe_free_batch(0.8, 4)
-    assert never.startswith("the roofline on this device's measured roofs says verification is never free: the "
+    assert never.startswith("The roofline on this device's measured roofs says verification is never free: the "
                             "critical batch is 0.8 tokens")
     assert checks.describe_knee(1.6034, [1, 2, 4]) == "a measured knee at B ≈ 1.6"
     assert checks.describe_knee(None, [1, 2, 4, 128]).startswith("no measured knee up to B = 128")
@@ -462,18 +464,18 @@ CH2_MODEL = [1.0, 1.0, 1.0, 1.0, 1.12]
 def test_free_batch_sentence_says_what_the_measurement_showed():
     text = checks.describe_free_batch(71.3, 4, CH2_B, CH2_VD, CH2_MODEL)
     # the model: floor(71.3 / 5) = 14; measured: B = 4 is the first ratio above 1.1, inside that range
-    assert text.startswith("the roofline on this device's measured roofs says verification is free up to B = 14")
-    assert "verification already cost 1.27× a decode pass at B = 4 (20 tokens), where the model" in text
-    assert "says 1.00×: small GEMMs run below both roofs" in text and "20 rows per weight ran further below" in text
+    assert text.startswith("The roofline on this device's measured roofs says verification is free up to B = 14")
+    assert "verification already cost 1.27× a decode pass at B = 4, at 20 tokens, where the model" in text
+    assert "says 1.00×. Small GEMMs run below both roofs" in text and "20 rows per weight ran further below" in text
     # a GPU-like sweep that stays within 10% of 1 up to B = 32 (160 tokens, under 200)
     gpu = checks.describe_free_batch(200, 4, [1, 8, 32], [1.0, 1.02, 1.08], [1.0, 1.0, 1.0])
     assert "free up to B = 40" in gpu and "verify cost within 10% of a decode pass up to B = 32" in gpu
     # the first rise past the model's range agrees with it
     late = checks.describe_free_batch(20, 4, [1, 2, 4, 8], [1.0, 1.05, 1.08, 1.68], [1.0, 1.0, 1.0, 1.5])
-    assert "free up to B = 4" in late and "first rose more than 10% above 1 at B = 8 (1.68×), past that range" in late
+    assert "free up to B = 4" in late and "first rose more than 10% above 1 at B = 8, to 1.68×: past that range" in late
     # never free (a CPU without bf16 units): the measured cost at B = 1
     never = checks.describe_free_batch(0.8, 4, [1, 2], [3.23, 3.37], [4.3, 4.6])
-    assert "never free" in never and "verification already cost 3.23× a decode pass at B = 1 (5 tokens)" in never
+    assert "never free" in never and "verification already cost 3.23× a decode pass at B = 1, at 5 tokens." in never
 
 
 @pytest.mark.parametrize("measured", [
@@ -483,8 +485,8 @@ def test_free_batch_sentence_says_what_the_measurement_showed():
 def test_free_batch_sentence_names_the_first_batch_past_the_noise(measured):
     first = next(b for b, m in zip(CH2_B, measured, strict=True) if m > 1.1)
     text = checks.describe_free_batch(71.3, 4, CH2_B, measured, CH2_MODEL)
-    assert f"a decode pass at B = {first} (" in text
-    assert all(f"a decode pass at B = {b} (" not in text for b in CH2_B if b != first)
+    assert f"a decode pass at B = {first}, at " in text
+    assert all(f"a decode pass at B = {b}, at " not in text for b in CH2_B if b != first)
 
 
 def test_cache_sentence_follows_the_sizes():
@@ -539,7 +541,7 @@ def test_place_sentences_follow_the_orderings():
     story = checks.describe_places(inside_t0, boundary_t0, inside_t1, boundary_t1)
     assert story.t0.startswith("At temperature 0 the models agree on the next byte 0.77 of the time inside a word "
                                "but only 0.64 after a space")
-    assert story.t1.startswith("At temperature 1 the order flips (0.78 inside a word against 0.81 after one)")
+    assert story.t1.startswith("At temperature 1 the order flips: 0.78 inside a word against 0.81 after one.")
     assert story.boundary.startswith("On the shipped pair this is what happens at word boundaries: 0.64")
     # the same numbers with the temperature-1 gap inside the noise: no flip, no boundary claim either way
     close = checks.describe_places(inside_t0, boundary_t0, inside_t1, checks.Estimate(0.79, 0.009))
@@ -589,7 +591,7 @@ def test_ratio_falls_lets_the_noise_margin_choose_the_sentence():
     assert halved.ok and "at least halfway to 1" in halved.sentence
     # where the model's excess does not halve nothing is tested, but the sentence still says what was measured
     untested = checks.ratio_falls(contexts, measured, [3.0] * 8)
-    assert not untested.tested and untested.ok and "flat, within the 10% noise; the model's excess" in untested.sentence
+    assert not untested.tested and untested.ok and "flat, within the 10% noise. The model's excess" in untested.sentence
     # a model with verify as cheap as decode throughout (a ridge far above B(k+1)) predicts nothing to fall,
     # however its 1.004 -> 1.0001 "halves": Chapter 5 on a loaded Ice Lake measured 2.16 -> 1.92 beside it
     flat_model = checks.ratio_falls(contexts[:3], [2.16, 1.63, 1.92], [1.004, 1.002, 1.0001])
@@ -604,13 +606,13 @@ def test_ratio_falls_needs_two_contexts_and_matching_lengths():
 
 
 @pytest.mark.parametrize("measured, device, says", [
-    ([2.13, 2.0, 1.87], "cpu", "on the CPU that recorded this chapter the verify pass fell, but only to 1.87 decode "
+    ([2.13, 2.0, 1.87], "cpu", "On the CPU that recorded this chapter the verify pass fell, but only to 1.87 decode "
                                "passes at L = 131,072"),  # Chapter 5's stored run
-    ([3.0, 2.0, 1.5], "cuda", "on the GPU that recorded this chapter the measurement bore it out, the verify pass "
+    ([3.0, 2.0, 1.5], "cuda", "On the GPU that recorded this chapter the measurement bore it out, the verify pass "
                               "falling to 1.50 decode passes at L = 131,072"),
-    ([2.0, 2.1, 2.05], "cpu", "on the CPU that recorded this chapter the verify pass still cost 2.05 decode passes at "
+    ([2.0, 2.1, 2.05], "cpu", "On the CPU that recorded this chapter the verify pass still cost 2.05 decode passes at "
                               "L = 131,072, flat over the contexts swept"),
-    ([2.0, 2.1, 2.5], "mps", "on the Apple GPU that recorded this chapter the verify pass rose to 2.50"),
+    ([2.0, 2.1, 2.5], "mps", "On the Apple GPU that recorded this chapter the verify pass rose to 2.50"),
 ])
 def test_context_takeaway_follows_the_outcome_and_the_device(measured, device, says):
     falls = checks.ratio_falls([256, 4096, 131072], measured, [3.0, 2.0, 1.2])
@@ -720,7 +722,7 @@ ZEN3_GBS = [67.1 / t for t in (5.0, 32.0, 44.0, 63.9, 71.4, 109)]
 
 def test_slow_gemms_are_named_with_their_rows_and_bandwidth():
     text = checks.describe_slow_gemms(ROWS, ZEN3_RATIOS, ZEN3_GBS, 11.2)
-    assert text.startswith("on this device the GEMM of 2 to 64 rows ran 2.3–10.7× its roofline time, reading its "
+    assert text.startswith("On this device the GEMM of 2 to 64 rows ran 2.3–10.7× its roofline time. It read its "
                            "weight at 0.6–2.1 GB/s against the 11.2 GB/s copy roof")
     assert checks.describe_slow_gemms(ROWS, [1.1] * 6, [10.0] * 6, 11.2) == ""
     # two slow runs: the one with the slowest point is named
@@ -734,7 +736,8 @@ def test_gemm_efficiency_sentence_follows_the_numbers():
 
     eff = GemmEfficiency(tuple(ROWS), tuple(ZEN3_RATIOS), "zen 3", tuple(ZEN3_GBS))
     text = checks.describe_gemm_efficiency(ROWS, ZEN3_RATIOS, eff.leave_one_out(), ZEN3_GBS, 11.2)
-    assert text.startswith("Measured over its roofline time, the GEMM took 0.83× at M = 1 to 10.67× at M = 8;")
+    assert text.startswith("Measured over its roofline time, the GEMM took 0.83× at M = 1 to 10.67× at M = 8. On "
+                           "this device the GEMM of 2 to 64 rows ran")
     assert f"within {eff.error():.0%} on average, against {eff.error([1.0] * 6):.0%} for the roofline alone" in text
     assert "the curve, not the roofs" in text  # 100% against 345%
     # a sweep that jumps between neighbours: the left-out points are no better than the roofs
@@ -750,7 +753,7 @@ def test_gemm_efficiency_sentence_follows_the_numbers():
     (0.50, 0.48, "changes it by less than the 10% noise"),
     (0.30, 0.60, "worse with it"),
     (0.05, 0.04, "already within the 10% noise"),
-    (0.74, 0.05, "what is left is within the noise"),
+    (0.74, 0.05, "What is left is within the noise"),
 ])
 def test_efficiency_gain_sentence_is_chosen_by_the_errors(without, with_, says):
     text = checks.describe_efficiency_gain("S(B)", without, with_)
@@ -765,10 +768,10 @@ def test_speedup_trend_explains_a_fall_that_did_not_show():
     assert falls.tested and not falls.ok
     slow = checks.describe_slow_gemms(ROWS, ZEN3_RATIOS, ZEN3_GBS, 11.2)
     text = checks.describe_speedup_trend(falls, batches, [5.32, 1.81, 2.32, 1.77], [1.01, 1.17, 2.1, 3.63], slow)
-    assert text.startswith("S did not fall because the iteration did not grow dearer than plain decoding: verify "
-                           "cost 1.81× a decode pass at B = 2 and 1.77× at B = 8, where the model has 1.17× and 3.63×")
+    assert text.startswith("S did not fall because the iteration did not grow dearer than plain decoding. Verify "
+                           "cost 1.81× a decode pass at B = 2 and 1.77× at B = 8, where the model has 1.17× and 3.63×.")
     assert "the GEMM of 2 to 64 rows" in text and "cannot predict it" in text
-    assert "a cost the roofline does not see" in checks.describe_speedup_trend(falls, batches, [5.3, 1.8, 2.3, 1.8],
+    assert "A cost the roofline does not see" in checks.describe_speedup_trend(falls, batches, [5.3, 1.8, 2.3, 1.8],
                                                                               [1.0, 1.2, 2.1, 3.6])
     held = checks.speedup_falls(PAYS["batches"], measured_s(PAYS), PAYS["model_s"])
     assert checks.describe_speedup_trend(held, PAYS["batches"], vd(PAYS), PAYS["model_vd"], slow) == ""
@@ -798,13 +801,14 @@ def test_wall_clock_verdicts_have_a_stated_noise_margin():
     lev = wall("Leviathan's formula", E2E["leviathan"])
     assert not lev.ok and lev.numbers["worst k"] == 1
     assert lev.sentence == ("Leviathan's formula predicted 1.18× at k = 1, above the 0.54–0.96× the wall clock "
-                            "measured (median 0.75×), beyond the 10% noise; 2 of 4 k missed so")
+                            "measured (median 0.75×), beyond the 10% noise. It missed so at 2 of the 4 values of k")
     text = checks.describe_wall_clock(lev, E2E_K, E2E["leviathan"], E2E["median"], E2E["extra"], 0.3)
-    assert text.endswith("took 1.50 ms per iteration at k = 1, which no prediction from pass times sees.")
+    assert text.endswith("took 1.50 ms per iteration at k = 1: sampling, cache rollback and bookkeeping, which no "
+                         "prediction from pass times sees.")
     # a prediction below the range: plain decoding's own loop is named
     low = wall("the pass times", [0.4, 0.998, 0.773, 0.688])  # 0.4 < 0.541 / 1.1 = 0.492
     assert not low.ok and "below the 0.54–0.96×" in low.sentence
-    assert "plain decoding paid 0.30 ms per token" in checks.describe_wall_clock(low, E2E_K, [0.4, 0.998, 0.773, 0.688],
+    assert "Plain decoding paid 0.30 ms per token" in checks.describe_wall_clock(low, E2E_K, [0.4, 0.998, 0.773, 0.688],
                                                                               E2E["median"], E2E["extra"], 0.3)
     assert checks.describe_wall_clock(passes, E2E_K, E2E["passes"], E2E["median"], E2E["extra"], 0.3) == passes.sentence
     with pytest.raises(ValueError):
@@ -853,10 +857,11 @@ def test_amortization_clause_follows_the_verdict():
     untested = checks.grows("per-token time falls", [1, 64], [1.0, 1.5], [1.0, 1.8])
     assert held.ok and not flat.ok and not untested.tested
     assert checks.describe_amortization(held, 1, 128, 13.9) == (
-        "here the fastest per-token time fell 13.9× from B = 1 to its best batch, B = 128; the model on this "
-        "device's measured roofs predicts 24.5× from B = 1 to 128, where it measured 13.9× (enough for the check "
-        "above).")
-    assert checks.describe_amortization(flat, 1, 64, 2.9).endswith("where it measured 1.1× (too flat, above).")
+        "Here the fastest per-token time fell 13.9× from B = 1 to its best batch, B = 128. The model on this "
+        "device's measured roofs predicts 24.5× from B = 1 to 128, where it measured 13.9×, enough for the check "
+        "above.")
+    assert checks.describe_amortization(flat, 1, 64, 2.9).endswith("where it measured 1.1×: too flat, as the check "
+                                                                  "above says.")
     assert checks.describe_amortization(untested, 1, 64, 1.5).endswith("predicts 1.8× from B = 1 to 64, where it "
                                                                        "measured 1.5×: too small a fall to test.")
     assert "saved nothing" in checks.describe_amortization(flat, 1, 1, 1.0)
@@ -890,23 +895,26 @@ def test_fused_sentence(fused, says):
 def test_takeaway_price_sentence_follows_the_numbers():
     # Chapter 7's stored run on the EPYC: c = 0.233 against 0.069 by bytes, chain 1.90, tree 1.60 one-token passes
     said = checks.describe_price_measured(2.217e-3, 8.07e6, 20e9, 0.233, 0.069, (5, 1.90), (16, 1.60))
-    assert ("a draft pass costs c = 0.233 of a target pass against 0.069 by bytes, because a one-token target pass "
-            "takes 2.22 ms where reading its 8.1 MB of weights at the copy bandwidth measured above takes 0.40 ms"
-            in said)
-    assert "the tree measured cheaper than the chain, more work faster" in said
+    assert ("A draft pass costs c = 0.233 of a target pass, against 0.069 by bytes. A one-token target pass takes "
+            "2.22 ms, where reading its 8.1 MB of weights at the copy bandwidth measured above takes 0.40 ms. The rest "
+            "is per-pass overhead, which a small model pays in full." in said)
+    assert "The tree measured cheaper than the chain: more work ran faster" in said
     ordered = checks.describe_price_measured(2.1e-3, 8.07e6, 20e9, 0.233, 0.069, (5, 1.40), (16, 1.78))
     assert "measured cheaper" not in ordered and ordered.endswith("the 16-token tree 1.78, where the bytes, read once "
                                                                   "either way, say about 1.")
     assert "its 0.069 by bytes" in checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.0), (16, 1.0))
     # the opening comes from the same noise tests: the draft's c against its bytes share, each verify against 1
-    opening = "Measured on this device the shipped pair "
-    assert said.startswith(opening + "does not follow that price: a draft pass costs")
+    opening = "Measured on this device, the shipped pair "
+    assert said.startswith(opening + "does not follow that price. A draft pass costs")
     assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 0.97)).startswith(
-        opening + "follows that price: a draft pass costs c = 0.072 of a target pass, its 0.069 by bytes")
+        opening + "follows that price. A draft pass costs c = 0.072 of a target pass, its 0.069 by bytes.")
     assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.072, 0.069, (5, 1.05), (16, 1.6)).startswith(
-        opening + "follows that price in its draft but not in its verify passes: ")
+        opening + "follows that price in its draft but not in its verify passes. ")
     assert checks.describe_price_measured(2e-3, 8e6, 2e10, 0.233, 0.069, (5, 1.0), (16, 1.08)).startswith(
-        opening + "follows that price in its verify passes but not in its draft: ")
+        opening + "follows that price in its verify passes but not in its draft. ")
+    # each of its sentences within the 45 words a glued sentence may have
+    for sentence in said.split(". "):
+        assert len(sentence.split()) <= 45, sentence
     with pytest.raises(ValueError, match="bandwidth"):
         checks.describe_price_measured(2e-3, 8e6, 0, 0.2, 0.07, (5, 1.4), (16, 1.8))
 
@@ -928,15 +936,15 @@ def test_adaptive_policy_verdict():
     sampled = {"plain decoding": 1.03, "fixed k = 2": 0.99, "V0 rule": 0.99}
     v = checks.adaptive_holds(ratios, sampled)
     assert v.ok and v.sentence == ("The step times sampled during the run predicted no clear win (more than 15%) "
-                                   "for adaptive k over any policy; and adaptive k was never more than 15% behind (at "
-                                   "worst 1.00×, against the V0 rule).")
+                                   "for adaptive k over any policy. Adaptive k was never more than 15% behind: at "
+                                   "worst it ran at 1.00× the speed of the V0 rule.")
     v = checks.adaptive_holds(ratios, {**sampled, "plain decoding": 1.2})
-    assert v.ok and v.sentence.startswith("Where the step times sampled during the run predicted a clear win for "
-                                          "adaptive k (over the plain decoding: 1.20× predicted, 1.10× measured), it "
-                                          "showed; and adaptive k was never more than 15% behind")
+    assert v.ok and v.sentence.startswith("The step times sampled during the run predicted a clear win for adaptive k "
+                                          "over the plain decoding (1.20×), and it measured 1.10×. Adaptive k was "
+                                          "never more than 15% behind")
     lost = checks.adaptive_holds({**ratios, "plain decoding": 0.98}, {**sampled, "plain decoding": 1.2})
     assert not lost.ok and "a clear win over the plain decoding (1.20×) and it measured 0.98×" in lost.sentence
     behind = checks.adaptive_holds({**ratios, "V0 rule": 0.8}, sampled)
-    assert not behind.ok and "adaptive k was 1.25× slower than the V0 rule" in behind.sentence
+    assert not behind.ok and "adaptive k ran at 0.80× the speed of the V0 rule, more than 15% behind" in behind.sentence
     with pytest.raises(ValueError):
         checks.adaptive_holds(ratios, {"plain decoding": 1.0})

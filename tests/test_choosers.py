@@ -34,6 +34,10 @@ The claims, chooser by chooser (``measure.checks`` unless named), "word: claim":
 - ``describe_against_range``: "above" / "below" / "in" the range: mean ∓ 3 SE past a bound, or not.
 - ``describe_cache``: "larger than": weight > cache; "fits in": ≤ cache.
 - ``context.verdict``: "pays at every batch that fits": the paying range is exactly 1 to the largest batch.
+- ``context.describe_fall``: "fell at least halfway to 1": last − 1 ≤ (first − 1)/2; "not halfway": above it and
+  last < first/1.1; "flat": within 10%; "rose": last > first·1.1.
+- ``adaptive_holds``: "a clear win (more than 15%)": the predicted ratio, as printed, above 1.15; "more than 15%
+  behind": a measured ratio, as printed, under 0.85; "never more than 15% behind": every one at 0.85 or above.
 - ``thesis.summary``: "falls to 1 at B*": a crossover; "is still S": S > 1 at the last batch that fits, printed
   above 1; ``thesis.why_one_crosses``: "the same FLOP/s": bf16 peaks within 1%.
 - ``kvcache.describe_alpha_change``: "rose" / "fell" / "under both": α_keep prints above / below / equal to
@@ -155,6 +159,31 @@ def test_ratio_falls_says_how_the_ratio_moved(first, last, outcome):
 # ---------------------------------------------------------------------------------------------- Chapter 5
 
 
+@pytest.mark.parametrize("first, last, said", [
+    (2.0, 1.5, "fell at least halfway to 1"),  # excess 1 -> 0.5: exactly halfway, as excess_halved tests (<=)
+    (2.0, below(1.5), "fell at least halfway to 1"),
+    (2.0, above(1.5), "fell by more than the 10% noise, but not halfway to 1 before the sweep's time budget ran out"),
+    (2.0, below(2.0 / 1.1), "fell by more than the 10% noise, but not halfway"),
+    (2.0, above(2.0 / 1.1), "stayed flat within the 10% noise, from 1.82 to 2.00 on the way, before"),
+    (2.0, below(2.0 * 1.1), "stayed flat within the 10% noise"),
+    (2.0, above(2.0 * 1.1), "rose by more than the 10% noise before the sweep's time budget ran out"),
+])
+def test_describe_fall_says_halfway_only_of_a_ratio_that_fell_at_least_halfway(first, last, said):
+    text = context.describe_fall([first, last], "budget", 0.10)
+    assert text.startswith(said), text
+    assert ("at least halfway" in text) is (last - 1 <= (first - 1) / 2)  # the words' claim, on the numbers
+    assert ("not halfway" in text) is (last - 1 > (first - 1) / 2 and last < first / 1.1)
+
+
+def test_describe_fall_says_why_the_sweep_stopped():
+    assert context.describe_fall([2.0, 2.0], "memory").endswith("before the caches reached the sweep's memory cap")
+    assert context.describe_fall([2.0, 2.0], "seen").endswith("over the contexts swept")
+    with pytest.raises(ValueError, match="stopped must be one of seen, budget, memory"):
+        context.describe_fall([2.0, 1.0], "done")
+
+
+
+
 @pytest.mark.parametrize("measured", [below(5.0), above(5.0)])
 def test_shared_cache_prints_the_ratio_on_the_side_of_k_plus_1_it_is_on(measured):
     v = checks.shared_cache(measured, 1.2, 4)
@@ -202,7 +231,7 @@ def test_speedup_bound_says_the_roofs_allow_less_than_1_only_below_1(cap):
 def test_describe_crossing_says_paid_only_past_the_noise(s, paid, even):
     c = checks.describe_crossing([1, 2], [s, 0.5], "done", 4, ridge=10.0, critical_batch=10.0, k=4)
     assert (c.paid == [1]) is paid and (c.even == [1]) is even
-    assert c.sentence.startswith("speculation paid" if paid else "speculation never paid")
+    assert c.sentence.startswith("Speculation paid" if paid else "Speculation never paid")
     if even:
         assert "within the 10% noise" in c.sentence
 
@@ -248,7 +277,7 @@ def test_describe_gemm_efficiency_says_within_2x_only_when_every_point_is():
     inside = checks.describe_gemm_efficiency(rows, [above(0.5), 1.0, below(2.0)], [1.0, 1.0, 1.0], gbs, 10.0)
     assert "within 2× of the roofs at every M" in inside
     fast = checks.describe_gemm_efficiency(rows, [0.4, 1.0, 1.5], [1.0, 1.0, 1.0], gbs, 10.0)
-    assert "within 2× of the roofs" not in fast and "at M = 1 it ran faster than half its roofline time" in fast
+    assert "within 2× of the roofs" not in fast and "At M = 1 it ran faster than half its roofline time" in fast
     slow = checks.describe_gemm_efficiency(rows, [1.0, 1.0, above(2.0)], [1.0, 1.0, 1.0], gbs, 10.0)
     assert "within 2×" not in slow and "GEMM of 4 rows ran 2.0× its roofline time" in slow
 
@@ -362,6 +391,27 @@ def test_describe_cache_fits_at_equal_size(weight, word):
     assert word in checks.describe_cache("the weight", weight, 2**30)
 
 
+# ---------------------------------------------------------------------------------------------- Chapter 8
+
+
+@pytest.mark.parametrize("measured, behind", [(0.85, False), (0.849, False), (0.844, True), (below(0.845), True)])
+def test_adaptive_holds_says_more_than_15_percent_behind_only_of_a_printed_ratio_under_0_85(measured, behind):
+    v = checks.adaptive_holds({"plain decoding": 1.1, "V0 rule": measured}, {"plain decoding": 1.0, "V0 rule": 1.0})
+    printed = float(re.search(r"(\d\.\d\d)× the speed of the V0 rule", v.sentence).group(1))
+    assert ("more than 15% behind" in v.sentence and "never more" not in v.sentence) is behind, v.sentence
+    assert (printed < 0.85) is behind, v.sentence  # the words' claim, as printed
+    assert v.ok is not behind
+
+
+@pytest.mark.parametrize("predicted, clear", [(1.15, False), (above(1.15), False), (1.154, False), (1.16, True)])
+def test_adaptive_holds_says_a_clear_win_only_of_a_printed_prediction_over_1_15(predicted, clear):
+    v = checks.adaptive_holds({"plain decoding": 1.1, "V0 rule": 1.0}, {"plain decoding": predicted, "V0 rule": 1.0})
+    assert ("predicted a clear win for adaptive k over the plain decoding" in v.sentence) is clear, v.sentence
+    assert ("predicted no clear win (more than 15%)" in v.sentence) is not clear, v.sentence
+    if clear:
+        assert float(re.search(r"plain decoding \((\S+)×\)", v.sentence).group(1)) > 1.15
+
+
 # ---------------------------------------------------------------------------------------------- the other modules
 
 
@@ -434,3 +484,13 @@ def test_every_printed_comparison_on_the_real_records_holds(where, text):
     if "within 2× of the roofs at every M" in text:
         ratios = [float(x) for x in re.search(r"took (\S+)× at M = \d+ to (\S+)×", text).groups()]
         assert 0.5 < min(ratios) and max(ratios) < 2, f"{where}: {text}"
+
+
+@pytest.mark.parametrize("where, text", list(record_sentences()))
+def test_every_sentence_chosen_on_the_real_records_is_short(where, text):
+    """Issue 39: a glued verdict sentence has at most 45 words and no nested parentheses, counted as the built
+    pages are (tests/readability.py), on every record the chapters replay."""
+    from readability import MAX_GLUED_WORDS, nested_parentheses, sentences, words
+
+    long = [s for s in sentences(text) if words(s) > MAX_GLUED_WORDS or nested_parentheses(s)]
+    assert not long, f"{where}: {long}"

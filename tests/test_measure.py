@@ -42,7 +42,12 @@ def test_as_dtype_rejects_with_allowed_values(bad):
 def test_cpu_device_helpers():
     assert m.pick_device("cpu") == CPU
     name = m.device_name(CPU)
-    assert f"({torch.get_num_threads()} threads, {torch.backends.cpu.get_cpu_capability()})" in name
+    n = torch.get_num_threads()
+    assert f"({n} thread{'s' * (n != 1)}, {torch.backends.cpu.get_cpu_capability()})" in name
+    with m.num_threads(1):  # one thread is singular: "(1 thread, AVX2)", not "1 threads"
+        assert "(1 thread, " in m.device_name(CPU) and "threads" not in m.device_name(CPU)
+    with m.num_threads(2):
+        assert "(2 threads, " in m.device_name(CPU)
     m.sync(CPU)  # a no-op, must not raise
 
 

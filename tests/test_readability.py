@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 
 # The pages whose prose meets the two limits now. Add a page here once its rewrite is merged.
-ENFORCED = {"intro", "notation", "quoting", "claims", "glossary", "onboarding", "gpus", "09_kv_reuse"}
+ENFORCED = {"intro", "notation", "quoting", "claims", "glossary", "onboarding", "gpus", "serve", "status",
+            "01_roofline_decode", "02_draft_and_verify", "03_acceptance", "04_batch_size", "05_context_length",
+            "07_cheaper_drafters", "08_serving", "09_kv_reuse"}
 
 
 def built_pages() -> list[Path]:

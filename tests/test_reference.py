@@ -84,7 +84,7 @@ def test_chapter_4_says_where_speculation_paid_as_the_times_say(path):
         s[b] = en * t["decode"] / (rec.sweep.k * t["draft"] + t["verify"])
     paid = [b for b, x in s.items() if x > 1.1]
     story = f.sentences["meas_story"]
-    assert story.startswith("speculation paid" if paid else "speculation never paid")
+    assert story.startswith("Speculation paid" if paid else "Speculation never paid")
     if paid:
         assert f"{s[max(paid, key=s.get)]:.2f} at B = {max(paid, key=s.get)}" in story
     # the trend: "too flat" exactly where S fell less than the eighth root of a >= 2x predicted fall
@@ -109,14 +109,14 @@ def test_the_zen_3_record_tells_the_story_of_issue_25():
     f = rec.chapter4()
     # S = 0.528, 1.073, 1.001, 1.286 (issue 25's table): paid only at B = 8, beyond the 10% noise
     assert [round(x, 2) for x in s_measured(rec)] == [0.53, 1.07, 1.0, 1.29]
-    assert f.sentences["meas_story"].startswith("speculation paid at B = 8 here (S = 1.29 at B = 8)")
+    assert f.sentences["meas_story"].startswith("Speculation paid at B = 8 here: S = 1.29 at B = 8.")
     falls, bound = f.verdicts
     assert falls.tested and not falls.ok and bound.ok  # the check the issue saw fail; it no longer fails a cell
     story = f.sentences["falls_story"]
     assert story.startswith("From B = 2 to 8 S rose 1.20×") and "too flat" in story  # 1.07 to 1.29: not "fell 0.83×"
     # the explanation names the slow path with the record's numbers: 2 to 64 rows, 0.6-2.1 GB/s of 11.2
-    assert "verify cost 1.81× a decode pass at B = 2 and 1.77× at B = 8" in story
-    assert "the GEMM of 2 to 64 rows ran" in story and "against the 11.2 GB/s copy roof" in story
+    assert "Verify cost 1.81× a decode pass at B = 2 and 1.77× at B = 8" in story
+    assert "On this device the GEMM of 2 to 64 rows ran" in story and "against the 11.2 GB/s copy roof" in story
     # the per-M efficiency measured on the GEMM explains much of the model's error on S(B)
     assert f.numbers["s_error_eff"] < f.numbers["s_error"] / 2
     assert "explain" in f.sentences["eff_story"]

@@ -161,12 +161,13 @@ def test_fixed_cost_sentence_follows_the_fitted_lines():
     # Chapter 8's stored run: 4.104 ms per step and 0.165 ms per sequence at k = 0
     stored = serving.LinearStepTimes((4.104e-3,), (0.165e-3,))
     assert serving.describe_fixed_cost(stored, 128) == (
-        "by the fitted step times, the fixed cost of a plain step (what it costs whatever the batch) is 96% of it at "
-        "B = 1 and 16% at B = 128: here small batches pay mostly the fixed per-step overhead, large ones their rows")
-    assert serving.describe_fixed_cost(stored, 4).endswith("here every pass costs mostly its fixed per-step overhead")
+        "By the fitted step times, the fixed cost of a plain step, what it costs whatever the batch, is 96% of it at "
+        "B = 1 and 16% at B = 128. Here small batches pay mostly the fixed per-step overhead, and large ones their "
+        "rows.")
+    assert serving.describe_fixed_cost(stored, 4).endswith("Here every pass costs mostly its fixed per-step overhead.")
     rows = serving.LinearStepTimes((1e-3,), (2e-3,))
     assert serving.describe_fixed_cost(rows, 64).endswith("even a one-sequence step costs mostly its rows, not its "
-                                                          "fixed overhead")
+                                                          "fixed overhead.")
 
 
 def test_fit_lines_recovers_a_line_and_smooths_noise():

@@ -486,8 +486,7 @@ def why_sentence(at: dict[int, dict[str, dict]], bar: float = SAMPLER_BAR) -> st
     one = len(per_pass) == 1 or lo == hi
     if max(per_pass) <= bar:
         return (lead + f" Counted per pass over a row, {'that takes ' + hi if one else f'they take {lo} to {hi}'} "
-                f"the floor, so the second pass is what puts {'it' if len(per_pass) == 1 else 'them'} over; a first "
-                "pass that kept its exponentials would avoid it.")
+                f"the floor, so the second pass is what puts {'it' if len(per_pass) == 1 else 'them'} over.")
     return (lead + f" Even counted per pass over a row, {'that takes' if one else 'they take up to'} {hi} the floor: "
             "the second pass is not all of it.")
 

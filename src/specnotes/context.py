@@ -21,10 +21,10 @@ own KV (``draft_kv_ratio``) are derived in each function's docstring. ``speedup_
 ``throughput_at_memory_limit`` compares tokens per second when memory, not a fixed B, sets the batch;
 ``logits_share`` sizes the [B·n, V] logits the default model leaves out.
 
-The helpers at the end (``excess_halved``, ``fall_verdict``, ``verify_batch``, ``kv_anchored_ratios``)
-describe a measurement on *this* device from this device's model (``specnotes.kvtiming`` measures; the
-chapter's assertions are ``measure.checks.ratio_falls``, ``shared_cache`` and ``grows``). Nothing here
-needs torch.
+The helpers at the end (``excess_halved``, ``fall_verdict``, ``describe_fall``, ``verify_batch``,
+``kv_anchored_ratios``) describe a measurement on *this* device from this device's model (``specnotes.kvtiming``
+measures; the chapter's assertions are ``measure.checks.ratio_falls``, ``shared_cache`` and ``grows``). Nothing
+here needs torch.
 """
 
 from __future__ import annotations
@@ -340,6 +340,29 @@ def fall_verdict(ratios, noise: float = 0.10) -> str:
     if ratios[-1] < ratios[0] / (1 + noise):
         return "fell"
     return "rose" if ratios[-1] > ratios[0] * (1 + noise) else "flat"
+
+
+STOPS = {"seen": "", "budget": "the sweep's time budget ran out", "memory": "the caches reached the sweep's memory cap"}
+
+
+def describe_fall(ratios, stopped: str, noise: float = 0.10) -> str:
+    """Chapter 5: what a verify/decode ratio measured at growing L did, as the words after "the ratio", chosen by
+    :func:`fall_verdict` (the same ``noise``): "fell at least halfway to 1" (last − 1 ≤ (first − 1)/2, as
+    ``excess_halved`` tests), "fell by more than the 10% noise, but not halfway to 1" (last < first/(1 + noise)),
+    "stayed flat within the 10% noise" (with the range it took), or "rose by more than the 10% noise"; each but the
+    first says why the sweep stopped (``stopped``: ``kvtiming.ContextSweep.stopped``, a key of ``STOPS``)."""
+    if stopped not in STOPS:
+        raise validate.BadArgument(f"stopped must be one of {', '.join(STOPS)}; got {stopped!r}")
+    ratios = [validate.number("ratios", r, low=0) for r in ratios]
+    verdict = fall_verdict(ratios, noise)
+    by = f"{noise:.0%} noise"
+    until = f" before {STOPS[stopped]}" if STOPS[stopped] else " over the contexts swept"
+    return {
+        "halved": "fell at least halfway to 1",
+        "fell": f"fell by more than the {by}, but not halfway to 1{until}",
+        "flat": f"stayed flat within the {by}, from {min(ratios):.2f} to {max(ratios):.2f} on the way,{until}",
+        "rose": f"rose by more than the {by}{until}",
+    }[verdict]
 
 
 def kv_anchored_ratios(t_decode: float, t_verify: float, shape: ModelShape, accel, batch: int, start: int,

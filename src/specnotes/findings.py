@@ -77,7 +77,7 @@ def gemm(roof: MeasuredRoof, records: list[Record], *, floor: float = 0.0, cache
     efficiency = GemmEfficiency.from_sweep(records, roof)
     copy = roof.bandwidth / 1e9
     slow = checks.describe_slow_gemms(rows, efficiency.ratios, efficiency.gb_per_s, copy)
-    flat = f" Here {slow}, so sharing one weight read among more rows saves less than the model says." if slow else ""
+    flat = f" {slow} So sharing one weight read among more rows saves less than the model says." if slow else ""
     best = max(range(len(rows)), key=amortization.__getitem__)
     sentences = {
         "roofs_verdict": roofs.sentence,

@@ -1332,8 +1332,8 @@ def recompute_vs_hit_rate(ax=None, rules: Sequence = (), *, no_cache_ms: float, 
             if under:
                 times = dict(rules)
                 ax.annotate(f"{label} ({ms:.2f} ms) lies on\n{' and '.join(f'{o} ({times[o]:.2f} ms)' for o in under)}",
-                            xy=(0.55, 0.55 * ms + 0.45 * miss), xytext=(0.03, 0.28 * top), fontsize=MIN_FONT, color="0.2",
-                            arrowprops={"arrowstyle": "->", "color": "0.3"})
+                            xy=(0.55, 0.55 * ms + 0.45 * miss), xytext=(0.03, 0.28 * top), fontsize=MIN_FONT,
+                            color="0.2", arrowprops={"arrowstyle": "->", "color": "0.3"})
             drawn.append((label, ms))
         ax.plot([0.0], [miss], color="0.3", marker="s", label="measured: no prefix caching", **MEASURED)
         if gap is not None:

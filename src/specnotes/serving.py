@@ -193,16 +193,16 @@ class LinearStepTimes:
 def describe_fixed_cost(lines: LinearStepTimes, largest: int, *, most: float = 0.5) -> str:
     """Chapter 8: how much of a plain step (k = 0) the fitted fixed cost per step is, at B = 1 and at the
     ``largest`` batch timed, by the step times measured on this device; "mostly" only where it is more than
-    ``most`` of the step."""
+    ``most`` of the step. Two sentences, each under 45 words."""
     largest = validate.integer("largest", largest, low=1)
     share = {b: lines.intercepts[0] / lines(b, 0) for b in (1, largest)}
-    said = (f"by the fitted step times, the fixed cost of a plain step (what it costs whatever the batch) is "
-            f"{share[1]:.0%} of it at B = 1 and {share[largest]:.0%} at B = {largest}")
+    said = (f"By the fitted step times, the fixed cost of a plain step, what it costs whatever the batch, is "
+            f"{share[1]:.0%} of it at B = 1 and {share[largest]:.0%} at B = {largest}.")
     if share[largest] > most:
-        return f"{said}: here every pass costs mostly its fixed per-step overhead"
+        return f"{said} Here every pass costs mostly its fixed per-step overhead."
     if share[1] > most:
-        return f"{said}: here small batches pay mostly the fixed per-step overhead, large ones their rows"
-    return f"{said}: here even a one-sequence step costs mostly its rows, not its fixed overhead"
+        return f"{said} Here small batches pay mostly the fixed per-step overhead, and large ones their rows."
+    return f"{said} Here even a one-sequence step costs mostly its rows, not its fixed overhead."
 
 
 def fit_lines(times: StepTimes) -> LinearStepTimes:

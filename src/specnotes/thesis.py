@@ -143,15 +143,11 @@ def _short_name(source: str) -> str:
 
 def figure(data: Thesis | None = None, ax=None):
     """Draw ``data`` (default: ``thesis()``) with :func:`specnotes.plots.speedup_by_gpu`; returns the Axes."""
-    import matplotlib.pyplot as plt
-
     from specnotes import plots
 
     data = thesis() if data is None else data
-    if ax is None:  # outside the house style's rc_context, so that the inline backend shows the figure
-        # 6.2 in at the inline 100 dpi: shown at its own 620 px on a wide page, and scaled by 0.58 on a 390 px phone,
-        # where the 11 pt labels still render at about 9 CSS px and the 9 pt legend at about 7
-        _, ax = plt.subplots(figsize=(6.2, 4.8))
+    if ax is None:  # the house width: its smallest text, MIN_FONT, renders at 7 px or more on a 390-px phone
+        _, ax = plots.figure(height=5.2)
     title = f"The win shrinks as the batch grows: S(B) on {len({c.accelerator for c in data.curves})} GPUs"
     return plots.speedup_by_gpu(ax, data.curves, data.published, title=f"{title}\n{_two_lines(data.setup)}",
                                 source=data.source)

@@ -306,11 +306,11 @@ def ratio_falls(contexts: Sequence[int], measured: Sequence[float], modelled: Se
     if len(contexts) < 2:
         return Verdict(claim, True, False, "One context: nothing to compare.", numbers)
     if modelled[0] <= 1 + noise:
-        return Verdict(claim, True, False, f"{span}{said[:-1]}; the model puts verify within the {noise:.0%} noise of "
-                       "a decode pass from the first context on, so there is nothing to fall.", numbers)
+        return Verdict(claim, True, False, f"{span}{said} The model puts verify within the {noise:.0%} noise of a "
+                       "decode pass from the first context on, so there is nothing to fall.", numbers)
     if not excess_halved(modelled[0], modelled[-1]):
-        return Verdict(claim, True, False, f"{span}{said[:-1]}; the model's excess over 1 does not halve, so there "
-                       "is nothing to test.", numbers)
+        return Verdict(claim, True, False, f"{span}{said} The model's excess over 1 does not halve, so there is "
+                       "nothing to test.", numbers)
     return Verdict(claim, outcome in ("halved", "fell"), True, span + said, numbers)
 
 
@@ -323,12 +323,12 @@ def describe_context_measured(falls: Verdict, device_type: str) -> str:
     pass cost at the last context, and whether it fell as the model says verifying does."""
     n = falls.numbers
     outcome, last, ratio = n["outcome"], n["to L"], n["measured last"]
-    where = f"on the {DEVICE_KINDS.get(device_type, device_type)} that recorded this chapter"
+    where = f"On the {DEVICE_KINDS.get(device_type, device_type)} that recorded this chapter"
     at = f"{ratio:.2f} decode passes at L = {last:,}"
-    return {"halved": f"{where} the measurement bore it out, the verify pass falling to {at}",
-            "fell": f"{where} the verify pass fell, but only to {at}",
-            "flat": f"{where} the verify pass still cost {at}, flat over the contexts swept",
-            "rose": f"{where} the verify pass rose to {at}"}[outcome]
+    return {"halved": f"{where} the measurement bore it out, the verify pass falling to {at}.",
+            "fell": f"{where} the verify pass fell, but only to {at}.",
+            "flat": f"{where} the verify pass still cost {at}, flat over the contexts swept.",
+            "rose": f"{where} the verify pass rose to {at}."}[outcome]
 
 
 def shared_cache(measured: float, modelled: float, k: int) -> Verdict:
@@ -394,19 +394,18 @@ def speedup_bound(batches: Sequence[int], measured: Sequence[float], caps: Seque
         b, s, c = over[0]
         s_s, c_s = apart(s, c)
         return Verdict(claim, False, True, f"S = {s_s} at B = {b}, above the {c_s} this device's roofs allow "
-                       f"there: a pass beat the roofs by more than the slacks, the model miscounts its bytes or FLOPs, "
+                       f"there. A pass beat the roofs by more than the slacks, the model miscounts its bytes or FLOPs, "
                        f"or the roofs were measured under load.", numbers)
     capped = [(b, s, c) for b, s, c in rows if c < 1]
     if capped:
         listed = " and ".join(f"{b} (at most {apart(c, 1.0)[0]})" for b, _, c in capped)
-        return Verdict(claim, True, True, f"S stayed under its cap at every batch; the roofs allow less than 1 at "
+        return Verdict(claim, True, True, f"S stayed under its cap at every batch. The roofs allow less than 1 at "
                        f"B = {listed}, and speculation measured below 1 there (S ≤ "
                        f"{apart(max(s for _, s, _ in capped), 1.0)[0]}).", numbers)
     lowest = apart(caps[i], 1.0)[0]
     return Verdict(claim, True, True, f"S stayed under its cap at every batch, but the cap never fell below 1 (lowest: "
-                   f"{lowest} at B = {batches[i]}): plain decoding ran slowly enough that a verify pass at "
-                   f"its roofs would still have paid, so the roofs alone cannot say where speculation stopped paying.",
-                   numbers)
+                   f"{lowest} at B = {batches[i]}). Plain decoding ran slowly enough that a verify pass at its roofs "
+                   f"would still have paid. So the roofs alone cannot say where speculation stopped paying.", numbers)
 
 
 # ---------------------------------------------------------------------------------------------- sentences
@@ -475,37 +474,37 @@ def describe_crossing(batches: Sequence[int], speedups: Sequence[float], stop: s
     first = f"S = {s[b0]:.2f} already at B = {b0}" + (f", within the {noise:.0%} noise of break-even"
                                                        if abs(s[b0] - 1) <= noise else "")
     never = (f"{first}. This device's ridge is {ridge:.2g} FLOP/byte, a critical batch of {critical_batch:.2g} tokens "
-             f"per weight read, so even at B = {b0} the verify pass's {b0 * (k + 1)} tokens are past it: verification "
-             f"is never free")
+             f"per weight read. So even at B = {b0} the verify pass's {b0 * (k + 1)} tokens are past it: verification "
+             f"is never free.")
     if critical_batch > b0 * (k + 1):
         never = (f"{first}, although the verify pass's {b0 * (k + 1)} tokens are under this device's critical batch "
-                 f"of {critical_batch:.2g}: the passes' fixed costs, not the roofs, decide at this size")
-    last, why = batches[-1], {"budget": "the time budget ran out",
-                                 "limit": "the largest batch that fits in memory"}.get(stop)
+                 f"of {critical_batch:.2g}. The passes' fixed costs, not the roofs, decide at this size.")
+    last, why = batches[-1], {"budget": "its time budget ran out",
+                                 "limit": "the next batch would not fit in memory"}.get(stop)
     stopped = None if why else last
+    bstar = f" The model with this device's roofs puts the crossover {model}."
     if not paid:
-        where = "here" if stopped else f"up to B = {last}, where the sweep stopped ({why})"
-        return Crossing(batches, speedups, stop, paid, stopped, model_bstar, f"speculation never paid {where}: {never}",
-                        even, noise)
+        where = "here" if stopped else f"up to B = {last}, where the sweep stopped because {why}"
+        return Crossing(batches, speedups, stop, paid, stopped, model_bstar,
+                        f"Speculation never paid {where}. {never}{bstar}", even, noise)
     best, top = max(paid, key=s.__getitem__), paid[-1]
     where = (f"up to B = {top}" if paid == batches[:len(paid)] else
              f"at B = {', '.join(map(str, paid[:-1]))} and {top}" if len(paid) > 1 else f"at B = {top}")
-    values = f"S = {s[best]:.2f} at B = {best}" + (f", {s[top]:.2f} at B = {top}" if top != best else "")
+    values = f"S = {s[best]:.2f} at B = {best}" + (f" and {s[top]:.2f} at B = {top}" if top != best else "")
     about = ""
     if even:
         items = [f"{b} (S = {s[b]:.2f})" for b in even]
         listed = items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-        about = f", was about break-even at B = {listed}, within the {noise:.0%} noise,"
+        about = f" It was about break-even, within the {noise:.0%} noise, at B = {listed}."
     if stopped:
-        end = f" and stopped paying by B = {last} (S = {s[last]:.2f})"
+        end = f" It stopped paying by B = {last}, with S = {s[last]:.2f}."
     elif last == top:
-        end = f", and still paid at B = {last}, where the sweep stopped ({why}): no crossover measured"
+        end = f" It still paid at B = {last}, where the sweep stopped because {why}: no crossover measured."
     elif last in even:
-        end = f" and the sweep stopped there ({why}) before S fell clearly below 1"
+        end = f" The sweep stopped there, because {why}, before S fell clearly below 1."
     else:
-        end = f" and S = {s[last]:.2f} at B = {last}, where the sweep stopped ({why})"
-    sentence = (f"speculation paid {where} here ({values}){about}{end}; the model with this device's roofs puts the "
-                f"crossover {model}")
+        end = f" S was {s[last]:.2f} at B = {last}, where the sweep stopped because {why}."
+    sentence = f"Speculation paid {where} here: {values}.{about}{end}{bstar}"
     return Crossing(batches, speedups, stop, paid, stopped, model_bstar, sentence, even, noise)
 
 
@@ -530,25 +529,28 @@ def describe_model_gap(batch: int, k: int, measured_s: float, modelled_s: float,
                         for kind in ("decode", "verify", "draft"))
     if abs(measured_s / modelled_s - 1) <= noise:
         return (f"At B = {batch} the measured S ({measured_s:.2f}) is the model's ({modelled_s:.2f}) within "
-                f"{noise:.0%}: the roofline with this device's roofs prices these passes ({numbers}).")
+                f"{noise:.0%}: the roofline with this device's roofs prices these passes. Measured against modelled: "
+                f"{numbers}.")
     direction = "above" if measured_s > modelled_s else "below"
     decode_moved, iteration_moved = math.log(excess["decode"]), -math.log(iteration)
     if abs(decode_moved) >= abs(iteration_moved):
         slow = excess["decode"] > 1
-        why = (f"plain decoding ran {excess['decode']:.2f}× its modelled time: "
-               + (f"a GEMM of {batch} rows runs below both roofs on this device's library path, which the roofline, "
+        why = (f"plain decoding ran {excess['decode']:.2f}× its modelled time. "
+               + (f"A GEMM of {batch} rows runs below both roofs on this device's library path, which the roofline, "
                   "an upper bound on speed, does not know" if slow else
-                  "it beat the roofs the copy and the square GEMM measured, which a small kernel can"))
+                  "It beat the roofs the copy and the square GEMM measured, which a small kernel can"))
     else:
         share = {kind: (k if kind == "draft" else 1) * t[kind][1] * (excess[kind] - 1) for kind in ("verify", "draft")}
         kind = max(share, key=lambda x: abs(share[x]))
         slow = excess[kind] > 1
+        they = "They" if kind == "draft" else "It"
         why = (f"the {'draft steps' if kind == 'draft' else 'verify pass'} ran {excess[kind]:.2f}× the modelled "
-               f"time: " + ("below both roofs on this device's library path, which the roofline, an upper bound on "
-                            "speed, does not know" if slow else
-                            "faster than the roofs the copy and the square GEMM measured, which a small kernel can"))
+               f"time. " + (f"{they} ran below both roofs on this device's library path, which the roofline, an upper "
+                            "bound on speed, does not know" if slow else
+                            f"{they} ran faster than the roofs the copy and the square GEMM measured, which a small "
+                            "kernel can"))
     return (f"At B = {batch} the measured S ({measured_s:.2f}) is {direction} the model's ({modelled_s:.2f}) "
-            f"because {why} ({numbers}).")
+            f"because {why}. Measured against modelled: {numbers}.")
 
 
 def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *, draft_cached: bool,
@@ -563,15 +565,15 @@ def describe_draft_cost(measured_c: float, param_ratio: float, model_c: float, *
     if measured_c > param_ratio * (1 + noise):
         why = ("the per-pass floor, which the model includes, is" if model_c > param_ratio * (1 + noise)
                else "fixed costs beyond the floor the model includes are")
-        return (f"The draft costs more than its parameter count says ({numbers}): a small model runs as many "
+        return (f"The draft costs more than its parameter count says: {numbers}. A small model runs as many "
                 f"kernels per layer as a large one, so {why} a larger share of its time. That is Chapter 1's "
                 f"overhead floor; in production it is why drafts run under CUDA graphs.")
     if measured_c < param_ratio / (1 + noise):
-        why = ("its weights fit in the last-level cache and stay there between passes, so it streams them faster "
+        why = ("Its weights fit in the last-level cache and stay there between passes, so it streams them faster "
                "than the target streams its own from memory" if draft_cached else
-               "for a reason the roofline does not capture (its weights do not fit in the cache)")
-        return f"The draft costs less than its parameter count says ({numbers}): {why}."
-    return (f"The draft costs what its parameter count says ({numbers}, within {noise:.0%}): both passes are "
+               "Its weights do not fit in the cache, so the reason is one the roofline does not capture")
+        return f"The draft costs less than its parameter count says: {numbers}. {why}."
+    return (f"The draft costs what its parameter count says, within {noise:.0%}: {numbers}. Both passes are "
             f"memory-bound and read their weights at the same bandwidth.")
 
 
@@ -595,44 +597,43 @@ def describe_verify(batches: Sequence[int], measured: Sequence[float], modelled:
     k = validate.integer("k", k, low=1)
     b0, b1, t0, t1 = batches[0], batches[-1], batches[0] * (k + 1), batches[-1] * (k + 1)
     m0, m1, p0, p1 = measured[0], measured[-1], modelled[0], modelled[-1]
-    moved = (f"verifying k + 1 = {k + 1} tokens for every sequence cost {m0:.2f}× a decode pass at B = {b0} and "
-             f"{m1:.2f}× at B = {b1} (the model: {p0:.2f}× and {p1:.2f}×)")
+    moved = (f"Verifying k + 1 = {k + 1} tokens for every sequence cost {m0:.2f}× a decode pass at B = {b0} and "
+             f"{m1:.2f}× at B = {b1}, against {p0:.2f}× and {p1:.2f}× in the model.")
     if t0 < critical_batch <= t1:
-        where = (f"at B = {b0} the verify pass's {t0} tokens per weight read are under this device's critical "
-                 f"batch of {critical_batch:.3g}, and at B = {b1} its {t1} are past it")
+        where = (f"At B = {b0} the verify pass's {t0} tokens per weight read are under this device's critical "
+                 f"batch of {critical_batch:.3g}, and at B = {b1} its {t1} are past it.")
     elif critical_batch > t1:
-        where = (f"up to B = {b1} the verify pass's {t1} tokens per weight read stay under this device's critical "
-                 f"batch of {critical_batch:.3g}")
+        where = (f"Up to B = {b1} the verify pass's {t1} tokens per weight read stay under this device's critical "
+                 f"batch of {critical_batch:.3g}.")
     else:
-        where = (f"the verify pass's {t0} tokens per weight read are past this device's critical batch of "
-                 f"{critical_batch:.2g} already at B = {b0}, so it is compute-bound at every batch measured")
+        where = (f"The verify pass's {t0} tokens per weight read are past this device's critical batch of "
+                 f"{critical_batch:.2g} already at B = {b0}, so it is compute-bound at every batch measured.")
     first = _first_above(batches, measured, noise)
     if first is not None and batches[first] * (k + 1) < critical_batch:
-        where += (f"; but the measured ratio already rose past {1 + noise:.2f}× at B = {batches[first]} "
-                  f"({batches[first] * (k + 1)} tokens, under the critical batch), where the model says "
-                  f"{modelled[first]:.2f}×")
+        where += (f" But the measured ratio already rose past {1 + noise:.2f}× at B = {batches[first]}, where the "
+                  f"model says {modelled[first]:.2f}×: {batches[first] * (k + 1)} tokens, under the critical batch.")
     lo = min(range(len(batches) - 1), key=measured.__getitem__) if len(batches) > 1 else 0
     seen, model = measured[-1] / measured[lo], modelled[-1] / modelled[lo]
-    rise = (f"from B = {batches[lo]}, where it measured lowest, to B = {b1} the measured ratio {moved_by(seen)} and "
-            f"the model's {moved_by(model)}")
-    passes = f"at B = {b0} decode took {decode_excess:.2f}× its modelled time and verify {verify_excess:.2f}×"
-    small_passes = (f"small passes run below the compute roof, the smallest furthest ({passes}), which pulls the "
-                    f"ratio towards 1 at small B")
-    unmodelled = f"a cost the model lacks ({passes})"
+    rise = (f"From B = {batches[lo]}, where it measured lowest, to B = {b1} the measured ratio {moved_by(seen)} and "
+            f"the model's {moved_by(model)}.")
+    passes = f"At B = {b0} decode took {decode_excess:.2f}× its modelled time and verify {verify_excess:.2f}×."
+    small_passes = (f"Small passes run below the compute roof, the smallest furthest, which pulls the ratio towards 1 "
+                    f"at small B. {passes}")
+    unmodelled = f"A cost the model lacks shows here. {passes}"
     if model > 1 + noise and seen > 1 + noise:
-        why = f"the ratio climbs towards k + 1: {rise}"
+        why = f"The ratio climbs towards k + 1. {rise}"
         if seen > model * (1 + noise) and decode_excess > verify_excess * (1 + noise):
-            why += f"; the extra climb is because {small_passes}"
+            why += f" The measured ratio climbs further because of how small passes run. {small_passes}"
     elif seen > 1 + noise:
-        why = (f"the measured ratio climbs although the model's barely moves ({rise}): "
+        why = (f"The measured ratio climbs although the model's barely moves. {rise} "
                + (small_passes if decode_excess > verify_excess * (1 + noise) else unmodelled))
     elif model > 1 + noise or seen < 1 / (1 + noise):
-        why = (f"the measured ratio does not move as the model's does ({rise}): "
-               + (f"the math library runs the GEMMs of more rows on a slower path here ({passes})"
+        why = (f"The measured ratio does not move as the model's does. {rise} "
+               + (f"The math library runs the GEMMs of more rows on a slower path here. {passes}"
                   if verify_excess > decode_excess * (1 + noise) else unmodelled))
     else:
-        why = "neither ratio moves by more than the noise"
-    return f"{moved}: {where}; {why}"
+        why = "Neither ratio moves by more than the noise."
+    return f"{moved} {where} {why}"
 
 
 def describe_free_batch(critical_batch: float, k: int, batches: Sequence[int] = (), measured: Sequence[float] = (),
@@ -646,32 +647,32 @@ def describe_free_batch(critical_batch: float, k: int, batches: Sequence[int] = 
     k = validate.integer("k", k, low=1)
     free = math.floor(critical_batch / (k + 1))
     if free >= 1:
-        model = (f"the roofline on this device's measured roofs says verification is free up to B = {free} "
-                 f"(B(k+1) = {k + 1}B tokens per weight read against a critical batch of {critical_batch:.3g})")
+        model = (f"The roofline on this device's measured roofs says verification is free up to B = {free}: there "
+                 f"B(k+1) = {k + 1}B tokens per weight read are within a critical batch of {critical_batch:.3g}.")
     else:
-        model = (f"the roofline on this device's measured roofs says verification is never free: the critical "
+        model = (f"The roofline on this device's measured roofs says verification is never free: the critical "
                  f"batch is {critical_batch:.2g} tokens per weight read, and B(k+1) = {k + 1} tokens are past it "
-                 f"already at B = 1")
+                 f"already at B = 1.")
     if not len(batches):
         return model
     batches = _batches(batches, ("measured", measured), ("modelled", modelled))
     measured, modelled = _positive("measured", measured), _positive("modelled", modelled)
     i = _first_above(batches, measured, noise)
     if i is None:
-        return (f"{model}; measured, verify cost within {noise:.0%} of a decode pass up to B = {batches[-1]} "
-                f"(the model, per-pass floor included, says {modelled[-1]:.2f}× there)")
+        return (f"{model} Measured, verify cost within {noise:.0%} of a decode pass up to B = {batches[-1]}, where the "
+                f"model, per-pass floor included, says {modelled[-1]:.2f}×.")
     b, m, p = batches[i], measured[i], modelled[i]
-    cost_text = f"verification already cost {m:.2f}× a decode pass at B = {b} ({b * (k + 1)} tokens)"
+    cost_text = f"Measured, verification already cost {m:.2f}× a decode pass at B = {b}, at {b * (k + 1)} tokens"
     if free < 1:
-        return f"{model}; measured, {cost_text}"
+        return f"{model} {cost_text}."
     if b > free:
-        return (f"{model}; measured, the ratio first rose more than {noise:.0%} above 1 at B = {b} ({m:.2f}×), past "
-                f"that range")
+        return (f"{model} Measured, the ratio first rose more than {noise:.0%} above 1 at B = {b}, to {m:.2f}×: past "
+                f"that range.")
     if m > p * (1 + noise):
-        return (f"{model}; measured, {cost_text}, where the model, per-pass floor included, says {p:.2f}×: small "
-                f"GEMMs run below both roofs (the roofline is an upper bound on speed), and here a verify pass of "
-                f"{b * (k + 1)} rows per weight ran further below them than a decode pass of {b}")
-    return f"{model}; measured, {cost_text}, as the model, per-pass floor included, says ({p:.2f}×)"
+        return (f"{model} {cost_text}, where the model, per-pass floor included, says {p:.2f}×. Small GEMMs run "
+                f"below both roofs, since the roofline is an upper bound on speed. Here a verify pass of "
+                f"{b * (k + 1)} rows per weight ran further below them than a decode pass of {b}.")
+    return f"{model} {cost_text}, as the model, per-pass floor included, says: {p:.2f}×."
 
 
 def _runs(flags: Sequence[bool]) -> list[tuple[int, int]]:
@@ -695,7 +696,7 @@ def describe_slow_gemms(rows: Sequence[int], ratios: Sequence[float], weight_gb_
                         copy_gb_per_s: float, *, slow: float = THRESHOLD) -> str:
     """Where a decode-GEMM sweep ran ``slow`` times or more above its roofline time (``ratios``: measured
     over roofline at each row count), in numbers: the rows, how far above, and the bytes of weight it read
-    per second against the copy roof. An empty string where no point did."""
+    per second against the copy roof, in two sentences. An empty string where no point did."""
     rows = _batches(rows, ("ratios", ratios), ("weight_gb_per_s", weight_gb_per_s))
     ratios, gbs = _positive("ratios", ratios), _positive("weight_gb_per_s", weight_gb_per_s)
     copy_gb_per_s = validate.number("copy_gb_per_s", copy_gb_per_s, low=0, low_open=True)
@@ -704,9 +705,9 @@ def describe_slow_gemms(rows: Sequence[int], ratios: Sequence[float], weight_gb_
         return ""
     a, b = max(runs, key=lambda run: max(ratios[run[0]:run[1] + 1]))
     which = f"{rows[a]} row{'s' * (rows[a] > 1)}" if a == b else f"{rows[a]} to {rows[b]} rows"
-    return (f"on this device the GEMM of {which} ran {_span(ratios[a:b + 1], '.1f')}× its roofline time, reading its "
+    return (f"On this device the GEMM of {which} ran {_span(ratios[a:b + 1], '.1f')}× its roofline time. It read its "
             f"weight at {_span(gbs[a:b + 1], '.1f')} GB/s against the {copy_gb_per_s:.1f} GB/s copy roof: a library "
-            f"path for few rows that reaches neither roof")
+            f"path for few rows that reaches neither roof.")
 
 
 def describe_gemm_efficiency(rows: Sequence[int], ratios: Sequence[float], left_out: Sequence[float],
@@ -723,10 +724,9 @@ def describe_gemm_efficiency(rows: Sequence[int], ratios: Sequence[float], left_
             f"{ratios[hi]:.2f}× at M = {rows[hi]}")
     slow = describe_slow_gemms(rows, ratios, weight_gb_per_s, copy_gb_per_s)
     fast = [m for m, r in zip(rows, ratios, strict=True) if r <= 1 / THRESHOLD]
-    beat = (f"at M = {', '.join(map(str, fast))} it ran faster than half its roofline time, which a weight that "
-            "stays in the cache allows" if fast else "")
-    text += (f"; {slow}" + (f"; {beat}." if beat else ".") if slow else f"; {beat}." if beat
-             else f": within {THRESHOLD:g}× of the roofs at every M.")
+    beat = (f" At M = {', '.join(map(str, fast))} it ran faster than half its roofline time, which a weight that "
+            "stays in the cache allows." if fast else "")
+    text += (f". {slow}{beat}" if slow or beat else f": within {THRESHOLD:g}× of the roofs at every M.")
     if len(rows) < 3:
         return text
     loo = math.exp(sum(abs(math.log(p / m)) for p, m in zip(left_out, ratios, strict=True)) / len(rows)) - 1
@@ -734,8 +734,8 @@ def describe_gemm_efficiency(rows: Sequence[int], ratios: Sequence[float], left_
     better = ("so the curve, not the roofs, is what predicts a GEMM of another M here" if loo < roof / (1 + NOISE)
               else "no better than the roofs: the efficiency jumps between neighbouring M, so it describes the sweep "
                    "it came from but predicts little between its points")
-    return (f"{text} Interpolated from the other points alone (leave one out), the efficiency predicts each point "
-            f"within {loo:.0%} on average, against {roof:.0%} for the roofline alone: {better}.")
+    return (f"{text} Interpolated from the other points alone, leaving each one out, the efficiency predicts each "
+            f"point within {loo:.0%} on average, against {roof:.0%} for the roofline alone: {better}.")
 
 
 def describe_efficiency_gain(what: str, error_without: float, error_with: float, *, extrapolated: int = 0,
@@ -748,23 +748,23 @@ def describe_efficiency_gain(what: str, error_without: float, error_with: float,
     without = validate.number("error_without", error_without, low=0)
     with_ = validate.number("error_with", error_with, low=0)
     numbers = (f"The model's {what} is off by {with_:.0%} on average with the per-M GEMM efficiency, against "
-               f"{without:.0%} with the roofline alone")
-    held = (f" ({extrapolated} of the passes' row counts lay past the GEMM sweep, where the efficiency is held at its "
-            "last measured value)" if extrapolated else "")
+               f"{without:.0%} with the roofline alone.")
+    held = (f" {extrapolated} of the passes' row counts lay past the GEMM sweep, where the efficiency is held at its "
+            "last measured value." if extrapolated else "")
     if without <= noise:
-        return (f"{numbers}{held}: the roofline alone was already within the {noise:.0%} noise, so "
-                "there was no gap to explain.")
+        return (f"{numbers}{held} The roofline alone was already within the {noise:.0%} noise, so there was no gap "
+                "to explain.")
     share = 1 - math.log1p(with_) / math.log1p(without)
     if with_ < without / (1 + noise):
-        rest = ("what is left is the passes' other costs: attention, the norms and activations, and the fixed "
-                "cost of each kernel beyond the floor" if with_ > noise else "what is left is within the noise")
-        return (f"{numbers}{held}: the GEMM library's paths for each number of rows explain "
-                f"{share:.0%} of the gap (in log terms); {rest}.")
+        rest = ("What is left is the passes' other costs: attention, the norms and activations, and the fixed "
+                "cost of each kernel beyond the floor." if with_ > noise else "What is left is within the noise.")
+        return (f"{numbers}{held} The GEMM library's paths for each number of rows explain {share:.0%} of the gap, "
+                f"in log terms. {rest}")
     if with_ <= without * (1 + noise):
-        return (f"{numbers}{held}: the GEMM efficiency changes it by less than the {noise:.0%} noise, so "
-                "the gap lies elsewhere (attention, per-pass costs, or load while the sweep ran).")
-    return (f"{numbers}{held}: worse with it. The decode GEMM measured over one weight does not run "
-            "like the stack's own GEMMs here (other shapes, some that fit in the cache), or the load changed "
+        return (f"{numbers}{held} The GEMM efficiency changes it by less than the {noise:.0%} noise, so the gap lies "
+                "elsewhere: attention, per-pass costs, or load while the sweep ran.")
+    return (f"{numbers}{held} It is worse with it. The decode GEMM measured over one weight does not run like the "
+            "stack's own GEMMs here, which have other shapes and some of which fit in the cache, or the load changed "
             "between the two sweeps.")
 
 
@@ -779,33 +779,33 @@ def describe_speedup_trend(falls: Verdict, batches: Sequence[int], measured_vd: 
     batches = _batches(batches, ("measured_vd", measured_vd), ("modelled_vd", modelled_vd))
     b0, b1 = falls.numbers["from B"], falls.numbers["to B"]
     i, j = batches.index(b0), batches.index(b1)
-    text = (f"S did not fall because the iteration did not grow dearer than plain decoding: verify cost "
+    text = (f"S did not fall because the iteration did not grow dearer than plain decoding. Verify cost "
             f"{measured_vd[i]:.2f}× a decode pass at B = {b0} and {measured_vd[j]:.2f}× at B = {b1}, where the model "
-            f"has {modelled_vd[i]:.2f}× and {modelled_vd[j]:.2f}×")
+            f"has {modelled_vd[i]:.2f}× and {modelled_vd[j]:.2f}×.")
     if slow_gemms:
-        return (f"{text}: {slow_gemms}. A decode pass of B rows pays that path as a verify pass of (k + 1)B rows "
-                "does, so verifying k + 1 tokens costs about as many decode passes at every batch, and the "
+        return (f"{text} {slow_gemms} A decode pass of B rows pays that path as a verify pass of (k + 1)B rows "
+                "does. So verifying k + 1 tokens costs about as many decode passes at every batch, and the "
                 "roofline, which knows neither path, cannot predict it.")
-    return f"{text}: a cost the roofline does not see slows plain decoding as much as verification here."
+    return f"{text} A cost the roofline does not see slows plain decoding as much as verification here."
 
 
 def describe_amortization(verdict: Verdict, first_batch: int, best_batch: int, fell: float) -> str:
-    """Chapter 1's clause on sharing one weight read, after the model's "a per-token cost that falls like 1/B":
+    """Chapter 1's sentences on sharing one weight read, after the model's "a per-token cost that falls like 1/B":
     what the fastest per-token time did from ``first_batch`` to the batch where it was lowest (``best_batch``,
     ``fell`` times lower), judged by :func:`grows`'s ``verdict`` on the same sweep."""
     if best_batch == first_batch:
-        return (f"here the fastest per-token time was lowest at B = {first_batch}: sharing the weight read saved "
-                "nothing on this device")
-    at = (f"here the fastest per-token time {moved_by(1 / fell, digits=1)} from B = {first_batch} to its best batch, "
-          f"B = {best_batch}")
+        return (f"Here the fastest per-token time was lowest at B = {first_batch}: sharing the weight read saved "
+                "nothing on this device.")
+    at = (f"Here the fastest per-token time {moved_by(1 / fell, digits=1)} from B = {first_batch} to its best batch, "
+          f"B = {best_batch}.")
     if not verdict.numbers:
-        return f"{at}."
+        return at
     n = verdict.numbers
-    model = (f"the model on this device's measured roofs predicts {n['model rise']:.1f}× from B = {n['from B']} to "
+    model = (f"The model on this device's measured roofs predicts {n['model rise']:.1f}× from B = {n['from B']} to "
              f"{n['to B']}, where it measured {n['measured rise']:.1f}×")
     if not verdict.tested:
-        return f"{at}; {model}: too small a fall to test."
-    return f"{at}; {model}" + (" (enough for the check above)." if verdict.ok else " (too flat, above).")
+        return f"{at} {model}: too small a fall to test."
+    return f"{at} {model}" + (", enough for the check above." if verdict.ok else ": too flat, as the check above says.")
 
 
 def describe_all(verdicts: Sequence[Verdict], holds: str) -> str:
@@ -928,7 +928,7 @@ def wall_clock_agrees(name: str, ks: Sequence[int], median: Sequence[float], low
     which = "above" if off[k] > 1 else "below"
     return Verdict(claim, False, True, f"{name[0].upper()}{name[1:]} predicted {predicted[i]:.2f}× at k = {k}, "
                    f"{which} the {low[i]:.2f}–{high[i]:.2f}× the wall clock measured (median {median[i]:.2f}×), "
-                   f"beyond the {noise:.0%} noise; {len(missed)} of {len(ks)} k missed so", numbers)
+                   f"beyond the {noise:.0%} noise. It missed so at {len(missed)} of the {len(ks)} values of k", numbers)
 
 
 def describe_wall_clock(verdict: Verdict, ks: Sequence[int], predicted: Sequence[float], median: Sequence[float],
@@ -941,10 +941,10 @@ def describe_wall_clock(verdict: Verdict, ks: Sequence[int], predicted: Sequence
     k = verdict.numbers["worst k"]
     i = list(ks).index(k)
     if predicted[i] > median[i]:
-        return (f"{verdict.sentence}: the loop around the passes (sampling, cache rollback, bookkeeping) took "
-                f"{unmodelled_ms[i]:.2f} ms per iteration at k = {k}, which no prediction from pass times sees.")
-    return (f"{verdict.sentence}: plain decoding paid {plain_extra_ms:.2f} ms per token for its own loop beyond "
-            "its pass, which made the baseline slower than its passes say and the measured speedup larger.")
+        return (f"{verdict.sentence}. The loop around the passes took {unmodelled_ms[i]:.2f} ms per iteration at "
+                f"k = {k}: sampling, cache rollback and bookkeeping, which no prediction from pass times sees.")
+    return (f"{verdict.sentence}. Plain decoding paid {plain_extra_ms:.2f} ms per token for its own loop beyond its "
+            "pass. That made the baseline slower than its passes say, and the measured speedup larger.")
 
 
 # ---------------------------------------------------------------------------------------------- Chapters 7 and 8
@@ -1002,22 +1002,22 @@ def describe_price_measured(pass_s: float, weight_bytes: float, bandwidth: float
     near = lambda x: abs(math.log(x)) <= math.log1p(noise)  # within the noise of what the bytes say
     draft_follows, verify_follows = near(draft_c / draft_c_bytes), near(chain_x) and near(tree_x)
     if draft_follows:
-        draft = f"a draft pass costs c = {draft_c:.3f} of a target pass, its {draft_c_bytes:.3f} by bytes"
+        draft = f"A draft pass costs c = {draft_c:.3f} of a target pass, its {draft_c_bytes:.3f} by bytes."
     else:
-        draft = (f"a draft pass costs c = {draft_c:.3f} of a target pass against {draft_c_bytes:.3f} by bytes, "
-                 f"because a one-token target pass takes {1e3 * pass_s:.2f} ms where reading its "
-                 f"{weight_bytes / 1e6:.1f} MB of weights at the copy bandwidth measured above takes "
-                 f"{1e3 * read_s:.2f} ms: the rest is per-pass overhead, which a small model pays in full")
-    verify = (f"verifying the {n_chain}-token chain measured {chain_x:.2f} one-token passes and the {n_tree}-token "
-              f"tree {tree_x:.2f}, where the bytes, read once either way, say about 1")
+        draft = (f"A draft pass costs c = {draft_c:.3f} of a target pass, against {draft_c_bytes:.3f} by bytes. A "
+                 f"one-token target pass takes {1e3 * pass_s:.2f} ms, where reading its {weight_bytes / 1e6:.1f} MB "
+                 f"of weights at the copy bandwidth measured above takes {1e3 * read_s:.2f} ms. The rest is per-pass "
+                 "overhead, which a small model pays in full.")
+    verify = (f"Verifying the {n_chain}-token chain measured {chain_x:.2f} one-token passes and the {n_tree}-token "
+              f"tree {tree_x:.2f}, where the bytes, read once either way, say about 1.")
     if tree_x < chain_x / (1 + noise):
-        verify += (": the tree measured cheaper than the chain, more work faster, which no count of bytes or FLOPs "
-                   "allows; at a few milliseconds a pass, single timings on a shared CPU move by more than that")
+        verify += (" The tree measured cheaper than the chain: more work ran faster, which no count of bytes or "
+                   "FLOPs allows. At a few milliseconds a pass, single timings on a shared CPU move by more than that.")
     opening = ("follows that price" if draft_follows and verify_follows else
                "follows that price in its draft but not in its verify passes" if draft_follows else
                "follows that price in its verify passes but not in its draft" if verify_follows else
                "does not follow that price")
-    return f"Measured on this device the shipped pair {opening}: {draft}; {verify}."
+    return f"Measured on this device, the shipped pair {opening}. {draft} {verify}"
 
 
 def describe_recompute(per_hit_s: float, alone_s: float, *, low: float = 0.8, high: float = 1.25) -> tuple[str, str]:
@@ -1041,27 +1041,30 @@ def describe_recompute(per_hit_s: float, alone_s: float, *, low: float = 0.8, hi
 def adaptive_holds(ratios: dict, sampled: dict, *, clear: float = 1.15, behind: float = 0.85) -> Verdict:
     """Chapter 8's adaptive k against each other policy (``ratios``: that policy's measured time over adaptive
     k's; ``sampled``: the same ratio predicted by step times sampled during the run): where the prediction is a
-    clear win (``clear`` or more), adaptive k should measure faster, and it should never be far behind
-    (``behind``). A finding, chosen by the numbers."""
+    clear win (more than ``clear``: "more than 15%"), adaptive k should measure faster, and it should never be far
+    behind: "more than 15% behind" is a ratio under ``behind``, and "never more than 15% behind" every ratio at or
+    above it. A finding, chosen by the numbers."""
     if set(ratios) != set(sampled) or not ratios:
         raise validate.BadArgument("ratios and sampled must name the same policies")
     claim = "adaptive k wins where the run's own step times predict it clearly, and is never far behind"
-    lost = [n for n, r in ratios.items() if sampled[n] > clear and not r > 1.0]
-    far = [n for n, r in ratios.items() if r <= behind]
-    wins = [n for n in ratios if sampled[n] > clear]
+    shown = lambda x: round(x, 2)  # each ratio as the sentence prints it: its words are true of that number
+    lost = [n for n, r in ratios.items() if shown(sampled[n]) > clear and not shown(r) > 1.0]
+    far = [n for n, r in ratios.items() if shown(r) < behind]
+    wins = [n for n in ratios if shown(sampled[n]) > clear]
     numbers = {"lowest ratio": min(ratios.values()), "clear wins predicted": len(wins)}
     low = min(ratios, key=ratios.get)
     if not lost and not far:
-        said = ("Where the step times sampled during the run predicted a clear win for adaptive k (over the "
-                + " and the ".join(f"{n}: {sampled[n]:.2f}× predicted, {ratios[n]:.2f}× measured" for n in wins)
-                + "), it showed"
+        listed = lambda items: " and ".join(items)
+        said = ("The step times sampled during the run predicted a clear win for adaptive k over the "
+                + listed(f"{n} ({sampled[n]:.2f}×)" for n in wins) + ", and it measured "
+                + listed(f"{ratios[n]:.2f}×" for n in wins)
                 if wins else "The step times sampled during the run predicted no clear win (more than "
                 f"{clear - 1:.0%}) for adaptive k over any policy")
-        return Verdict(claim, True, True, f"{said}; and adaptive k was never more than {1 - behind:.0%} behind (at "
-                       f"worst {ratios[low]:.2f}×, against the {low}).", numbers)
+        return Verdict(claim, True, True, f"{said}. Adaptive k was never more than {1 - behind:.0%} behind: at worst "
+                       f"it ran at {ratios[low]:.2f}× the speed of the {low}.", numbers)
     parts = [f"the step times sampled during the run predicted a clear win over the {n} ({sampled[n]:.2f}×) and it "
              f"measured {ratios[n]:.2f}×" for n in lost]
-    parts += [f"adaptive k was {1 / ratios[n]:.2f}× slower than the {n}, more than {1 - behind:.0%} behind"
+    parts += [f"adaptive k ran at {ratios[n]:.2f}× the speed of the {n}, more than {1 - behind:.0%} behind"
               for n in far]
     return Verdict(claim, False, True, "Not as predicted: " + "; ".join(parts) + ". The split of each policy's error "
                    "below says how much of it was the machine's drift, the contexts and the rest.", numbers)
@@ -1164,8 +1167,9 @@ def describe_places(inside_t0: Estimate, boundary_t0: Estimate, inside_t1: Estim
     at1 = order(inside_t1, boundary_t1, z=z)
     if at1 < 0:
         turn = "the order flips" if at0 > 0 else "after a space still leads" if at0 < 0 else "after a space leads"
-        t1 = (f"At temperature 1 {turn} ({i1:.2f} inside a word against {b1:.2f} after one): {like}, and two models "
-              f"that are both unsure of the next word spread their probability over the same few candidates.")
+        t1 = (f"At temperature 1 {turn}: {i1:.2f} inside a word against {b1:.2f} after one. There α measures how "
+              f"alike the two distributions are, not how predictable the text is. Two models that are both unsure of "
+              f"the next word spread their probability over the same few candidates.")
     elif at1 > 0:
         t1 = f"At temperature 1, where {like}, inside a word leads too ({i1:.2f} against {b1:.2f} after one)."
     else:

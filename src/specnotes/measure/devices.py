@@ -142,7 +142,8 @@ def device_name(device: torch.device | str | None = None) -> str:
         return torch.cuda.get_device_name(dev)
     if dev.type == "mps":
         return f"Apple MPS ({platform.machine()})"
-    return f"{_cpu_model()} ({torch.get_num_threads()} threads, {torch.backends.cpu.get_cpu_capability()})"
+    threads = torch.get_num_threads()
+    return f"{_cpu_model()} ({threads} thread{'s' * (threads != 1)}, {torch.backends.cpu.get_cpu_capability()})"
 
 
 @contextlib.contextmanager
