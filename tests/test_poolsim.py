@@ -1,5 +1,7 @@
 """The decode-pool simulator: Little's law, the tokens per step, the mean-field steady state."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -164,6 +166,16 @@ def test_solve_finds_the_parameter_by_bisection():
     assert poolsim.solve(lambda x: x**3, 27.0, 0.0, 10.0, iters=40) == pytest.approx(3.0)
     with pytest.raises(BadArgument, match="outside"):
         poolsim.solve(lambda x: x, 20.0, 0.0, 10.0)
+
+
+def test_solve_answers_an_evaluated_point_of_a_noisy_function():
+    # a rising function with a fixed +-5% ripple, like a seeded simulation: the midpoint of the last bracket
+    # was never evaluated and can sit where the ripple is against it; the answer must reproduce the target
+    def noisy(x):
+        return x * (1 + 0.05 * math.sin(977 * x))
+
+    x = poolsim.solve(noisy, 2.0, 0.0, 4.0, iters=11)
+    assert noisy(x) == pytest.approx(2.0, rel=0.005)  # the last bracket's midpoint: 0.8% off
 
 
 def test_sized_runs_every_rate_for_the_same_time():

@@ -297,13 +297,15 @@ def sweep(rates, step_time: Callable[[int, int], float], policies, alpha: float,
 
 def solve(f: Callable[[float], float], target: float, lo: float, hi: float, iters: int = 12) -> float:
     """The x in [lo, hi] where the increasing function f reaches ``target`` (bisection). Fitting one
-    parameter of the simulator to one published number, in the open."""
+    parameter of the simulator to one published number, in the open. A simulated f is noisy, so the answer
+    is the x, of those evaluated, whose f came nearest the target, not an unevaluated midpoint."""
     lo = validate.number("lo", lo)
     hi = validate.number("hi", hi, low=lo, low_open=True)
-    f_lo, f_hi = f(lo), f(hi)
-    if not f_lo <= target <= f_hi:
-        raise validate.BadArgument(f"target {target:g} is outside f([{lo:g}, {hi:g}]) = [{f_lo:g}, {f_hi:g}]")
+    seen = {lo: f(lo), hi: f(hi)}
+    if not seen[lo] <= target <= seen[hi]:
+        raise validate.BadArgument(f"target {target:g} is outside f([{lo:g}, {hi:g}]) = [{seen[lo]:g}, {seen[hi]:g}]")
     for _ in range(validate.integer("iters", iters, low=1)):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
-    return (lo + hi) / 2
+        seen[mid] = f(mid)
+        lo, hi = (mid, hi) if seen[mid] < target else (lo, mid)
+    return min(seen, key=lambda x: abs(seen[x] - target))
