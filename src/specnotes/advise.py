@@ -1740,7 +1740,7 @@ def plot(report: dict, ax=None, title: str | None = None):
         plots.shade_batches(ax, [(max(fits, 1), right)], "does not fit in memory", color="0.6")
     if lo == hi:
         ax.axvline(lo, color="0.2", linewidth=1, label=f"your batch B = {lo}")
-    ax.legend(loc="lower left", fontsize=9)
+    ax.legend(loc="lower left")
     return ax
 
 

@@ -1371,21 +1371,20 @@ def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str,
     if not rows:
         raise ValueError("residual_panels needs at least one row")
     sources = list(dict.fromkeys(r["source"] for r in rows))
+    fig, axes = figure(len(panels), ncols=MAX_COLUMNS, sharey=True)
+    axes = [axes] if len(panels) == 1 else axes
     with house_style():
-        cols = 2
-        rows_ = math.ceil(len(panels) / cols)
-        fig, axes = plt.subplots(rows_, cols, figsize=(8, 3.2 * rows_ + 1.0), sharey=True, squeeze=False)
-        for ax, (key, label) in zip(axes.flat, panels, strict=False):
+        for i, (ax, (key, label)) in enumerate(zip(axes, panels, strict=True)):
             if key == "engine":
                 names = sorted({f"{r['engine']} ({r['weight_bits']}-bit)" for r in rows})
                 place = {n: i for i, n in enumerate(names)}
                 x = lambda r, place=place: place[f"{r['engine']} ({r['weight_bits']}-bit)"]
             else:
                 x = lambda r, key=key: r[key]
-            for i, s in enumerate(sources):
+            for j, s in enumerate(sources):
                 mine = [r for r in rows if r["source"] == s]
-                ax.plot([x(r) for r in mine], [r["error"] for r in mine], color=PALETTE[i % len(PALETTE)],
-                        marker=MARKERS[i % len(MARKERS)], label=f"measured: {s} ({len(mine)})",
+                ax.plot([x(r) for r in mine], [r["error"] for r in mine], color=PALETTE[j % len(PALETTE)],
+                        marker=MARKERS[j % len(MARKERS)], label=f"measured: {s} ({len(mine)})",
                         **{**MEASURED, "markersize": 6})
             ax.axhline(0, color="0.2", linewidth=1, label="model = measured")
             if band is not None and key == "batch":
@@ -1393,21 +1392,16 @@ def residual_panels(rows: Sequence[dict], *, panels=RESIDUAL_PANELS, title: str,
                 ax.fill_between(b, lo, hi, color="0.5", alpha=0.2, linewidth=0, label=band_label)
                 ax.plot(b, mid, color="0.3", linestyle="--", linewidth=1.5, label="model: its central estimate")
             if key == "engine":
-                ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+                ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
                 ax.set_xlim(-0.5, len(names) - 0.5)
                 ax.grid(False, axis="x")
             else:
                 ax.set_xscale("log", base=2)
                 ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.set_xlabel(label)
-        for ax in axes[:, 0]:
-            ax.set_ylabel("log(predicted / measured)")
-        for ax in list(axes.flat)[len(panels):]:
-            ax.axis("off")
-        handles, labels = axes.flat[0].get_legend_handles_labels()
+            if i % MAX_COLUMNS == 0:
+                ax.set_ylabel("log(predicted / measured)")
         fig.suptitle(title, fontweight="bold")
-        fig.tight_layout(rect=(0, 0.1, 1, 1))
-        leg = fig.legend(handles, labels, loc="lower center", ncol=3, title=source, frameon=False)
-        if source:
-            leg.get_title().set_color("0.35")
+        axes[0].legend(title=source)
+        shared_legend(fig, axes)
     return fig
