@@ -55,3 +55,8 @@ def test_the_chart_binds_every_slider_and_fits_the_page():
         assert f"== {name}" in text
     assert "datum.B <= datum.mb" in text
     assert len(widgets.altair_experts_explorer(full).to_html()) < 600_000
+    # as wide as the column, and no title line longer than a phone's column holds at Vega's title size
+    assert spec["width"] == "container"
+    lines = [*spec["title"]["text"], *spec["title"]["subtitle"]]
+    assert max(len(line) for line in lines) <= 45, lines
+    assert spec["config"]["legend"] == {"orient": "bottom", "columns": 1}  # one entry a line: each fits a phone

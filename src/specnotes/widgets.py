@@ -397,7 +397,7 @@ def altair_experts_explorer(rows: list[dict], batches=EXPERT_BATCHES, initial: d
                                                                                           title="S, dense twin")])
     no_gain = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(strokeDash=[4, 4], color="gray").encode(y="y:Q")
     return alt.layer(sparse, dense, no_gain, data=alt.Data(values=rows)).add_params(*params.values()).properties(
-        width=480, height=300, title=alt.Title(
-            f"{EXPERT_BASE.name}'s layers, N experts, m per token: S(B)",
-            subtitle=f"{EXPERT_DRAFT.name} draft, L = {EXPERT_CONTEXT}, idealized model; the MoE curve stops where it "
-                     "no longer fits")).configure_legend(orient="bottom")
+        width="container", height=300, title=alt.Title(  # short lines: the column is 358 px on a phone
+            [f"{EXPERT_BASE.name}'s layers, S(B)", "with N experts, m per token"],
+            subtitle=[f"{EXPERT_DRAFT.name} draft, L = {EXPERT_CONTEXT}, idealized model;",
+                      "the MoE curve stops where it no longer fits"])).configure_legend(orient="bottom", columns=1)
