@@ -697,7 +697,7 @@ def test_plot_shades_the_paying_range(tmp_path):
     assert ax.get_title().startswith("Llama-3-8B + Llama-3.2-1B, H100-SXM × 1")
     from specnotes import plots
 
-    assert plots.legibility(ax.figure)["legible"], plots.legibility(ax.figure)  # its legend was 9 pt once
+    plots.check_legible(ax.figure)  # its legend was 9 pt once
     spans = [p for p in ax.patches if p.get_label() == "pays (band above 1)"]
     assert [(p.get_x(), p.get_x() + p.get_width()) for p in spans] == [tuple(x) for x in r["verdict_batches"]["pays"]]
     # without a band (knobs by hand), the model's S > 1 is shaded, and said to be the model's
