@@ -2,7 +2,7 @@
 # Build llama.cpp's llama-server (CPU, Release, the server target only) from the llama-cpp-python sdist
 # that PyPI serves: it vendors llama.cpp, including tools/server, convert_hf_to_gguf.py and gguf-py.
 #
-#   scripts/build_engine.sh VERSION [DEST]      (make engine: VERSION is specnotes.engine.LLAMA_CPP_PYTHON)
+#   scripts/build_engine.sh VERSION [DEST]      (make engine: VERSION is specnotes.serve.engine.LLAMA_CPP_PYTHON)
 #
 # The one download is the sdist (pip download); configuring and building reach no network (no web UI,
 # no prebuilt UI, no OpenSSL, nothing fetched). Cached: a binary already built for VERSION is kept.

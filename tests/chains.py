@@ -13,7 +13,7 @@ import functools
 
 import torch
 
-from specnotes.sampling import draw_uniforms, inverse_cdf
+from specnotes.sampling.exact import draw_uniforms, inverse_cdf
 
 SIGNIFICANCE = 1e-4
 

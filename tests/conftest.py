@@ -17,7 +17,7 @@ def noisy_pair(config, noise: float):
     plus ``noise``: they agree often, not always. Seeded, so every test file gets the same pair."""
     import torch
 
-    from specnotes.model import Transformer
+    from specnotes.tiny.model import Transformer
 
     torch.manual_seed(0)
     target = Transformer(config).double().eval()

@@ -16,7 +16,7 @@ def says_what_it_shows(src: str, alt: str | None) -> bool:
 
 
 def png_text(data: bytes) -> dict[str, str]:
-    """The tEXt chunks of a PNG (where specnotes.plots records a figure's smallest text), {} if none."""
+    """The tEXt chunks of a PNG (where specnotes.pages.plots records a figure's smallest text), {} if none."""
     import struct
 
     if data[:8] != b"\x89PNG\r\n\x1a\n":
@@ -36,7 +36,7 @@ def png_text(data: bytes) -> dict[str, str]:
 def smallest_text_px(text: dict[str, str], natural_px: float, shown_px: float) -> float | None:
     """How tall a figure's smallest text renders, in CSS px, from its PNG's record (``plots.FONT_RECORD``, in the
     PNG's own pixels) and how wide the image is shown against its natural width; None without a record."""
-    from specnotes.plots import FONT_RECORD, rendered_px
+    from specnotes.pages.plots import FONT_RECORD, rendered_px
 
     if FONT_RECORD not in text:
         return None

@@ -4,7 +4,9 @@ import re
 import pytest
 import torch
 
-from specnotes import bench, measure, stack
+from specnotes import bench, measure
+from specnotes.measure import stack
+from specnotes.sampling import fused, kernel
 
 
 def test_quick_bench_writes_every_section_in_the_one_format(tmp_path):
@@ -28,9 +30,9 @@ def test_quick_bench_writes_every_section_in_the_one_format(tmp_path):
     passes = {(r.params["stack"], r.params["batch"], r.params["new_tokens"]) for r in results.sections["stack_sweep"]}
     assert {("quick target", 1, 1), ("quick target", 1, 3), ("quick draft", 1, 1)} <= passes
     assert results.notes["stack_sweep_stop"] in ("done", "budget", "limit")
-    # and it holds what each chapter needs to replay (findings.recorded; tests/test_reference.py replays them on
+    # and it holds what each chapter needs to replay (findings.recorded; tests/measure/test_reference.py replays them on
     # the shipped records, whose numbers are fixed, rather than on this run's, which another process can stall)
-    from specnotes import findings
+    from specnotes.measure import findings
 
     replay = findings.recorded(results)
     assert set(replay.chapters) == {1, 2, 4} and replay.model.k == 2 and replay.floor == notes["t0_gemm_s"]
@@ -98,6 +100,12 @@ def test_sampler_case_records_count_the_rows_read():
     assert every["bytes_read"] == every["input_bytes"] == 8 * 5 * 32000 * 4  # more than one chunk
     assert by["independent"]["rows_read"] < by["realistic"]["rows_read"] < every["rows_read"]
     assert by["independent"]["alpha"] < by["realistic"]["alpha"] < every["alpha"]
+    # the samplers were told the acceptance of the case's first call, which picked the kernel's route
+    for extra in by.values():
+        assert extra["route"] == (fused.route(extra["expected_acceptance"]) if kernel.available() else "torch")
+        assert extra["probs_route"] == (fused.route(extra["expected_acceptance"], "probs") if kernel.available() else
+                                        "torch")
+    assert every["expected_acceptance"] == 1.0 and by["independent"]["expected_acceptance"] < fused.KEPT_BELOW["probs"]
     for extra in by.values():  # what an older record's fields give, where stopped and probs_rows_read are missing
         old = {key: value for key, value in extra.items() if key not in ("stopped", "probs_rows_read")}
         assert bench.stopped_sequences(old, 8) == extra["stopped"]
@@ -215,7 +223,8 @@ def test_a_wrong_floor_fails_the_floor_test(monkeypatch, wrong):
 
 def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "SAMPLER_SHAPES", [(1, 2, 8)])
-    monkeypatch.setattr(bench, "CASE_SHAPES", [(2, 2, 300), (1, 2, 300)])
+    for where in (bench, bench.words):  # the records' shapes, and the ones the sentences read
+        monkeypatch.setattr(where, "CASE_SHAPES", [(2, 2, 300), (1, 2, 300)])
     monkeypatch.setattr(bench, "shipped_alpha", lambda: 0.5)
     monkeypatch.setattr(measure.probes, "sizes_for", lambda device=None: measure.Sizes(
         copy_bytes=2**20, d_in=8, d_out=8, batches=(1,), peak_n=8, warmup=1, repeats=3, budget_s=0.5))
@@ -230,7 +239,9 @@ def test_sampler_cli_writes_the_one_format(tmp_path, monkeypatch):
     assert results.notes["alpha_shipped"] == 0.5 and results.notes["sigma"] > 0
     assert "rows it reads once" in results.notes["floor"] and len(results.notes["load_average_before"]) == 3
     assert results.provenance["cpu"]["logical_cpus"] >= 1 and "avx512_bf16" in results.provenance["cpu"]
-    assert all({"stopped", "probs_rows_read"} <= set(r.extra) for r in results.sections["sampler_cases"])
+    assert all({"stopped", "probs_rows_read", "expected_acceptance", "route"} <= set(r.extra)
+               for r in results.sections["sampler_cases"])
+    assert results.notes["kept_below"] == fused.KEPT_BELOW
 
 
 def test_bench_rejects_bad_arguments():
@@ -335,7 +346,7 @@ def bar_sentence_is_true(text: str, rows: list[dict]) -> bool:
 ])
 def test_bar_sentence_at_its_boundary(ratios, said):
     rows = case_rows(ratios) + case_rows((1.0, 1.0, 1.0), threads=2) + b1()
-    text = bench.sampler_sentences(rows, bar=1.5)["bar"]
+    text = bench.words.sampler_sentences(rows, bar=1.5)["bar"]
     first = text.split(". ")[0] + "."
     assert first.startswith(f"With 1 thread, sampling from logits took {ratios[0]:.2f}×") and first.endswith(said), text
     assert bar_sentence_is_true(text, rows), text
@@ -344,7 +355,7 @@ def test_bar_sentence_at_its_boundary(ratios, said):
 
 def test_bar_sentence_leads_with_the_largest_spread():
     rows = case_rows((1.0, 1.0, 1.0), spread=(0.04, 0.13, 0.05)) + b1()
-    assert "with a run spread of at most 13%:" in bench.sampler_sentences(rows)["bar"]
+    assert "with a run spread of at most 13%:" in bench.words.sampler_sentences(rows)["bar"]
 
 
 @pytest.mark.parametrize(("ratio", "spread", "near"), [
@@ -352,7 +363,7 @@ def test_bar_sentence_leads_with_the_largest_spread():
     (1.57, 0.1, True), (1.58, 0.1, False), (1.5, 0.0, False)])
 def test_near_sentence_at_its_boundary(ratio, spread, near):
     rows = case_rows((1.0, ratio, 1.0), spread=(0.0, spread, 0.0)) + b1()
-    text = bench.sampler_sentences(rows, bar=1.5)["bar"]
+    text = bench.words.sampler_sentences(rows, bar=1.5)["bar"]
     assert ("either side of the bar at" in text) == near, text
     if near:
         assert f"at {ratio:.2f}× (realistic, 1 thread): each lies within half its run's spread of it." in text
@@ -361,7 +372,7 @@ def test_near_sentence_at_its_boundary(ratio, spread, near):
 @pytest.mark.parametrize(("ratio", "below"), [(0.99, True), (1.0, False)])
 def test_below_floor_sentence_at_its_boundary(ratio, below):
     rows = case_rows((1.2, ratio, 1.1), spread=(0.1, 1.87, 0.1)) + b1()
-    text = bench.sampler_sentences(rows)["bar"]
+    text = bench.words.sampler_sentences(rows)["bar"]
     assert ("it took less than its floor, which no exact sampler can" in text) is below, text
     if below:
         assert f"At {ratio:.2f}× (realistic, 1 thread) it took less than its floor" in text and "up to 187%." in text
@@ -377,13 +388,13 @@ def test_below_floor_sentence_at_its_boundary(ratio, below):
 ])
 def test_why_sentence_at_its_boundary(ratios, second, said):
     rows = case_rows(ratios, second=second) + b1()
-    text = bench.sampler_sentences(rows, bar=1.5)["bar"]
+    text = bench.words.sampler_sentences(rows, bar=1.5)["bar"]
     over = [c for c, r in zip(bench.SAMPLER_CASES, ratios, strict=True) if r > 1.5]
     per_pass = [r / (1 + s) for r, s in zip(ratios, second, strict=True) if r > 1.5]
     if said is None:
         assert "Above the bar" not in text
         return
-    assert f"Above the bar, in {bench.cases_named(over)}, it passes a second time over" in text
+    assert f"Above the bar, in {bench.words.cases_named(over)}, it passes a second time over" in text
     assert said.startswith("the second pass is what puts") == (max(per_pass) <= 1.5)  # the claim, checked
     if max(per_pass) <= 1.5:
         assert said in text, text
@@ -405,7 +416,7 @@ def test_why_sentence_at_its_boundary(ratios, second, said):
      "realistic cases, where it read only 30% and 50% of the rows.")])
 def test_reference_sentence_at_its_boundary(one, two, said):
     rows = case_rows((1, 1, 1), read=one) + case_rows((1, 1, 1), read=two, threads=2) + b1()
-    text = bench.sampler_sentences(rows)["reference"]
+    text = bench.words.sampler_sentences(rows)["reference"]
     assert text.endswith(said), text
     assert text.startswith("Against reading every input once, a reference and not a floor, it took")
 
@@ -424,19 +435,19 @@ def test_reference_sentence_at_its_boundary(one, two, said):
                                        "rows in the realistic and all accepted cases."),
 ])
 def test_sampler_floor_sentence_names_the_term_that_sets_it(floors, softmax, said):
-    text = bench.sampler_sentences(case_rows((1, 1, 1), floors, softmax=softmax) + b1())["floor"]
+    text = bench.words.sampler_sentences(case_rows((1, 1, 1), floors, softmax=softmax) + b1())["floor"]
     assert said in text, text
     assert ("faster vectorized exp" in text) == (softmax is not None)  # said only where a softmax was the fastest way
 
 
 def test_the_floor_sentence_says_the_terms_once_where_thread_counts_agree():
     same = case_rows((1, 1, 1), (1.5, 1.5, 1.5)) + case_rows((1, 1, 1), (1.4, 1.4, 1.2), threads=2) + b1()
-    text = bench.sampler_sentences(same)["floor"]
+    text = bench.words.sampler_sentences(same)["floor"]
     assert text.startswith("Against reading those rows once, their normalizers took 1.50×, 1.50× and 1.50× with 1 "
                            "thread and 1.40×, 1.40× and 1.20× with 2 threads.")
     assert text.count("The fastest way to them was") == 1 and "With 1 thread, the fastest" not in text
     apart = case_rows((1, 1, 1), (1.5, 1.5, 1.5)) + case_rows((1, 1, 1), (0.9, 1.4, 1.2), threads=2) + b1()
-    text = bench.sampler_sentences(apart)["floor"]
+    text = bench.words.sampler_sentences(apart)["floor"]
     assert "With 1 thread, the fastest way to them was fused.log_normalizers in all three cases, so the floor is " \
            "the log-normalizers of those rows in all three cases." in text
     assert "With 2 threads, the fastest way to them was fused.log_normalizers in all three cases, so the floor is " \
@@ -444,7 +455,7 @@ def test_the_floor_sentence_says_the_terms_once_where_thread_counts_agree():
 
 
 def test_sampler_probs_sentence_reads_its_own_floor():
-    text = bench.sampler_sentences(case_rows((1, 1, 1), probs=(1.05, 1.1, 1.15)) + b1())["probs"]
+    text = bench.words.sampler_sentences(case_rows((1, 1, 1), probs=(1.05, 1.1, 1.15)) + b1())["probs"]
     assert "1.05×, 1.10× and 1.15× its own floor with 1 thread" in text
 
 
@@ -454,19 +465,19 @@ def test_sampler_probs_sentence_reads_its_own_floor():
                                          ((0.51, 0.49, 0.51), "faster only in the realistic case.")])
 def test_sampler_sentences_at_one_sequence(ms, said):
     rows = case_rows((1, 1, 1)) + case_rows((9, 9, 9), B=1, ms=ms, loop_ms=(0.5, 0.5, 0.5))
-    assert bench.sampler_sentences(rows)["b1"].endswith(said if said.endswith(".") else said + ".")
+    assert bench.words.sampler_sentences(rows)["b1"].endswith(said if said.endswith(".") else said + ".")
 
 
 def test_sampler_sentences_need_every_case_at_both_shapes():
     one = case_rows((1, 1, 1), B=1)
     with pytest.raises(ValueError, match="one row per case"):
-        bench.sampler_sentences(case_rows((1, 1, 1))[:2] + one)
+        bench.words.sampler_sentences(case_rows((1, 1, 1))[:2] + one)
     with pytest.raises(ValueError, match="B = 64"):
-        bench.sampler_sentences(one)
+        bench.words.sampler_sentences(one)
     with pytest.raises(ValueError, match="B = 1,"):
-        bench.sampler_sentences(case_rows((1, 1, 1)))
+        bench.words.sampler_sentences(case_rows((1, 1, 1)))
     with pytest.raises(ValueError, match="2 thread"):
-        bench.sampler_sentences(case_rows((1, 1, 1)) + case_rows((1, 1, 1), threads=2)[:2] + one)
+        bench.words.sampler_sentences(case_rows((1, 1, 1)) + case_rows((1, 1, 1), threads=2)[:2] + one)
 
 
 # what Chapter 7 printed from the shipped record before issue 39, against a floor of reading every input once
@@ -483,7 +494,7 @@ def test_the_shipped_records_sentences_are_true_of_its_numbers_and_the_old_ones_
     at most 45 words with no nested parentheses; and the sentence printed before (issue 29's floor and bar) is
     false of the record's numbers as the floor is now defined: it said the bar held in every case."""
     rows = bench.sampler_case_table(measure.load_results(bench.SAMPLER_OUT))
-    said = bench.sampler_sentences(rows)
+    said = bench.words.sampler_sentences(rows)
     assert bar_sentence_is_true(said["bar"], rows), said["bar"]
     assert not bar_sentence_is_true(OLD_BAR, rows)
     assert claimed_within(OLD_BAR) == {1: set(bench.SAMPLER_CASES), 2: set(bench.SAMPLER_CASES)}
@@ -491,3 +502,154 @@ def test_the_shipped_records_sentences_are_true_of_its_numbers_and_the_old_ones_
         for sentence in re.split(r"(?<=[.:]) (?=[A-Z])", text):
             assert len(sentence.split()) <= 45, sentence
             assert not re.search(r"\([^)]*\(", sentence), sentence
+
+
+# ---------------------------------------------------------------------------------------------- the dispatch sentence
+
+
+DISPATCH_ROUTE = re.compile(r"(?:the kernel |\bIt )(?P<words>kept the first pass's exponentials for the residual|"
+                            r"exponentiated the rows a sequence stopped on again|was not used: the torch path ran) "
+                            r"in (?P<cases>all three cases|the [a-z ]+? cases?)"
+                            r"(?: \(acceptance (?P<values>[0-9., and]+) on the first call, "
+                            r"(?P<side>below|not below|against) (?P<threshold>[0-9.]+)\))?\.")
+DISPATCH_RATIOS = re.compile(r"((?:\d+\.\d+×(?:, | and )?)+) (?:its (?:own )?floor )?with (\d+) threads?")
+
+
+def dispatch_claims(text: str) -> dict:
+    """What a dispatch sentence claims: {"routes": case -> (route, acceptance said or None, side, threshold),
+    "ratios": threads -> [÷ floor said, in case order], "within": True, or the (ratio, case, threads) said above}."""
+    routes = {}
+    for match in DISPATCH_ROUTE.finditer(text):
+        route = {v: k for k, v in bench.words.ROUTE_WORDS.items()}[match["words"]]
+        named = list(bench.SAMPLER_CASES) if match["cases"] == "all three cases" else [
+            c for c in bench.SAMPLER_CASES if re.search(rf"\b{c}\b", match["cases"])]
+        values = [float(x) for x in re.split(r", | and ", match["values"])] if match["values"] else [None] * len(named)
+        for case, value in zip(named, values, strict=True):
+            routes[case] = (route, value, match["side"], float(match["threshold"]) if match["threshold"] else None)
+    took, verdict = text.split("By those routes, ", 1)[1].split(". ", 1)
+    ratios = {int(n): [float(x) for x in re.findall(r"(\d+\.\d+)×", said)] for said, n in DISPATCH_RATIOS.findall(took)}
+    within = True if " was within " in verdict else [
+        (float(r), c, int(n)) for r, c, n in re.findall(r"(\d+\.\d+)× \(([a-z ]+), (\d+) threads?\)", verdict)]
+    return {"routes": routes, "ratios": ratios, "within": within}
+
+
+def holds_of(text: str, rows: list[dict], kept_below: dict, bar: float = bench.SAMPLER_BAR, draft="logits",
+             rule: bool = True) -> None:
+    """Every claim of a dispatch sentence holds of the rows it was made from (at the bar's shape); with ``rule``,
+    the rows' routes also follow fused.route's rule at ``kept_below``."""
+    claims = dispatch_claims(text)
+    route_of, ratio = ("route", "÷ floor") if draft == "logits" else ("probs route", "probs ÷ floor")
+    kept_below = kept_below[draft]
+    at = {n: bench.words.cases_at(rows, bench.CASE_SHAPES[0], n)
+          for n in sorted({r["threads"] for r in rows if (r["B"], r["k"], r["V"]) == bench.CASE_SHAPES[0]})}
+    assert sorted(claims["routes"]) == sorted(bench.SAMPLER_CASES), text
+    for n, by_case in at.items():
+        for case, (route, value, side, threshold) in claims["routes"].items():
+            row = by_case[case]
+            assert row[route_of] == route, (case, n, text)
+            if route != "torch":
+                a = row["expected acceptance"]
+                assert threshold == kept_below and abs(value - a) <= 0.005, (case, text)
+                if side != "against":  # true of the number and as printed
+                    assert side == ("below" if a < kept_below else "not below") == (
+                        "below" if value < kept_below else "not below"), (case, text)
+                else:
+                    group = [by_case[c]["expected acceptance"] for c, said in claims["routes"].items()
+                             if said[0] == route]
+                    assert min(group) < kept_below <= max(group), (case, text)
+                assert not rule or (route == "kept") == (a < kept_below)  # the rule, fused.route
+        for said, c in zip(claims["ratios"][n], bench.SAMPLER_CASES, strict=True):
+            x = by_case[c][ratio]
+            assert abs(said - x) <= 0.005 and (said > bar) == (x > bar) and (said < bar) == (x < bar), (c, n, text)
+    over = [(c, n) for n in at for c in bench.SAMPLER_CASES if at[n][c][ratio] > bar]
+    assert (claims["within"] is True) == (not over), text
+    if over:
+        assert [(c, n) for _, c, n in claims["within"]] == over and all(r > bar for r, _, _ in claims["within"])
+
+
+KEPT_BELOW = {"logits": 0.8, "probs": 0.7}
+
+
+def routed_rows(ratios, threads, accept=(0.2, 0.75, 1.0), probs=(1.1, 1.1, 1.1)):
+    rows = case_rows(ratios, threads=threads, probs=probs)
+    for row, a in zip(rows, accept, strict=True):
+        row["expected acceptance"] = a
+        row["route"], row["probs route"] = ("kept" if a < KEPT_BELOW[d] else "recomputed" for d in ("logits", "probs"))
+    return rows
+
+
+@pytest.mark.parametrize(("one", "two", "within"), [((1.3, 1.2, 1.1), (1.25, 1.3, 1.05), True),
+                                                    ((1.62, 1.2, 1.1), (1.25, 1.3, 1.55), False)])
+def test_sampler_dispatch_sentence_says_what_the_rows_hold(one, two, within):
+    rows = routed_rows(one, 1) + routed_rows(two, 2, probs=(1.2, 1.6, 1.0))
+    text = bench.words.dispatch_sentence(rows, KEPT_BELOW)
+    holds_of(text, rows, KEPT_BELOW)
+    assert ("Sampling from logits was within the 1.5× bar in every case." in text) is within, text
+    assert text.startswith(
+        "From draft logits, the kernel kept the first pass's exponentials for the residual in the independent and "
+        "realistic cases (acceptance 0.20 and 0.75 on the first call, below 0.8). It exponentiated the rows a "
+        "sequence stopped on again in the all accepted case (acceptance 1.00 on the first call, not below 0.8). By "
+        "those routes, sampling from logits took"), text
+    if not within:
+        assert text.endswith("Sampling from logits was above the 1.5× bar at 1.62× (independent, 1 thread) and 1.55× "
+                             "(all accepted, 2 threads)."), text
+    probs = bench.words.dispatch_sentence(rows, KEPT_BELOW, draft="probs")
+    holds_of(probs, rows, KEPT_BELOW, draft="probs")
+    assert probs == ("Handed the draft's probabilities, the kernel kept the first pass's exponentials for the residual "
+                     "in the independent case (acceptance 0.20 on the first call, below 0.7). It exponentiated the "
+                     "rows a sequence stopped on again in the realistic and all accepted cases (acceptance 0.75 and "
+                     "1.00 on the first call, not below 0.7). By those routes, that path took 1.10×, 1.10× and 1.10× "
+                     "its own floor with 1 thread and 1.20×, 1.60× and 1.00× with 2 threads. That path was above the "
+                     "1.5× bar at 1.60× (realistic, 2 threads)."), probs
+    for said in (text, probs):
+        short_and_flat(said)
+
+
+def short_and_flat(text: str) -> None:
+    """Each sentence of a glued text at most 45 words with no nested parentheses, as tests/readability.py counts them
+    on the built page (issue 39)."""
+    from readability import MAX_GLUED_WORDS, nested_parentheses, sentences, words
+
+    assert len(sentences(text)) > 1, text
+    for sentence in sentences(text):
+        assert words(sentence) <= MAX_GLUED_WORDS and not nested_parentheses(sentence), sentence
+
+
+def test_sampler_dispatch_sentence_stays_short_at_its_longest():
+    """Every case above the bar at both thread counts, one route for all three cases, and numbers printed with
+    more digits at the edges: still sentences of at most 45 words."""
+    accept = (0.8 * (1 - 1e-9), 0.8, 0.79996)
+    rows = routed_rows((1.5004, 1.62, 2.0), 1, accept=accept, probs=(1.6, 1.7, 1.8)) + routed_rows(
+        (1.5 * (1 + 1e-9), 1.9, 3.0), 2, accept=accept, probs=(1.6, 1.7, 1.8))
+    for row in rows:
+        row["route"] = row["probs route"] = "kept"
+    said = {draft: bench.words.dispatch_sentence(rows, KEPT_BELOW, draft=draft) for draft in ("logits", "probs")}
+    for draft, text in said.items():
+        holds_of(text, rows, KEPT_BELOW, draft=draft, rule=False)
+        short_and_flat(text)
+    assert "in all three cases (acceptance 0.799999999, 0.80 and 0.79996 on the first call, against 0.8)" in said[
+        "logits"] and "(acceptance 0.80, 0.80 and 0.80 on the first call, not below 0.7)" in said["probs"], said
+    assert "1.500000002× (independent, 2 threads)" in said["logits"], said
+
+
+@pytest.mark.parametrize(("ratio", "acceptance", "said"), [
+    (1.5, 0.2, "1.50×"), (1.5004, 0.2, "1.5004×"), (1.4996, 0.7996, "0.7996 on the first call, below 0.8"),
+    (1.2, 0.8, "0.80 and 1.00 on the first call, not below 0.8")])
+def test_sampler_dispatch_sentence_just_inside_and_outside_its_edges(ratio, acceptance, said):
+    """At the bar and at the threshold, and a hair either side: the sentence is true as printed (a ratio that rounds
+    onto the bar, or an acceptance onto the threshold, is printed with the digits that tell its side)."""
+    rows = routed_rows((ratio, 1.2, 1.1), 1, accept=(0.2, acceptance, 1.0)) + routed_rows((1.2, 1.2, 1.1), 2,
+                                                                                         accept=(0.2, acceptance, 1.0))
+    text = bench.words.dispatch_sentence(rows, KEPT_BELOW)
+    holds_of(text, rows, KEPT_BELOW)
+    assert said in text and ("within the 1.5× bar in every case" in text) is (ratio <= 1.5), text
+
+
+def test_sampler_dispatch_sentence_needs_routes_that_agree():
+    rows = case_rows((1.3, 1.2, 1.1))
+    with pytest.raises(ValueError, match="before the kernel chose"):
+        bench.words.dispatch_sentence(rows, KEPT_BELOW)
+    rows = routed_rows((1.3, 1.2, 1.1), 1) + routed_rows((1.3, 1.2, 1.1), 2, accept=(0.2, 0.9, 1.0))
+    with pytest.raises(ValueError, match="differs between thread counts"):
+        bench.words.dispatch_sentence(rows, KEPT_BELOW)
+

@@ -5,13 +5,18 @@ chromium through Playwright. Every request that leaves 127.0.0.1 is recorded and
 no such request, no failed request, no JavaScript error (but the theme's known one), math typeset by
 MathJax, every image decoded, every stored widget rendered by the html-manager, and every Vega-Lite
 chart drawn and re-drawn when one of its sliders moves. Every page again on a 390-px phone: nothing wider
-than the screen. Every figure at both sizes: its smallest text (recorded in its PNG by specnotes.plots) renders at
-``plots.MIN_RENDERED_PX`` or more at the width the page shows it.
+than the screen. Every figure at both sizes: its smallest text (recorded in its PNG by specnotes.pages.plots) renders at
+``plots.MIN_RENDERED_PX`` or more at the width the page shows it. Tables and stored outputs a reader can read
+(issue 47): no word of a table cell broken inside a syllable, no table wider than its column at 1280 px (nor a
+table of words on a phone), no stored progress bar, no legend over a data point (the PNG's record), no chart labels
+running together on a phone, Chapter 6 at most half as tall as it was with its long tables folded, the intro's
+chapter count from the TOC and its figure at 9 px on a phone.
 
 Needs the built book (make book; selected by ``-m browser``) and ``/usr/bin/chromium``
 (``apt-get install chromium``; or set ``CHROMIUM=/path``). Without chromium the tests skip, except
 under ``CI=true`` where they fail.
-``SPECNOTES_SCREENSHOTS=/some/dir`` also saves a full-page screenshot of each page there.
+``SPECNOTES_SCREENSHOTS=/some/dir`` also saves a full-page screenshot of each page there; ``SPECNOTES_SITE=/path``
+checks another built site (an older revision's ``_build/html``) instead of this checkout's.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML = ROOT / "_build" / "html"
+# SPECNOTES_SITE: another built site to check (an older revision's _build/html, to show a new test failing there)
+HTML = Path(os.environ.get("SPECNOTES_SITE") or ROOT / "_build" / "html")
 pytestmark = [pytest.mark.built, pytest.mark.browser]
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -367,7 +373,7 @@ def test_figures_fit_a_phone(phone, rel):
 
 from site_checks import png_text, smallest_text_px  # noqa: E402
 
-from specnotes.plots import MIN_RENDERED_PX  # noqa: E402
+from specnotes.pages.plots import MIN_RENDERED_PX  # noqa: E402
 
 # Every figure of the page but the claims page's thumbnails (links to the figures, small on purpose): where it is
 # shown, its natural width, the figure number it is captioned with, and its PNG (a file of _images or inline).
@@ -393,7 +399,7 @@ def _illegible(page, screen: str) -> list[str]:
     for f in page.evaluate(SHOWN):
         px = smallest_text_px(png_text(_png(f["url"])), f["natural"], f["shown"])
         if px is None:
-            bad.append(f"{f['name']}: no record of its smallest text (made before specnotes.plots kept one: "
+            bad.append(f"{f['name']}: no record of its smallest text (made before specnotes.pages.plots kept one: "
                        "re-execute the notebook)")
         elif px < MIN_RENDERED_PX[screen]:
             bad.append(f"{f['name']}: smallest text {px:.1f} px (shown {f['shown']:.0f} of {f['natural']} px wide)")
@@ -441,3 +447,201 @@ def test_nothing_is_wider_than_a_phone(phone_visits, rel):
     width = page.evaluate("() => ({scroll: document.documentElement.scrollWidth, inner: innerWidth})")
     # a mobile browser widens its layout to what overflows, so innerWidth alone would agree with any page
     assert width["inner"] == PHONE["width"] and width["scroll"] <= width["inner"], page.evaluate(WIDEST)
+
+
+# ---- tables, stored outputs and legends a reader can read (issue 47, part 5) ---------------------------
+
+# Each word of a table cell that the browser broke inside a syllable: its column is narrower than the word
+# ("mod/el", "ear/ly-/exi/t"). A break after a hyphen, a dash or a slash ("early-/exit") is a line break, not that.
+BROKEN_WORDS = """() => { const out = [];
+    for (const cell of document.querySelectorAll('article.bd-article table th, article.bd-article table td')) {
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (node.parentElement.closest('mjx-container, script, style')) continue;
+            for (const w of node.textContent.matchAll(/\\S+/g))
+                for (const m of w[0].matchAll(/[^-\u2010-\u2014\\/]+[-\u2010-\u2014\\/]*/g)) {
+                    const r = document.createRange(), at = w.index + m.index;
+                    r.setStart(node, at); r.setEnd(node, at + m[0].length);
+                    const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+                    if (tops.size > 1) out.push(w[0]);
+                }
+        }
+    }
+    return [...new Set(out)].slice(0, 8); }"""
+
+# Each table wider than the box it is shown in: its last columns are cut off, or scroll out of sight. ``frames``: a
+# cell's HTML table (a pandas table of numbers) may scroll inside its own box (book/_assets/specnotes/pages.css), as
+# on a phone, where such a table has more columns than 342 px hold.
+CLIPPED_TABLES = """(frames) => { const out = [];
+    const article = document.querySelector('article.bd-article');
+    for (const t of article.querySelectorAll('table')) {
+        if (!t.getBoundingClientRect().width || (frames && t.closest('.output.text_html'))) continue;
+        let box = article;  // the nearest box that clips or scrolls it, else the text column
+        for (let a = t.parentElement; a && a !== article; a = a.parentElement)
+            if (getComputedStyle(a).overflowX !== 'visible') { box = a; break; }
+        const over = t.getBoundingClientRect().right - box.getBoundingClientRect().right;
+        const hidden = box === article ? 0 : box.scrollWidth - box.clientWidth;
+        if (over > 1 || hidden > 1) {
+            const head = (t.querySelector('th, td') || t).textContent.trim().slice(0, 30);
+            const wider = Math.round(Math.max(over, hidden));
+            out.push(`a table of ${t.rows.length} rows (first cell "${head}") is ${wider} px wider than its box`);
+        }
+    }
+    return out; }"""
+
+
+def _both(request, rel):
+    visits = request.getfixturevalue("phone_visits" if request.param == "phone" else "visits")
+    return visits(rel).page
+
+
+@pytest.fixture(params=["desktop", "phone"])
+def screen(request):
+    return request.param
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_table_column_is_narrower_than_its_longest_word(request, screen, rel):
+    page = request.getfixturevalue("phone_visits" if screen == "phone" else "visits")(rel).page
+    broken = page.evaluate(BROKEN_WORDS)
+    assert broken == [], f"words broken across lines in a table cell at {screen} width: {broken}"
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_table_is_clipped(request, screen, rel):
+    """At 1280 px every table fits the text column, none scrolls. On a 390-px phone every table of words (Markdown,
+    a report's) fits the screen; a pandas table of numbers may scroll inside its own box."""
+    page = request.getfixturevalue("phone_visits" if screen == "phone" else "visits")(rel).page
+    clipped = page.evaluate(CLIPPED_TABLES, screen == "phone")
+    assert clipped == [], f"tables cut off at {screen} width: {clipped}"
+
+
+PROGRESS_TEXT = re.compile(r"\b\d+it \[|\?it/s\]|\bit/s\]|\d+/\?\s|\b0it\b|\|\s*\d+/\d+ \[\d\d:\d\d")
+PROGRESS_SHOWN = """() => ({
+    bars: [...document.querySelectorAll('article.bd-article .widget-progress, article.bd-article progress')]
+          .filter(e => e.getBoundingClientRect().width > 0).length,
+    text: (document.querySelector('article.bd-article') || document.body).innerText })"""
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_stored_progress_bar_shows(visits, rel):
+    """A progress bar is live feedback while a cell runs; stored, it says "batch: 0it [00:00, ?it/s]" to no one."""
+    shown = visits(rel).page.evaluate(PROGRESS_SHOWN)
+    text = [m.group(0) for m in PROGRESS_TEXT.finditer(shown["text"])]
+    assert shown["bars"] == 0 and text == [], f"{shown['bars']} progress bars and their text {text[:4]} in the page"
+
+
+def _legend_record(f) -> str:
+    record = png_text(_png(f["url"]))
+    if plots.LEGEND_RECORD not in record:
+        return f"{f['name']}: no record of its legends (made before specnotes.pages.plots kept one: re-execute it)"
+    n = int(record[plots.LEGEND_RECORD])
+    return f"{f['name']}: its legend covers {n} data points" if n else ""
+
+
+from specnotes.pages import plots  # noqa: E402
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_no_legend_covers_a_data_point(visits, rel):
+    """Every figure's PNG records how many data points its legends covered when it was saved
+    (``plots.LEGEND_RECORD``; ``plots.clear_legends`` moves a legend off the data first): none."""
+    bad = [x for x in (_legend_record(f) for f in visits(rel).page.evaluate(SHOWN)) if x]
+    assert not bad, "\n".join(bad)
+
+
+OVERLAPPING_LABELS = """() => { const out = [];
+    for (const chart of document.querySelectorAll('article.bd-article .vega-embed svg')) {
+        for (const group of chart.querySelectorAll('g.role-axis-label, g.mark-text')) {
+            const boxes = [...group.querySelectorAll('text')].map(t => [t.textContent, t.getBoundingClientRect()])
+                .filter(([s, r]) => s.trim() && r.width > 0);
+            for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+                const [a, p] = boxes[i], [b, q] = boxes[j];
+                if (p.left < q.right + 3 && q.left < p.right + 3 && p.top < q.bottom - 1 && q.top < p.bottom - 1)
+                    out.push(`"${a}" and "${b}"`);
+            }
+        }
+    }
+    for (const label of document.querySelectorAll('article.bd-article .vega-bind-name, '
+                                                  + 'article.bd-article .widget-label'))
+        if (/[\\^_=]\\s*$/.test(label.textContent.trim())) out.push(`a slider named "${label.textContent.trim()}"`);
+    return out.slice(0, 6); }"""
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_chart_labels_do_not_run_together_on_a_phone(phone_visits, rel):
+    """On a 390-px phone no two labels of a chart's axis overlap or come within 3 px ("512 1,024" ran together), and no
+    slider's name ends in an operator that its readout completes ("N = 2^ [slider] 7"). The labels are read from a
+    chart drawn as SVG; vega-embed's default canvas shows none to the page (the explorers draw on canvas today, so
+    only their slider names are checked until they render as SVG, ``embedOptions: {"renderer": "svg"}``)."""
+    assert phone_visits(rel).page.evaluate(OVERLAPPING_LABELS) == []
+
+
+# ---- the intro and Chapter 6 (issue 47, parts 1, 5 and 6) --------------------------------------------------
+
+CHAPTER_6 = "notebooks/06_published_record"
+# Chapter 6 at 40e5d32 (issue 47): 36,000 px tall at 1280 px (40 screens), 59 screens of 844 px on a phone
+CHAPTER_6_WAS = {"desktop": 36_000, "phone": 59 * PHONE["height"]}
+LONG_TABLE = 15  # rows: a longer table is folded, under a one-line summary
+
+
+@pytest.mark.parametrize("where", ["desktop", "phone"])
+def test_chapter_6_is_at_most_half_as_tall(request, where):
+    page = request.getfixturevalue("phone_visits" if where == "phone" else "visits")(CHAPTER_6).page
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    assert height <= CHAPTER_6_WAS[where] / 2, f"{height:,} px at {where} width; at most {CHAPTER_6_WAS[where] // 2:,}"
+
+
+FOLDED = """(n) => [...document.querySelectorAll('article.bd-article table')]
+    .filter(t => t.tBodies.length && [...t.tBodies].reduce((k, b) => k + b.rows.length, 0) > n)
+    .map(t => { const fold = t.closest('details');
+                const before = fold && fold.querySelector('summary');
+                return {rows: [...t.tBodies].reduce((k, b) => k + b.rows.length, 0),
+                        folded: !!fold && !fold.open, summary: before ? before.textContent.trim() : ''}; })"""
+
+
+def test_chapter_6_folds_its_long_tables_under_one_line_summaries(visits):
+    tables = visits(CHAPTER_6).page.evaluate(FOLDED, LONG_TABLE)
+    open_ = [t["rows"] for t in tables if not t["folded"]]
+    assert open_ == [], f"tables of more than {LONG_TABLE} rows shown open: {open_} rows"
+    assert all(t["summary"] and "\n" not in t["summary"] for t in tables)
+
+
+def test_the_intro_counts_the_tocs_chapters(visits):
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    chapters = [c["file"] for part in toc["parts"] if part.get("numbered") for c in part["chapters"]]
+    page = visits("book/intro").page
+    text = page.evaluate("() => document.querySelector('article.bd-article').innerText")
+    words = "zero one two three four five six seven eight nine ten eleven twelve".split()
+    said = re.search(r"\b(\w+) chapters, each opening with one question", text, re.I)
+    assert said and said.group(1).lower() == words[len(chapters)], said and said.group(0)
+    listed = page.evaluate("""() => { const h = [...document.querySelectorAll('article.bd-article h2')]
+        .find(e => e.textContent.includes('The chapters')); let e = h && h.nextElementSibling;
+        while (e && e.tagName !== 'OL') e = e.nextElementSibling; return e ? e.children.length : 0; }""")
+    assert listed == len(chapters)
+
+
+def test_the_intros_figure_reads_at_9px_on_a_phone(phone_visits):
+    """Fig. 1 carries the book's thesis; on a phone its ticks rendered at about 7 px (issue 47): 9 px or more."""
+    shown = [f for f in phone_visits("book/intro").page.evaluate(SHOWN) if not f["name"].startswith("a widget")]
+    assert shown
+    for f in shown:
+        px = smallest_text_px(png_text(_png(f["url"])), f["natural"], f["shown"])
+        assert px is not None and px >= MIN_RENDERED_PX["desktop"], f"{f['name']}: smallest text {px} px on a phone"
+
+
+def test_the_onboarding_route_names_sections_its_chapters_have():
+    """Every quoted section of the route's table is a heading of the chapter it links (a renamed section would
+    send a new reader looking for nothing)."""
+    text = (ROOT / "book" / "onboarding.md").read_text()
+    missing = []
+    for row in re.findall(r"^\| [\d–]+ \| (.*?) \|", text, re.M):
+        for doc, quoted in re.findall(r"\{doc\}`\.\./notebooks/(\w+)`: (.*)", row):
+            html = (HTML / "notebooks" / f"{doc}.html").read_text()
+            headings = " ".join(re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<h[1-4][^>]*>(.*?)</h[1-4]>", html,
+                                                                               re.S))
+            bare = lambda x: re.sub(r"\s+", " ", re.sub(r"\$[^$]*\$|\\\(.*?\\\)", "", x)).strip()  # math left out
+            plain = bare(headings.replace("¶", "").replace("#", ""))
+            missing += [f"{doc}: {q}" for q in re.findall(r'"([^"]+)"', quoted)
+                        if bare(q) not in plain and q != "AI = B + k"]  # (that one quotes the source note)
+    assert missing == []

@@ -1,64 +1,261 @@
-"""Every sentence chooser, fed numbers just inside and just outside each of its boundaries.
+r"""Every sentence chooser: found by walking the package, registered with the claims its words make, and run
+under hypothesis at and around each of its thresholds.
 
-A chooser picks the words a chapter glues ("below", "about as much as", "holds", "too flat") from numbers. Each
-word makes a numeric claim; this file states the claim and checks that the chosen sentence is true of the
-numbers it was chosen on, *as printed*: a sentence that says "too flat" must not print the measured rise equal to
-the rise it needed, and one that says "rose" must not print a factor below 1.
+A *chooser* is a function that returns a sentence chosen from numbers. ``choosers()`` finds them, by this rule: a
+public function or method of ``src/specnotes`` (its name not starting with ``_``) that
 
-The claims, chooser by chooser (``measure.checks`` unless named), "word: claim":
+- returns text: its return annotation is ``str``, contains ``str`` as a value (``str | None``, ``tuple[str, str]``,
+  ``dict[str, str]``, ``list[str]``) or names a *sentence class* (a class of the package with a ``sentence`` or
+  ``sentences`` field, whose fields are all ``str``, or that derives from one: ``Verdict``, ``Crossing``,
+  ``Goals``, ``Findings``, ``PlaceStory``, ``Ceiling``); without an annotation, it returns an f-string, a string
+  or a sentence class's instance; and
+- builds it from values: it holds an f-string that interpolates something (outside a ``raise`` and an error or
+  warning call), or it returns strings from two or more places (a choice of words).
 
-- ``within_roofs``: "at least r× its roofline time": min measured/roofline ≥ 1/1.5; "ran x× faster": below it.
-- ``grows``, ``speedup_falls``: "too little to test": model < 2×; "too flat": measured < model^(1/8); else ".".
-- ``speedup_falls``: "S fell x×": S(last) < S(from); "S rose x×": S(last) > S(from).
-- ``ratio_falls``: "halved": excess over 1 at most half the first's; "fell": last < first/1.1; "flat": within
-  10% of first; "rose": last > first·1.1.
-- ``shared_cache``: "under the (k+1)×": measured < k + 1; "as much as": ≥ k + 1.
-- ``speedup_bound``: "above the c ... allow": S > cap; "allow less than 1 ... at most c": cap < 1.
-- ``describe_crossing``: "paid": S > 1.1; "about break-even": within 10% of 1; "never paid": no S > 1.1.
-- ``describe_model_gap``: "within 10%": |S_m/S_p − 1| ≤ 0.1; "above" / "below": S_m > / < S_p.
-- ``describe_draft_cost``: "more than": c > 1.1·ratio; "less than": c < ratio/1.1; "what its parameter count
-  says": between.
-- ``describe_free_batch``: "free up to B = f": f(k+1) ≤ critical batch < (f+1)(k+1).
-- ``describe_verify``: "rose" / "fell" of a ratio: the factor printed is above / below 1.
-- ``describe_gemm_efficiency``: "within 2× of the roofs at every M": 1/2 < measured/roofline < 2 everywhere.
-- ``describe_efficiency_gain``: "explain x%": with < without/1.1; "less than the noise": within 1.1×; "worse
-  with it": above.
-- ``describe_amortization``: "fell x×": the per-token time fell.
-- ``describe_overhead_c``, ``describe_pass_prices``: "overhead, not the bytes, sets c": the bytes explain at
-  most half of c (c ≥ 2·ratio); "the bytes set most of c": more than half.
-- ``describe_fused``: "faster": r < 1/1.1; "the same within the noise": within; "took r×": r > 1.1.
-- ``describe_recompute``: "less than": ratio < 0.8; "about as much as": < 1.25; "more than": ≥ 1.25.
-- ``describe_formula_gap``, ``describe_tree_formula``: "close": every gap < 15%; "15% or more": one is.
-- ``wall_clock_agrees``: "predicted ... within": inside the range widened by 10%; "above" / "below": outside.
-- ``order`` and the α sentences: "easier" / "agree within sampling noise": more / less than 3 SE apart.
-- ``describe_against_range``: "above" / "below" / "in" the range: mean ∓ 3 SE past a bound, or not.
-- ``describe_cache``: "larger than": weight > cache; "fits in": ≤ cache.
-- ``context.verdict``: "pays at every batch that fits": the paying range is exactly 1 to the largest batch.
-- ``context.describe_fall``: "fell at least halfway to 1": last − 1 ≤ (first − 1)/2; "not halfway": above it and
-  last < first/1.1; "flat": within 10%; "rose": last > first·1.1.
-- ``adaptive_holds``: "a clear win (more than 15%)": the predicted ratio, as printed, above 1.15; "more than 15%
-  behind": a measured ratio, as printed, under 0.85; "never more than 15% behind": every one at 0.85 or above.
-- ``thesis.summary``: "falls to 1 at B*": a crossover; "is still S": S > 1 at the last batch that fits, printed
-  above 1; ``thesis.why_one_crosses``: "the same FLOP/s": bf16 peaks within 1%.
-- ``kvcache.describe_alpha_change``: "rose" / "fell" / "under both": α_keep prints above / below / equal to
-  α_drop.
+Each function the rule finds is either in ``registry.REGISTRY``, with its claims, or in ``registry.NOT_CHOOSERS``,
+with the reason it is not one (a table, a name, an error message). ``test_every_chooser_is_registered`` fails on
+any other, and on an entry for a function that no longer exists; ``test_the_walk_finds_a_chooser_planted_in_a_new
+module`` shows it catching one.
 
-Not here: ``bench``'s sampler sentences and Chapter 8's and the engine's choosers (their own tests), and the
-advisor's (``test_advise``). The last tests run every chooser the recorded chapters use on the real records in
-``data/reference`` and check each printed comparison there too.
+**A new chooser joins in one entry** of ``tests/registry.py``, in its layer's section::
+
+    "specnotes.analytic.moe.describe_rise": Chooser(
+        args=with_batches(near(1.0, 1.05, lo=0.5, hi=2), "speedups", min_size=1),
+        claims={r"S fell from": lambda a, t: a.speedups[-1] < a.speedups[0],
+                r"never more than (\S+)% above": lambda a, t: max(a.speedups) <= a.speedups[0] * 1.05}),
+
+``args`` is a hypothesis strategy of the keyword arguments (``claims.near`` puts inputs at each threshold, a hair
+either side and either side of where the printed value rounds); ``claims`` maps each phrase the chooser can say (a
+regular expression) to a predicate over the arguments ``a`` and the sentence ``t`` that must hold wherever it is
+said, of the inputs and, for a comparison, of the numbers as printed (``claims.printed``). Every phrase must be said
+on some generated input, so a claim that is never exercised fails too. ``text=`` takes the sentence out of what the
+chooser returns (a Verdict's ``.sentence``), ``call=`` calls it when ``f(**args)`` does not (a method).
+
+``test_every_claim_a_chooser_makes_holds`` runs each entry with ``HYPOTHESIS_PROFILE`` (default ``ci``: 150
+examples, derandomized, so a run is repeatable; ``explore``: 3000 random ones, to hunt) and prints hypothesis'
+falsifying example when a claim fails.
+
+The example-based tests below it probe the measured chapters' choosers at chosen boundaries, and the last run every
+chooser the recorded chapters use on the real records in ``data/reference``. Several choosers also have example
+tests beside their module (``tests/analytic/test_moe.py``, ``test_why.py``, ``tests/serve/test_engine.py``,
+``tests/advise/test_advise.py``).
 """
 
+import ast
+import functools
+import importlib
 import math
+import os
 import re
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from registry import BROKEN, NOT_CHOOSERS, PENDING, REGISTRY
 
-from specnotes import context, findings, kvcache, measure, thesis
-from specnotes.measure import checks
+import specnotes
+from specnotes import measure
+from specnotes.analytic import context
+from specnotes.measure import checks, findings
 from specnotes.measure.checks import Estimate
+from specnotes.pages import thesis
+from specnotes.serve import kvcache
 
 E = 1e-6  # "just": a relative step inside or outside a boundary
+
+# ---------------------------------------------------------------------------------------------- the walk
+
+
+SRC = Path(specnotes.__file__).parent
+ERRORS = re.compile(r"(Error|Argument|Exception|Broken|warn)$")  # calls whose f-strings are messages, not sentences
+
+
+def _is_text(ann, classes) -> bool:
+    """Whether a return annotation is text: str, a container with str values, or a sentence class."""
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        return _is_text(ast.parse(ann.value, mode="eval").body, classes)
+    if isinstance(ann, ast.Name | ast.Attribute):
+        name = ann.id if isinstance(ann, ast.Name) else ann.attr
+        return name == "str" or name in classes
+    if isinstance(ann, ast.BinOp):  # X | None
+        return _is_text(ann.left, classes) or _is_text(ann.right, classes)
+    if isinstance(ann, ast.Subscript):
+        elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        if ast.unparse(ann.value) in ("dict", "Mapping"):
+            elts = elts[-1:]  # a dict's values, not its keys
+        return any(_is_text(e, classes) for e in elts)
+    return False
+
+
+def _sentence_classes(trees) -> set[str]:
+    """Classes of the package that carry a chosen sentence: a ``sentence``/``sentences`` field, only str fields, or
+    a base that is such a class (``Ceiling(Verdict)``)."""
+    out, bases = set(), {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                fields = {f.target.id: ast.unparse(f.annotation) for f in node.body
+                          if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)}
+                if {"sentence", "sentences"} & set(fields) or (fields and set(fields.values()) == {"str"}):
+                    out.add(node.name)
+                bases[node.name] = {ast.unparse(b).split(".")[-1] for b in node.bases}
+    while grown := {name for name, of in bases.items() if of & out and name not in out}:
+        out |= grown
+    return out
+
+
+def _string(v) -> bool:
+    return isinstance(v, ast.JoinedStr) or (isinstance(v, ast.Constant) and isinstance(v.value, str)) or (
+        isinstance(v, ast.IfExp) and (_string(v.body) or _string(v.orelse)))
+
+
+def _returns_text(fn, classes) -> bool:
+    if fn.returns is not None:
+        return _is_text(fn.returns, classes)
+    return any(isinstance(n, ast.Return) and n.value is not None and (_string(n.value) or (
+        isinstance(n.value, ast.Call) and ast.unparse(n.value.func).split(".")[-1] in classes)) for n in ast.walk(fn))
+
+
+def _builds_from_values(fn) -> bool:
+    messages = {id(x) for n in ast.walk(fn) if isinstance(n, ast.Raise) or (
+        isinstance(n, ast.Call) and ERRORS.search(ast.unparse(n.func))) for x in ast.walk(n)}
+    interpolates = any(isinstance(n, ast.JoinedStr) and id(n) not in messages and any(
+        isinstance(v, ast.FormattedValue) for v in n.values) for n in ast.walk(fn))
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None and _string(n.value)]
+    return interpolates or len(returns) >= 2 or any(isinstance(r.value, ast.IfExp) for r in returns)
+
+
+@functools.cache
+def choosers(root: Path = SRC, package: str = "specnotes") -> frozenset[str]:
+    """Every function under ``root`` that the rule in this file's docstring calls a chooser, by dotted name."""
+    files = sorted(root.rglob("*.py"))
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in files}
+    classes = _sentence_classes(trees.values())
+    found = set()
+    for path, tree in trees.items():
+        module = ".".join((package, *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+        for node in tree.body:
+            members = [(node, "")] if isinstance(node, ast.FunctionDef) else [
+                (f, f"{node.name}.") for f in node.body if isinstance(f, ast.FunctionDef)
+            ] if isinstance(node, ast.ClassDef) else []
+            for fn, owner in members:
+                if not fn.name.startswith("_") and _returns_text(fn, classes) and _builds_from_values(fn):
+                    found.add(f"{module}.{owner}{fn.name}")
+    return frozenset(found)
+
+
+def unregistered(root: Path = SRC, package: str = "specnotes") -> list[str]:
+    return sorted(choosers(root, package) - set(REGISTRY) - set(NOT_CHOOSERS) - PENDING)
+
+
+def test_every_chooser_is_registered():
+    assert not unregistered(), ("choosers with no entry in tests/registry.py (REGISTRY with their claims, or "
+                                f"NOT_CHOOSERS with why not): {unregistered()}")
+    found = choosers()
+    stale = sorted((set(REGISTRY) | set(NOT_CHOOSERS) | PENDING) - found)
+    assert not stale, f"tests/registry.py names functions the walk does not find (renamed or gone?): {stale}"
+    assert not set(REGISTRY) & (set(NOT_CHOOSERS) | PENDING), set(REGISTRY) & (set(NOT_CHOOSERS) | PENDING)
+
+
+PLANTED = '''
+from specnotes.measure.checks.verdicts import Verdict
+
+
+class Bound(Verdict):
+    limit: float = 0.0
+
+
+def bound(s: float, limit: float) -> Bound:
+    return Bound("S stays under its limit", s <= limit, True, "under" if s <= limit else f"{s:.2f} is above", {})
+
+
+def describe_growth(first: float, last: float) -> str:
+    return f"S rose {last / first:.2f}×" if last > first else "S fell"
+
+
+def growth_word(first, last):
+    if last > first:
+        return "rose"
+    return "fell"
+
+
+def fastest(times: list[float]) -> float:
+    return min(times)
+'''
+
+
+def test_the_walk_finds_a_chooser_planted_in_a_new_module(tmp_path):
+    """A new module with an annotated chooser, an unannotated one, one that returns a subclass of Verdict, and a
+    function that returns a number: the walk finds the three choosers, none is registered, so
+    test_every_chooser_is_registered would fail on them."""
+    tree = tmp_path / "specnotes"
+    shutil.copytree(SRC, tree, ignore=shutil.ignore_patterns("data", "csrc", "__pycache__"))
+    (tree / "analytic" / "planted.py").write_text(PLANTED)
+    assert unregistered(tree) == ["specnotes.analytic.planted.bound", "specnotes.analytic.planted.describe_growth",
+                                  "specnotes.analytic.planted.growth_word"]
+
+
+def test_the_walk_finds_every_chooser_the_chapters_glue():
+    """The rule catches the kinds the package has: a str, a Verdict, a Crossing, a Goals, a tuple of str, a method."""
+    found = choosers()
+    for name in ("specnotes.analytic.moe.describe_rise", "specnotes.measure.checks.agreement.grows",
+                 "specnotes.measure.checks.sweeps.describe_crossing", "specnotes.record.calibrate.goals.judge",
+                 "specnotes.measure.checks.prices.describe_recompute", "specnotes.analytic.context.fall_verdict",
+                 "specnotes.measure.checks.acceptance.describe_places", "specnotes.measure.dtypes.DtypeChoice.reason"):
+        assert name in found, name
+
+
+# ---------------------------------------------------------------------------------------------- the claims
+
+
+settings.register_profile("ci", max_examples=150, derandomize=True, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+settings.register_profile("explore", max_examples=3000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+
+
+def resolve(name: str):
+    """The object a dotted name names: a module's function, or a class's method or property."""
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(name)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=BROKEN[n]))
+                                  if n in BROKEN else n for n in sorted(REGISTRY)])
+def test_every_claim_a_chooser_makes_holds(name):
+    entry, fn = REGISTRY[name], resolve(name)
+    said = set()
+    examples = settings.get_profile(PROFILE).max_examples
+    if entry.max_examples:
+        examples = min(examples, entry.max_examples) if PROFILE == "ci" else max(examples // 10, entry.max_examples)
+
+    @settings(settings.get_profile(PROFILE), max_examples=examples)
+    @given(entry.args)
+    def check(args):
+        text = entry.text(entry.call(fn, args) if entry.call else fn(**args))
+        a = SimpleNamespace(**args)
+        for phrase, holds in entry.claims.items():
+            if re.search(phrase, text):
+                said.add(phrase)
+                assert holds(a, text), f"{name} says {phrase!r} of {args}, and that is false: {text!r}"
+
+    for probe in entry.probes:
+        check = example(probe)(check)
+    check()
+    never = set(entry.claims) - said
+    assert not never, f"{name}: no generated input made it say {sorted(never)}: widen its args"
+
 
 
 def below(x):
@@ -448,7 +645,7 @@ def test_describe_alpha_change_says_what_the_printed_values_show(drop, keep, wor
 # ---------------------------------------------------------------------------------------------- the real records
 
 
-REFERENCE = Path(findings.__file__).parent / "data" / "reference"
+REFERENCE = Path(findings.__file__).parents[1] / "data" / "reference"
 PATHS = sorted(REFERENCE.glob("*.json"))
 
 COMPARISONS = [  # (pattern, what must hold of its two printed numbers)

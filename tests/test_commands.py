@@ -241,9 +241,9 @@ def test_the_pages_print_the_commands_a_reader_needs():
     ("python -m specnotes.advise --target Llama-3.1-8B --gpu H100-SXM --batch 1-256 --no-such-flag",
      "do not parse"),
     ("python -m specnotes.bench serve --url http://HOST:8000/v1 --concurrency 1,2,x", "do not parse"),
-    ("python -m specnotes.refresh", "do not parse"),
+    ("python -m specnotes.pages.refresh", "do not parse"),
     ("python -m specnotes.nosuchmodule", "No module named"),
-    ("python -m specnotes.exercises ch4.p1a", "takes no arguments"),
+    ("python -m specnotes.pages.exercises ch4.p1a", "do not parse"),  # it takes no arguments: exit 2
     ("python -m specnotes.advise ... --json", "no earlier"),
 ])
 def test_a_command_that_would_not_run_is_reported(script, complaint):
@@ -258,6 +258,6 @@ python -m specnotes.advise --target Llama-3.1-8B --drafter eagle3 --gpu H100-SXM
     --engine-version 0.10.1 --batch 1-256 --context 1024 --mean-accepted 2.3 --k 3
 python -m specnotes.advise ... --json
 SPECNOTES_DTYPE=float32 make nbval
-python -m specnotes.exercises"""
+python -m specnotes.pages.exercises"""
     assert problems(split_commands(script)) == []
     assert split_commands("a 'b c' # d\n$ e && f;g") == [["a", "b c"], ["e"], ["f"], ["g"]]

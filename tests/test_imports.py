@@ -3,6 +3,9 @@ imports it back (DESIGN §3). Every import counts, including those inside functi
 hides a circle from the interpreter, not from a reader."""
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import specnotes
@@ -66,9 +69,9 @@ def circles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
 
 def test_the_graph_sees_every_kind_of_import():
     edges = graph()
-    assert "specnotes.measure.checks" in edges["specnotes.stack"]  # from specnotes.measure import checks
+    assert "specnotes.measure.checks" in edges["specnotes.measure.stack"]  # from specnotes.measure import checks
     assert "specnotes.measure.timing" in edges["specnotes.measure.probes"]  # from ...timing import time_fn
-    assert "specnotes.stack" in edges["specnotes.measure"]  # a lazy import inside a function
+    assert "specnotes.analytic.hardware" in edges["specnotes.pages.plots.roofs"]  # a lazy import inside a function
 
 
 def test_the_circle_finder_finds_a_planted_circle():
@@ -86,3 +89,30 @@ def test_measure_reads_bottom_up():
     edges = graph()
     assert not {m for m in edges["specnotes.measure.devices"] if m.startswith("specnotes.measure")}  # the bottom
     assert "specnotes.measure.dtypes" not in edges["specnotes.measure.timing"]  # the probe times GEMMs: above it
+
+
+def lint_imports(tmp_path, plant: str | None = None) -> subprocess.CompletedProcess:
+    """lint-imports with this project's contracts (pyproject.toml) over a copy of the package, ``plant`` appended to
+    analytic/hardware.py first."""
+    import shutil
+
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT, copy / "specnotes", ignore=shutil.ignore_patterns("data", "__pycache__"))
+    if plant:
+        with open(copy / "specnotes" / "analytic" / "hardware.py", "a") as fh:
+            fh.write(f"\n{plant}\n")
+    config = tmp_path / "contracts.toml"
+    config.write_text((ROOT.parents[1] / "pyproject.toml").read_text())
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    return subprocess.run([str(Path(sys.executable).with_name("lint-imports")), "--config", str(config),
+                           "--no-cache"], capture_output=True, text=True, env=env, cwd=tmp_path)
+
+
+def test_the_layer_contracts_hold_and_fail_on_an_upward_import(tmp_path):
+    assert lint_imports(tmp_path).returncode == 0
+    for plant, broken in (("from specnotes.record import published", "The layers import downward only"),
+                          ("def f():\n    from specnotes import advise", "The layers import downward only"),
+                          ("import torch", "build without torch"),
+                          ("import matplotlib", "Only the pages")):
+        out = lint_imports(tmp_path / plant.split()[-1], plant)
+        assert out.returncode != 0 and broken in out.stdout and "specnotes.analytic.hardware" in out.stdout, plant

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import json
 import re
 import sys
 import venv
@@ -197,11 +198,28 @@ def test_a_torch_of_another_version_is_kept_and_named(capsys):
 
 
 def test_the_c_source_ships_with_the_package():
-    """specnotes.kernel builds csrc/*.c on the reader's machine: package-data must carry them into the wheel."""
+    """specnotes.sampling.kernel builds its csrc/*.c on the reader's machine: package-data must carry them into the
+    wheel."""
     import fnmatch
 
     import tomllib
 
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["specnotes"]
-    sources = list((PACKAGE / "csrc").glob("*.c"))
-    assert sources and all(any(fnmatch.fnmatch(f"csrc/{s.name}", p) for p in patterns) for s in sources)
+    sources = list((PACKAGE / "sampling" / "csrc").glob("*.c"))
+    assert sources and all(any(fnmatch.fnmatch(f"sampling/csrc/{s.name}", p) for p in patterns) for s in sources)
+
+
+def test_compare_outputs_finds_no_change_between_a_revision_and_itself_and_one_where_an_output_moved(tmp_path):
+    """scripts/compare_outputs.py (issue 43's check that a refactor moved no stored output): a revision against itself
+    differs nowhere; a notebook whose output text was changed is named, cell by cell."""
+    spec = importlib.util.spec_from_file_location("compare_outputs", ROOT / "scripts" / "compare_outputs.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    assert compare.main(["HEAD", "HEAD"]) == 0
+    rules = compare.sanitizers()
+    cell = {"cell_type": "code", "source": ["x"], "outputs": [{"output_type": "stream", "text": ["0.123456789999\n"]}]}
+    moved = {**cell, "outputs": [{"output_type": "stream", "text": ["0.124\n"]}]}
+    noise = {**cell, "outputs": [{"output_type": "stream", "text": ["0.123456780000\n"]}]}
+    same = compare.code_outputs(json.dumps({"cells": [cell]}), rules)
+    assert same == compare.code_outputs(json.dumps({"cells": [noise]}), rules)  # float noise is sanitized away
+    assert same != compare.code_outputs(json.dumps({"cells": [moved]}), rules)

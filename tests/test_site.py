@@ -211,7 +211,7 @@ def test_png_text_reads_the_font_record_plots_writes():
     matplotlib.use("Agg")
     from site_checks import png_text, smallest_text_px
 
-    from specnotes import plots
+    from specnotes.pages import plots
 
     fig, ax = plots.figure()
     ax.set_title("a title")

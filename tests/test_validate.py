@@ -63,25 +63,6 @@ def test_choice_and_integers():
         validate.integers("batches", [], low=1)
 
 
-def test_weights_accepts_distributions_and_positive_weights():
-    probs = torch.tensor([[0.25, 0.75], [1.0, 0.0]])
-    assert validate.weights("probs", probs, normalized=True) is probs
-    assert validate.weights("w", torch.tensor([3.0, 0.0, 1.0])) is not None  # unnormalized is fine
-
-
-@pytest.mark.parametrize(("values", "normalized", "error", "match"), [
-    (torch.zeros(2, 3), False, ValueError, r"w: every row needs a positive total"),
-    (torch.tensor([0.5, -0.1, 0.6]), False, ValueError, r"w must hold finite weights >= 0"),
-    (torch.tensor([0.5, math.nan]), False, ValueError, r"w must hold finite weights >= 0"),
-    (torch.tensor([[0.5, 0.6]]), True, ValueError, r"w must be probability distributions .* from 1\.1 to 1\.1"),
-    (torch.tensor([1, 2]), False, TypeError, r"w must be a floating-point tensor"),
-    ([0.5, 0.5], False, TypeError, r"w must be a floating-point tensor \[\.\.\., V\] of weights, got list"),
-])
-def test_weights_rejects(values, normalized, error, match):
-    with pytest.raises(error, match=match):
-        validate.weights("w", values, normalized=normalized)
-
-
 def test_cli_type_checks_a_flag_the_argparse_way(capsys):
     import argparse
 

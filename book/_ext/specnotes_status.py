@@ -2,7 +2,7 @@
 
 - one row per notebook in ``_toc.yml``: when, on what device and in which dtype (and why that dtype)
   its stored outputs were produced, read
-  from ``metadata.specnotes`` that ``python -m specnotes.refresh`` (``make refresh``) writes;
+  from ``metadata.specnotes`` that ``python -m specnotes.pages.refresh`` (``make refresh``) writes;
 - the versions of the tools that built this website, and of the vendored JavaScript.
 
 Nothing is typed by hand or stored in a notebook, so the page cannot go stale: the status page is
@@ -55,6 +55,9 @@ def dtype_text(meta: dict) -> tuple[str, str]:
     return meta["dtype"], meta["dtype_reason"]
 
 
+NAMES = {"python": "Python", "torch": "torch"}  # a chapter's recorded versions, by metadata key
+
+
 def cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -65,34 +68,41 @@ class StatusDirective(SphinxDirective):
     option_spec = {"table": lambda arg: arg.strip()}
 
     def chapter_rows(self) -> list[str]:
+        """One row a chapter: when, how long, on what and in which dtype. Python and torch get a column each only
+        where the chapters' versions differ; else one sentence above says them (the table then fits a phone)."""
         root = Path(self.env.srcdir)
         toc_path = root / "_toc.yml"
         self.env.note_dependency(str(toc_path))
-        rows = ["| Page | Stored outputs produced | Execution time | Device | dtype | Python | torch |",
-                "|---|---|---|---|---|---|---|"]
-        why = []
+        metas = []
         for rel in toc_files(yaml.safe_load(toc_path.read_text())):
             path = root / f"{rel}.ipynb"
             if not path.is_file():
                 continue
             self.env.note_dependency(str(path))
-            nb = json.loads(path.read_text())
-            title = f"{{doc}}`/{rel}`"
-            meta = nb.get("metadata", {}).get("specnotes")
+            metas.append((f"{{doc}}`/{rel}`", json.loads(path.read_text()).get("metadata", {}).get("specnotes")))
+        shared = {key: {cell(m.get(key, "?")) for _, m in metas if m} for key in ("python", "torch")}
+        apart = [key for key, values in shared.items() if len(values) > 1]
+        head = ["Page", "Stored outputs produced", "Execution time", "Device", "dtype",
+                *[NAMES[key] for key in apart]]
+        rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        why = []
+        for title, meta in metas:
             if not meta:
-                rows.append(f"| {title} | not recorded: run `make refresh` | | | | | |")
+                rows.append(f"| {title} | not recorded: run `make refresh` |" + " |" * (len(head) - 2))
                 continue
             date = str(meta.get("date", "?")).replace("T", " ").replace("Z", " UTC")
             dtype, reason = dtype_text(meta)
             rows.append(" | ".join([
                 f"| {title}", cell(date), f"{float(meta.get('seconds', 'nan')):.1f} s",
-                cell(meta.get("host", meta.get("device", "?"))), cell(dtype), cell(meta.get("python", "?")),
-                cell(meta.get("torch", "?")) + " |"]))
+                cell(meta.get("host", meta.get("device", "?"))), cell(dtype),
+                *[cell(meta.get(key, "?")) for key in apart]]) + " |")
             if reason:
                 why.append(f"- {title}: {reason}")
+        same = [f"{NAMES[key]} {next(iter(values))}" for key, values in shared.items() if len(values) == 1]
+        lead = [f"Every chapter's outputs were produced with {' and '.join(same)}.", ""] if same else []
         why_title = ("Why each chapter measured in its dtype (a CPU probes, see Chapter 1; a chapter whose models have "
                      "a fixed dtype says so; \"—\": the page measures nothing on the device that ran it):")
-        return rows + (["", why_title, "", *why] if why else [])
+        return lead + rows + (["", why_title, "", *why] if why else [])
 
     def build_rows(self) -> list[str]:
         rows = ["| Built with | Version |", "|---|---|", f"| Python | {platform.python_version()} |"]

@@ -9,8 +9,11 @@ One module per job:
 - ``records``  one record format with one provenance block (bench, sampler benchmark, training, refresh);
 - ``checks``   what a measurement may assert on *this* device, derived from its measured roofs.
 
-The layer stack's timing (``stack_time``, ``stack_overhead``, ``stack_sizes``, ``speedup_sweep``) lives
-with the stack in ``specnotes.stack``; ``measure.stack_time`` and friends still work.
+What the chapters measure with them, each a module of this package: ``stack`` (a Llama-style layer stack with a
+KV cache, its timing and Chapters 2/4's sweep), ``kvtiming`` (Chapter 5's passes over a real KV cache),
+``moe_stack`` (Chapter 10's expert layers) and ``findings`` (what Chapters 1, 2 and 4 find in a measurement).
+The names above are this package's face (``measure.time_fn``); the rest is imported from its module. Sits on
+torch; imports ``analytic`` and ``validate``, never ``sampling``, ``tiny`` or anything above.
 """
 
 from specnotes.measure import checks
@@ -22,6 +25,8 @@ from specnotes.measure.devices import (
     MiB,
     Sizes,
     as_dtype,
+    cpu_details,
+    detect_accelerator,
     device_name,
     dtype_name,
     num_threads,
@@ -46,23 +51,11 @@ from specnotes.measure.probes import (
 from specnotes.measure.records import SCHEMA, Record, Results, load_results, provenance, save_results
 from specnotes.measure.timing import Timing, doubling_sweep, sync, time_fn, time_interleaved
 
-_STACK = ("StackSizes", "stack_sizes", "stack_time", "stack_overhead")
-
-
-def __getattr__(name: str):
-    # specnotes.stack imports this package, so its names are looked up on first use, not at import time
-    if name in _STACK:
-        from specnotes import stack
-
-        return getattr(stack, name)
-    raise AttributeError(f"module 'specnotes.measure' has no attribute {name!r}")
-
-
 __all__ = [
     "DEVICE_ENV", "DTYPE_ENV", "DTYPES", "GiB", "MiB", "SCHEMA", "DtypeChoice", "KneeFit", "MeasuredRoof", "Record",
-    "Results", "Sizes", "Timing", "GemmEfficiency", "as_dtype", "checks", "copy_bandwidth", "default_dtype",
-    "device_name", "efficiency_sweep",
+    "Results", "Sizes", "Timing", "GemmEfficiency", "as_dtype", "checks", "copy_bandwidth", "cpu_details",
+    "default_dtype", "detect_accelerator", "device_name", "efficiency_sweep",
     "doubling_sweep", "dtype_choice", "dtype_name", "knee", "knee_fit", "load_results", "matmul_floor",
     "matmul_sweep", "matmul_time", "measured_roofline", "num_threads", "peak_matmul_flops", "pick_device",
-    "provenance", "save_results", "sizes_for", "sync", "time_fn", "time_interleaved", *_STACK,
+    "provenance", "save_results", "sizes_for", "sync", "time_fn", "time_interleaved",
 ]

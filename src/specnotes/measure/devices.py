@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from specnotes import validate
+from specnotes.analytic import hardware
 
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 _DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
@@ -132,6 +133,38 @@ def cpu_info() -> dict:
     return {"vendor": fields["vendor_id"], "family": number(fields["cpu family"]), "model": number(fields["model"]),
             "flags": [flag for flag in CPU_FLAGS if flag in flags] if flags else None,
             "capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine()}
+
+
+# (vendor, family, model) of the CPUs that recorded this book's numbers, by Intel's family/model numbering: a virtual
+# machine's "model name" often hides the generation (this one reads "Intel(R) Xeon(R) Processor @ 2.80GHz")
+MICROARCHITECTURES = {  # (vendor, family, model) as /proc/cpuinfo gives them: the kinds the book has met
+    ("GenuineIntel", 6, 106): "Ice Lake server", ("AuthenticAMD", 25, 1): "Zen 3", ("AuthenticAMD", 25, 17): "Zen 4",
+    ("AuthenticAMD", 26, 2): "Zen 5"}
+
+
+def cpu_details() -> dict:
+    """What /proc/cpuinfo says of this CPU (Linux; empty elsewhere): model name, family, model, stepping, logical
+    CPUs, the vector extensions that matter here, and the load average when asked."""
+    info, flags, cpus = {}, set(), 0
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "processor":
+                    cpus += 1
+                elif key in ("vendor_id", "model name", "cpu family", "model", "stepping") and key not in info:
+                    info[key] = value
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        return {}
+    family, model = int(info.get("cpu family", -1)), int(info.get("model", -1))
+    return {"model_name": info.get("model name"), "family": family, "model": model,
+            "microarchitecture": MICROARCHITECTURES.get((info.get("vendor_id"), family, model)),
+            "stepping": int(info.get("stepping", -1)), "logical_cpus": cpus,
+            "avx2": "avx2" in flags, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
+            "amx": "amx_tile" in flags, "load_average_1_5_15": list(os.getloadavg())}
 
 
 def device_name(device: torch.device | str | None = None) -> str:
@@ -309,3 +342,12 @@ def sizes_for(device: torch.device | str | None = None) -> Sizes:
         # a 2-core machine shared with other jobs stalls a process for up to ~0.2 s at a time
         min_s=0.25,
     )
+
+
+def detect_accelerator(device=None) -> hardware.Accelerator | None:
+    """The table row of the GPU this process would use; None on a CPU or an unknown GPU."""
+    device = torch.device(device) if device is not None else None
+    if not torch.cuda.is_available() or (device is not None and device.type != "cuda"):
+        return None
+    row = hardware.match_device_name(torch.cuda.get_device_name(device))
+    return hardware.DEVICES[row] if row else None

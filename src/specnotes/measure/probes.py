@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from specnotes import validate
-from specnotes.cost import gemm_cost
+from specnotes.analytic.cost import gemm_cost
 from specnotes.measure.devices import Sizes, as_dtype, dtype_name, resolve, sizes_for
 from specnotes.measure.dtypes import default_dtype
 from specnotes.measure.records import Record, rates
@@ -214,7 +214,7 @@ class MeasuredRoof:
 
     def as_accelerator(self, dtype: str | None = None, name: str = "this device (measured)"):
         """This roof as a ``hardware.Accelerator``, so the cost model can predict times on it."""
-        from specnotes.hardware import Accelerator
+        from specnotes.analytic.hardware import Accelerator
 
         return Accelerator(name, {dtype_name(dtype or self.dtype): self.flops}, self.bandwidth, 0.0,
                            "measured: copy_ and GEMM")

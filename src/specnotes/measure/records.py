@@ -2,7 +2,7 @@
 
 - :func:`provenance`: where, when and how a number was measured (device, dtype and why, host, threads,
   versions, the date in one format, ``DATE_FORMAT``). The bench, the sampler benchmark, training and
-  ``python -m specnotes.refresh`` all write this block.
+  ``python -m specnotes.pages.refresh`` all write this block.
 - :class:`Record`: one measured result (what, its samples and quartiles, derived rates).
 - :class:`Results`: a JSON document (``SCHEMA``) of one provenance block and named sections of records:
   ``python -m specnotes.bench`` writes them (``bench chapters``, ``bench sampler``), the package ships
@@ -142,6 +142,8 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: dict) -> Record:
+        if not isinstance(d, dict):
+            raise validate.BadArgumentType(f"not a record: a JSON object, not {validate.shown(d)}")
         names = {f.name for f in dataclasses.fields(cls)}
         missing = names - set(d) - {"extra"}
         if missing:
@@ -180,8 +182,19 @@ class Results:
     def from_dict(cls, doc: dict, where: str = "document") -> Results:
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
             raise validate.BadArgument(f"{where}: not a {SCHEMA} file")
-        return cls(doc["provenance"], {k: [Record.from_dict(r) for r in v] for k, v in doc["sections"].items()},
-                   doc.get("notes", {}))
+        for key, kind in (("provenance", dict), ("sections", dict), ("notes", (dict, type(None)))):
+            if not isinstance(doc.get(key), kind):
+                raise validate.BadArgumentType(f"{where}: {key} must be a JSON object, got "
+                                               f"{validate.shown(doc.get(key))}")
+        sections = {}
+        for name, records in doc["sections"].items():
+            if not isinstance(records, list):
+                raise validate.BadArgumentType(f"{where}: sections.{name} must be a list of records")
+            try:
+                sections[name] = [Record.from_dict(r) for r in records]
+            except validate.BadArgument as err:
+                raise type(err)(f"{where}: sections.{name}: {err}") from None
+        return cls(doc["provenance"], sections, doc.get("notes") or {})
 
 
 def save_results(results: Results, path: str | os.PathLike) -> Path:
@@ -203,7 +216,7 @@ def load_results(path: str | os.PathLike) -> Results:
     """Read a file :func:`save_results` wrote; anything else is a ValueError naming the file."""
     try:
         doc = json.loads(Path(path).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # JSONDecodeError is a ValueError
         raise validate.BadArgument(f"{path}: not a {SCHEMA} file (not JSON)") from None
     return Results.from_dict(doc, str(path))
 

@@ -1,0 +1,3 @@
+from specnotes.bench import main
+
+raise SystemExit(main())
