@@ -103,10 +103,20 @@ ALLOWED = {
     },
     '06_published_record.ipynb': {
         'deterministic': [
+            # issue 42 (new MoE sources, the stored model's pick) and issue 44's review
+            'len(issue24) == 7',
+            "min(issue24, key=lambda v: cv.summary('source', v)['median |log ratio|']) == calibrate.BASE",
+            "{c.source for c, _ in wrong} == {'angelslim_issue163', 'atom_dashboard_2026', 'eagle3_2025', 'magicdec', 'specdecode_bench'}",
+            "g_['median_all'] == calibrate.GOALS['median']",
+            'all((c.gpu_assumed for c in rec.cases if c.moe and (not c.anchored)))',
+            "moved['+ per-expert cost'] < 0.05 < moved['+ per-MoE-layer cost']",
+            "worst[0] == 'angelslim_issue163'",
+            'calibrate.moe_chosen(moe_rows) == calibrate.CHOSEN',
+            "{key.split('/')[0] for key in shape_alone} == {'atom_dashboard_2026', 'speculators_qwen38_27b_b200', 'vllm_blog_dspark_2026', 'vllm_pr24243'}",
+            "{published.load(k.split('/')[0])[k.split('/')[1]].setup['target'] for k in shape_alone} == {'Qwen3.8-27B', 'MiniCPM3-4B', 'DeepSeek-V4-Pro'}",
             "sdb_table['first calibration error'].abs().max() < 0.1",
             "sdb_table['idealized error'].abs().max() > 0.1",
             'ratios.loc[16, "authors\' fit"] > 1.05 and abs(ratios.loc[64, \'idealized model\'] - 1) < 0.01',
-            "cv.best('source') == calibrate.CHOSEN",
             'md_meas == sorted(md_meas) and md_ideal == sorted(md_ideal)',
             'max(md_full) < 1',
             "trees['tree/chain measured'].iloc[0] > 1 and trees['tree/chain model'].iloc[0] > 1",
@@ -115,21 +125,16 @@ ALLOWED = {
             # the advisor's band and the search for the batch-growing cost (issue 34), on the published record
             "by_bucket['all']['decisive_share'] < nearest_rows[-1]['decisive_share']",
             "all((lo <= c <= hi for lo, c, hi in zip(held['low'], held['centre'], held['high'], strict=True)))",
-            "len(errs65) == 2 and max(errs65['specdecode_bench']) < min(errs65['magicdec'])",
+            'len(errs65) == 2 and overlap65 <= 1',
             "by_bucket['all']['centre_median'] > [r['median'] for r in anchor_rows if r['distance'] == 'up to 8× above'][0]",
             "trend['magicdec'] > 0.5 > abs(trend['specdecode_bench'])",
-            "abs(r[dense] - base_row['bias B > 1 by source'][dense]) < 0.05",
             # the record's families, its wrong verdicts and what its rules keep out (the new published points)
             "knee['median |log ratio|'] == two['median |log ratio|']",
             "ideal['bias'] > 0 and first_cv['bias'] > 0",
-            "{c.source for c, _ in wrong} == {'angelslim_issue163', 'eagle3_2025', 'magicdec', 'specdecode_bench'}",
-            "{c.source for c in moe_wrong} == {'angelslim_issue163'}",
             '{c.tp for c in other_moe} == {2} and max((c.batch for c in other_moe)) == 4',
             "moe_sources == ['angelslim_issue163', 'specforge_issue339']",
-            'all((c.gpu_assumed for c in rec.cases if c.moe))',
             'sum((c.measured < 1 for c in moe_points)) > len(moe_points) / 2',
             "families[1]['acceptance only']['median'] > families[0]['acceptance only']['median']",
-            "{key.split('/')[0] for key in shape_alone} == {'speculators_qwen38_27b_b200', 'vllm_pr24243'}",
             "all(('parallel layout' in rec.kinds[key] for key in rec.kinds if key.startswith('lmsys_mtp_2025')))",
             "abs(t['bias B > 1'] - base_row['bias B > 1']) < 0.02 and abs(t['median B > 1'] - base_row['median B > 1']) < 0.02",
             "q['bias B > 1 by source']['specdecode_bench'] < k['bias B > 1 by source']['specdecode_bench']",
@@ -181,7 +186,8 @@ ALLOWED = {
             'per_seq_pub.min() / 3 < 1000000.0 * per_seq < 3 * per_seq_pub.max()',
             "adaptive_rows['little gap'].max() < 0.05",
             '(tpot_by_policy[table_f7.name] <= 1.03 * best_other).all()',
-            '(tpot_by_policy[rule_f7.name] <= 1.03 * tpot_by_policy[fixed.name]).all()',
+            'tpot_by_policy.loc[top, rule_f7.name] < tpot_by_policy.loc[top, fixed.name]',
+            'rule_cost[worst] > 0.03 and batch_by_policy.loc[worst, rule_f7.name] > batch_by_policy.loc[worst, fixed.name]',
             "pd_rows['little gap'].max() < 0.05",
             "PD_RATES[int(np.argmax(hurts['tpot'])) - 1] - 2 <= pd_mf <= PD_RATES[int(np.argmax(hurts['tpot']))] + 2",
             '(pd_tpot[table_f7.name] <= 1.03 * pd_tpot.drop(columns=table_f7.name).min(axis=1)).all()',
@@ -220,8 +226,9 @@ ALLOWED = {
     },
     '10_sparse_targets.ipynb': {
         'deterministic': [
-            # the published MoE series the cost model prices: what the prose says of them
-            "all((s.setup['target'] == 'Qwen3-30B-A3B' and s.setup['drafter'] == 'eagle3-head' and s.setup['engine'].startswith('SGLang') and (s.setup['accelerator'] is None) for _, s, *_ in drawn))",
+            # the split's reasons, in the prose: the experts' grouped GEMM stays memory-bound (issue 44, P1 1)
+            "v512.bound('experts') == 'memory'",
+            "all((bound == 'memory' for _, _, bound in p4.values()))",
         ],
         'exact': [
             'all((s_.experts_per_token <= d <= min(s_.n_experts, s_.experts_per_token * b * new) for d in got))',
@@ -229,6 +236,24 @@ ALLOWED = {
         ],
         'exercise': [
             "abs(exercises.answer('ch10.p1a') - touched.iloc[0, 1]) < 1e-09",
+        ],
+    },
+    '11_engines_since.ipynb': {
+        'exact': [
+            # greedy decoding with each drafter, and every serving policy, writes the target's own text (float64)
+            'torch.equal(run(d, k, ps=prompts[:3], new=48, exact=True).tokens, plain.tokens)',
+            'exact.disagreements() == []',
+            # bookkeeping of a generation's statistics
+            '1 <= st.mean_tokens_per_iteration <= st.k + 1 and 0 <= st.alpha <= 1',
+        ],
+        'measured': [
+            'all((t > 0 for t in (t_target, t_draft, *t_par.values())))',
+            'all((host[b] > 0 for b in HOST_B))',
+            # 64 sequences' lookups against one: 64 times the work, more than the noise can undo
+            'host[max(HOST_B)] > host[min(HOST_B)]',
+            # a timer's reading of the budget policy's own choice of k
+            'choice[b] > 0',
+            'all((t > 0 for p in policies for b in SERVE_B for r in comparisons[mix].steps[p.name][b] for t in r))',
         ],
     },
     'advisor.ipynb': {
