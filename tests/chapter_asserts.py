@@ -252,7 +252,7 @@ ALLOWED = {
             # 64 sequences' lookups against one: 64 times the work, more than the noise can undo
             'host[max(HOST_B)] > host[min(HOST_B)]',
             # a timer's reading of the budget policy's own choice of k
-            'choice[b] > 0',
+            'all((0 < share < 1 for share in choice.values()))',
             'all((t > 0 for p in policies for b in SERVE_B for r in comparisons[mix].steps[p.name][b] for t in r))',
         ],
     },

@@ -28,7 +28,6 @@ Here:
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -121,12 +120,15 @@ class SlotCost:
                    tuple(map(tuple, times.seconds)))
 
 
-@functools.lru_cache(maxsize=256)
 def _terms(c: SlotCost, batch: int) -> tuple[float, float, float, float, np.ndarray]:
-    """A slot cost's terms at ``batch`` (plain, jump, per slot, per width, the measured steps at k = 0..), once."""
-    at = lambda ys: float(_line(batch, c.batches, ys))
-    return (*(at(ys) for ys in (c.plain, c.jump, c.per_slot, c.per_width)),
-            np.array([at(ys) for ys in c.rect or ()]))
+    """A slot cost's terms at ``batch`` (plain, jump, per slot, per width, the measured steps at k = 0..), computed
+    once a batch and kept on the instance: the policy prices every step with them."""
+    kept = c.__dict__.setdefault("_at_batch", {})
+    if batch not in kept:
+        at = lambda ys: float(_line(batch, c.batches, ys))
+        kept[batch] = (*(at(ys) for ys in (c.plain, c.jump, c.per_slot, c.per_width)),
+                       np.array([at(ys) for ys in c.rect or ()]))
+    return kept[batch]
 
 
 def measure_one_row(worker, handoffs: Sequence, batches: Sequence[int], k_max: int, warmup: int = 1,
@@ -153,12 +155,15 @@ class Estimates:
     reached_i), where reached_i counts the request's drafts checked at position i. ``prior``: one rate a
     position (the pooled measurement); ``strength``: how many drafts the prior weighs; ``decay``: each step, the
     counts so far are multiplied by it (an exponential moving window, as vLLM's and SGLang's estimators keep), so
-    a request the budget stopped drafting for drifts back to the prior and is tried again."""
+    a request the budget stopped drafting for drifts back to the prior and is tried again. The counts live in one
+    array, a row a request (row 0: none yet), so that a step's update and a batch's rates are a few array
+    operations: the policy pays for them every step."""
 
     prior: list[float]
     strength: float = 4.0
     decay: float = 1.0
-    counts: dict[int, np.ndarray] = field(default_factory=dict)  # request id -> [2, positions]: reached, accepted
+    rows: dict[int, int] = field(default_factory=dict)  # request id -> its row of ``counts``
+    counts: np.ndarray = field(init=False, repr=False)  # [requests + 1, 2, positions]: reached, accepted
 
     def __post_init__(self):
         self.prior = [validate.probability(f"prior[{i}]", a) for i, a in enumerate(self.prior)]
@@ -166,35 +171,50 @@ class Estimates:
             raise validate.BadArgument("prior must give a rate for at least one draft position")
         self.strength = validate.number("strength", self.strength, low=0, low_open=True)
         self.decay = validate.number("decay", self.decay, low=0, low_open=True, high=1)
+        self.counts = np.zeros((1, 2, len(self.prior)))
+        self._weighted_prior = self.strength * np.array(self.prior)
 
     def rates(self, request_id: int) -> list[float]:
         return self.matrix([request_id])[0].tolist()
 
     def matrix(self, request_ids: Sequence[int]) -> np.ndarray:
         """[len(request_ids), positions]: each request's rates, one row each."""
-        prior, empty = np.array(self.prior), np.zeros((2, len(self.prior)))
-        c = np.stack([self.counts.get(r, empty) for r in request_ids] or [empty])[: len(request_ids)]
-        return (self.strength * prior + c[:, 1]) / (self.strength + c[:, 0])
+        c = self.counts[[self.rows.get(r, 0) for r in request_ids]]
+        return (self._weighted_prior + c[:, 1]) / (self.strength + c[:, 0])
 
     def observe(self, rows: Sequence[tuple[int, int, int]]):
         """(request id, drafts verified, drafts accepted) per row of a step: positions 1..accepted passed, and
         position accepted + 1, if verified, was checked and failed."""
-        n = len(self.prior)
-        for c in self.counts.values():
-            c *= self.decay
-        for rid, verified, accepted in rows:
-            c = self.counts.setdefault(rid, np.zeros((2, n)))
-            reached = min(verified, accepted + 1, n)
-            c[0, :reached] += 1
-            c[1, : min(accepted, n)] += 1
+        if self.decay != 1:
+            self.counts[1:] *= self.decay
+        if not rows:
+            return
+        new = [rid for rid, _, _ in rows if rid not in self.rows]
+        if new:
+            for rid in dict.fromkeys(new):
+                self.rows[rid] = len(self.rows) + 1
+            self.counts = np.concatenate([self.counts, np.zeros((len(self.rows) + 1 - len(self.counts),
+                                                                 *self.counts.shape[1:]))])
+        at, verified, accepted = np.array([(self.rows[rid], v, a) for rid, v, a in rows]).T
+        position = np.arange(len(self.prior))
+        reached = position < np.minimum(verified, accepted + 1)[:, None]
+        passed = position < accepted[:, None]
+        if len(set(at.tolist())) == len(at):  # a request once a step: plain indexing adds each row's counts
+            self.counts[at, 0] += reached
+            self.counts[at, 1] += passed
+        else:
+            np.add.at(self.counts, (at, 0), reached)
+            np.add.at(self.counts, (at, 1), passed)
 
 
 class Budget:
     """Verification on a budget, as a serving policy (see the module docstring). ``cost``: the profiled T(B, S);
-    ``prior``: pooled per-position acceptance; ``k_max``: the longest draft a request may get."""
+    ``prior``: pooled per-position acceptance; ``k_max``: the longest draft a request may get; ``decay``: the
+    estimates' forgetting a step (0.99: a window of about 100 steps). At 0.9 a request the drafter cannot guess is
+    tried again every few steps, and each try is a wasted draft and verify pass."""
 
     def __init__(self, slot_cost: SlotCost, prior: Sequence[float], k_max: int, strength: float = 4.0,
-                 decay: float = 0.9, label: str = "budget (survival-scored slots)"):
+                 decay: float = 0.99, label: str = "budget (survival-scored slots)"):
         self.cost = slot_cost
         self.k_max = validate.integer("k_max", k_max, low=1, high=len(prior))
         self.prior, self.strength, self.decay, self.label = list(prior), strength, decay, label
@@ -219,15 +239,16 @@ class Budget:
         scores = np.cumprod(self.estimates.matrix(worker.request_ids[:B])[:, :top], axis=1).T.ravel()
         order = np.argsort(-scores, kind="stable")  # position-major: slot j is row j % B, position j // B + 1
         position = order // B + 1
-        within = position[None, :] <= np.arange(1, top + 1)[:, None]  # [W, slot]: the slot counts at width W
-        slots = np.cumsum(within, axis=1)
-        widths = np.maximum.accumulate(np.where(within, position, 0), axis=1)
-        tokens = B + np.cumsum(np.where(within, scores[order], 0.0), axis=1)
-        rate = np.where(within, tokens / self.cost.prices(B, slots, np.maximum(widths, 1)), -np.inf)
-        w, j = np.unravel_index(int(np.argmax(rate)), rate.shape)
-        if not rate[w, j] > B / float(self.cost.prices(B, [0], [0])[0]):
-            return [0] * B
-        return np.bincount(order[: j + 1][within[w, : j + 1]] % B, minlength=B).tolist()
+        within = position <= np.arange(1, top + 1)[:, None]  # [W, slot]: the slot counts at width W
+        # column 0 of each width is plain decoding (no slot), so one pricing covers it, and a tie goes to it
+        counted = np.concatenate([np.ones((top, 1), dtype=bool), within], axis=1)
+        slots = np.cumsum(counted, axis=1) - 1
+        widths = np.maximum.accumulate(np.concatenate([np.ones((top, 1), dtype=int), position * within], axis=1),
+                                       axis=1)
+        tokens = B + np.cumsum(np.concatenate([[0.0], scores[order]]) * counted, axis=1)
+        rate = np.where(counted, tokens / self.cost.prices(B, slots, widths), -np.inf)
+        w, j = divmod(int(np.argmax(rate)), rate.shape[1])
+        return np.bincount(order[:j][within[w, :j]] % B, minlength=B).tolist()
 
     def observe(self, result):
         self.estimates.observe(result.rows)
@@ -269,7 +290,7 @@ def pooled_rates(rows: Sequence[tuple[int, int, int]], k_max: int) -> list[float
     reached gets the last rate that was measured (0.5 if none was)."""
     est = Estimates([0.5] * validate.integer("k_max", k_max, low=1), strength=1e-9)
     est.observe([(0, verified, accepted) for _, verified, accepted in rows])
-    reached, passed = est.counts.get(0, np.zeros((2, k_max)))
+    reached, passed = est.counts[est.rows.get(0, 0)]
     rates, last = [], 0.5
     for n, a in zip(reached, passed, strict=True):
         last = a / n if n else last
@@ -295,13 +316,21 @@ class Comparison:
     """What ``compare`` measured: ``steps[policy][B]``, one list of step seconds per repeat; ``tokens[policy][B]``,
     the tokens each step delivered (the same in every repeat: the work is deterministic at temperature 0);
     ``slots_per_token``, the draft slots a policy verified per token it delivered; ``outputs``, what each policy
-    wrote for each request at each B (its last repeat)."""
+    wrote for each request at each B (its last repeat); ``bookkeeping[policy][B]``, like ``steps``, the seconds of
+    each step spent outside the worker's step: the policy's choice of k and its ``observe``."""
 
     batches: list[int]
     steps: dict[str, dict[int, list[list[float]]]]
     tokens: dict[str, dict[int, list[int]]]
     slots_per_token: dict[str, dict[int, float]]
     outputs: dict[int, dict[str, dict[int, list[int]]]] = field(default_factory=dict)  # B -> policy -> id -> tokens
+    bookkeeping: dict[str, dict[int, list[list[float]]]] = field(default_factory=dict)
+
+    def bookkeeping_share(self, policy: str, batch: int) -> float:
+        """The share of the policy's step time, over every repeat at ``batch``, spent choosing k and observing: what
+        the choice cost as it ran, between the worker's steps (a loop of choices alone runs with warm caches)."""
+        total = sum(map(sum, self.steps[policy][batch]))
+        return sum(map(sum, self.bookkeeping[policy][batch])) / total
 
     def runs(self, policy: str, batch: int) -> list[float]:
         """Tokens per second of each repeat."""
@@ -360,12 +389,13 @@ def compare(workers: Sequence, handoffs: Sequence, batches: Sequence[int], polic
                                    "request may finish during a run")
     names = [p.name for p in policies]
     times = {n: {b: [] for b in batches} for n in names}
+    kept = {n: {b: [] for b in batches} for n in names}
     delivered = {n: {b: [] for b in batches} for n in names}
     verified = {n: {b: 0 for b in batches} for n in names}
     outputs: dict = {}
     for b in tqdm(batches, desc="policies at each B", disable=not progress):
         for _ in range(repeats):
-            seconds, tokens = [[] for _ in policies], [[] for _ in policies]
+            seconds, tokens, books = [[] for _ in policies], [[] for _ in policies], [[] for _ in policies]
             for w, p in zip(workers, policies, strict=True):
                 w.reset()
                 for h in handoffs[:b]:
@@ -377,12 +407,15 @@ def compare(workers: Sequence, handoffs: Sequence, batches: Sequence[int], polic
                     slots = getattr(p, "slots", None)
                     t0 = clock()  # the policy's choice and its bookkeeping are part of the step
                     k = slots(w) if slots else min(p(w.n), w.k_max)
+                    t1 = clock()
                     result = w.step(k)
+                    t2 = clock()
                     if hasattr(p, "observe"):
                         p.observe(result)
-                    elapsed = clock() - t0
+                    t3 = clock()
                     if step >= warmup:
-                        seconds[i].append(elapsed)
+                        seconds[i].append(t3 - t0)
+                        books[i].append((t1 - t0) + (t3 - t2))
                         tokens[i].append(result.tokens)
                         verified[names[i]][b] += result.slots
             for i, n in enumerate(names):
@@ -391,9 +424,10 @@ def compare(workers: Sequence, handoffs: Sequence, batches: Sequence[int], polic
                                                "> 0?): the repeats cannot be combined step by step")
                 delivered[n][b] = tokens[i]
                 times[n][b].append(seconds[i])
+                kept[n][b].append(books[i])
             outputs[b] = {n: {w.request_ids[r]: w.new_tokens(r).tolist() for r in range(w.n)}
                           for n, w in zip(names, workers, strict=True)}
     for w in workers:
         w.reset()
     slots_per_token = {n: {b: verified[n][b] / (repeats * sum(delivered[n][b])) for b in batches} for n in names}
-    return Comparison(list(batches), times, delivered, slots_per_token, outputs)
+    return Comparison(list(batches), times, delivered, slots_per_token, outputs, kept)
