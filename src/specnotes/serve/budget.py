@@ -198,13 +198,8 @@ class Estimates:
         at, verified, accepted = np.array([(self.rows[rid], v, a) for rid, v, a in rows]).T
         position = np.arange(len(self.prior))
         reached = position < np.minimum(verified, accepted + 1)[:, None]
-        passed = position < accepted[:, None]
-        if len(set(at.tolist())) == len(at):  # a request once a step: plain indexing adds each row's counts
-            self.counts[at, 0] += reached
-            self.counts[at, 1] += passed
-        else:
-            np.add.at(self.counts, (at, 0), reached)
-            np.add.at(self.counts, (at, 1), passed)
+        np.add.at(self.counts, (at, 0), reached)  # add.at: a request may appear twice (pooled_rates' one id)
+        np.add.at(self.counts, (at, 1), position < accepted[:, None])
 
 
 class Budget:

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from specnotes.pages.plots.style import (
     MARKERS,
     MEASURED,
-    MODEL,
     PALETTE,
     _axes,
-    _kind,
+    _curve,
     _legend,
     _plain_log_ticks,
     _title,
@@ -27,17 +26,10 @@ def acceptance_by_position(ax=None, curves: Sequence = (), *, title: str, ylabel
     with house_style():
         ax = _axes(ax)
         for i, (label, positions, rates, kind, *errors) in enumerate(curves):
-            positions, rates, color = list(positions), [float(r) for r in rates], PALETTE[i % len(PALETTE)]
+            positions, rates = list(positions), [float(r) for r in rates]
             if len(positions) != len(rates):
                 raise ValueError(f"{label}: {len(positions)} positions but {len(rates)} rates")
-            if _kind(kind) == "model":
-                ax.plot(positions, rates, color=color, label=f"model: {label}", **MODEL)
-            elif errors:
-                ax.errorbar(positions, rates, yerr=list(errors[0]), color=color, marker=MARKERS[i % len(MARKERS)],
-                            capsize=3, label=f"measured: {label}", **MEASURED)
-            else:
-                ax.plot(positions, rates, color=color, marker=MARKERS[i % len(MARKERS)], label=f"measured: {label}",
-                        **MEASURED)
+            _curve(ax, i, label, positions, rates, kind, list(errors[0]) if errors else None)
         ax.set_ylim(0, 1.05)
         ax.set_xlabel("Draft position i")
         ax.set_ylabel(ylabel)

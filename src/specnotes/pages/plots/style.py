@@ -432,6 +432,20 @@ def _kind(kind: str) -> str:
     return kind
 
 
+def _curve(ax, i: int, label: str, xs, ys, kind: str, yerr=None, capsize: float = 3) -> str:
+    """Series i in the house style: a model's as a line, a measurement's as markers, with error bars when ``yerr``
+    is given (symmetric, or [below, above]). Returns its colour."""
+    color = PALETTE[i % len(PALETTE)]
+    if _kind(kind) == "model":
+        ax.plot(xs, ys, color=color, label=f"model: {label}", **MODEL)
+    elif yerr is not None:
+        ax.errorbar(xs, ys, yerr=yerr, color=color, marker=MARKERS[i % len(MARKERS)], capsize=capsize,
+                    label=f"measured: {label}", **MEASURED)
+    else:
+        ax.plot(xs, ys, color=color, marker=MARKERS[i % len(MARKERS)], label=f"measured: {label}", **MEASURED)
+    return color
+
+
 # ----------------------------------------------------------------------------------------------
 # a figure as an <img> with alt text (widgets: an Output widget's image has no alt on the website)
 

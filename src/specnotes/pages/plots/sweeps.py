@@ -13,7 +13,7 @@ from specnotes.pages.plots.style import (
     MODEL,
     PALETTE,
     _axes,
-    _kind,
+    _curve,
     _legend,
     _plain_log_ticks,
     _time_unit,
@@ -96,23 +96,18 @@ def speedup_vs_k(ax=None, curves: Sequence = (), *, best: bool = False, title: s
     with house_style():
         ax = _axes(ax)
         for i, (label, ks, speedups, kind, *spread) in enumerate(curves):
-            ks, speedups, color = list(ks), [float(v) for v in speedups], PALETTE[i % len(PALETTE)]
+            ks, speedups = list(ks), [float(v) for v in speedups]
             if len(ks) != len(speedups):
                 raise ValueError(f"{label}: {len(ks)} values of k but {len(speedups)} speedups")
-            if _kind(kind) == "model":
-                ax.plot(ks, speedups, color=color, label=f"model: {label}", **MODEL)
-                if best:
-                    top = int(np.argmax(speedups))
-                    ax.plot([ks[top]], [speedups[top]], color=color, marker="*", markersize=14, linestyle="none")
-            elif spread:
+            errors = None
+            if spread and kind == "measured":
                 lows, highs = spread[0]
                 errors = [[s - lo for s, lo in zip(speedups, lows, strict=True)],
                           [hi - s for s, hi in zip(speedups, highs, strict=True)]]
-                ax.errorbar(ks, speedups, yerr=errors, color=color, marker=MARKERS[i % len(MARKERS)], capsize=4,
-                            label=f"measured: {label}", **MEASURED)
-            else:
-                ax.plot(ks, speedups, color=color, marker=MARKERS[i % len(MARKERS)], label=f"measured: {label}",
-                        **MEASURED)
+            color = _curve(ax, i, label, ks, speedups, kind, errors, capsize=4)
+            if best and kind == "model":
+                top = int(np.argmax(speedups))
+                ax.plot([ks[top]], [speedups[top]], color=color, marker="*", markersize=14, linestyle="none")
         ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1, label="S = 1 (no gain)")
         ax.set_ylim(bottom=0)
         ax.set_xlabel("Draft tokens per iteration, k")
